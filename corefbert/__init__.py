@@ -1,0 +1,38 @@
+"""corefbert: CorefBERT (Ye et al., EMNLP 2020) pretraining and fine-tuning on Hugging Face.
+
+Public API (imported lazily, so ``import corefbert`` stays cheap):
+
+    CorefBertError                              the one user-facing error type
+    MentionExtractor, load_spacy_pipeline       spaCy noun mentions and groups        (mentions.py)
+    PrepareArguments, prepare_corpus            raw text -> packed Arrow sequences    (corpus.py)
+    DataCollatorForMentionReferencePrediction   dynamic MLM + MRP masking, WWM        (collator.py)
+    CorefBertForPreTraining,                    copy-based MRP head on BERT / RoBERTa (modeling.py)
+    CorefRobertaForPreTraining, mrp_loss
+"""
+
+from __future__ import annotations
+
+import importlib
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "CorefBertError": "corefbert.errors",
+    "MentionExtractor": "corefbert.mentions",
+    "load_spacy_pipeline": "corefbert.mentions",
+    "PrepareArguments": "corefbert.corpus",
+    "prepare_corpus": "corefbert.corpus",
+    "DataCollatorForMentionReferencePrediction": "corefbert.collator",
+    "CorefBertForPreTraining": "corefbert.modeling",
+    "CorefRobertaForPreTraining": "corefbert.modeling",
+    "CorefBertPreTrainingOutput": "corefbert.modeling",
+    "mrp_loss": "corefbert.modeling",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'corefbert' has no attribute {name!r}")

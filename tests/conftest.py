@@ -1,0 +1,112 @@
+"""Shared fixtures: tokenizers trained here on a fixture text, tiny random BERT/RoBERTa configs.
+
+Everything is built offline in seconds; no hub access, no pretrained weights.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+TINY_HIDDEN = 32
+
+
+def shared_data(*parts: str) -> Path:
+    """Path under ../shared/data; the calling test is skipped when it is absent."""
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"{path} not present (../shared/data is only on developer machines)")
+    return path
+
+
+def _training_text() -> list[str]:
+    text = (FIXTURES / "tiny_corpus.txt").read_text(encoding="utf-8")
+    return [line for line in text.splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="session")
+def bert_tokenizer(tmp_path_factory):
+    """A WordPiece (BERT-style, uncased) fast tokenizer trained on the fixture text."""
+    from tokenizers import BertWordPieceTokenizer
+    from transformers import BertTokenizerFast
+
+    out = tmp_path_factory.mktemp("bert_tok")
+    trainer = BertWordPieceTokenizer(lowercase=True)
+    trainer.train_from_iterator(_training_text(), vocab_size=600, min_frequency=1)
+    trainer.save_model(str(out))
+    tok = BertTokenizerFast(vocab_file=str(out / "vocab.txt"), do_lower_case=True)
+    tok.save_pretrained(str(out))
+    return BertTokenizerFast.from_pretrained(str(out))
+
+
+@pytest.fixture(scope="session")
+def roberta_tokenizer(tmp_path_factory):
+    """A byte-level BPE (RoBERTa-style) fast tokenizer trained on the fixture text."""
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import RobertaTokenizerFast
+
+    out = tmp_path_factory.mktemp("roberta_tok")
+    trainer = ByteLevelBPETokenizer()
+    trainer.train_from_iterator(
+        _training_text(), vocab_size=700, min_frequency=1,
+        special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+    )
+    trainer.save_model(str(out))
+    tok = RobertaTokenizerFast(vocab_file=str(out / "vocab.json"), merges_file=str(out / "merges.txt"))
+    tok.save_pretrained(str(out))
+    return RobertaTokenizerFast.from_pretrained(str(out))
+
+
+def tiny_config(model_type: str, tokenizer):
+    """A 2-layer, hidden-32 config of ``model_type`` ("bert" or "roberta") sized to ``tokenizer``."""
+    from transformers import BertConfig, RobertaConfig
+
+    common = dict(
+        vocab_size=len(tokenizer), hidden_size=TINY_HIDDEN, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=256 + 2, pad_token_id=tokenizer.pad_token_id,
+    )
+    if model_type == "bert":
+        return BertConfig(**common)
+    if model_type == "roberta":
+        return RobertaConfig(**common, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+    raise ValueError(model_type)
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tmp_path_factory, bert_tokenizer):
+    """A saved tiny random BertModel checkpoint (with tokenizer), as a backbone would be given."""
+    import torch
+    from transformers import BertModel
+
+    torch.manual_seed(0)
+    out = tmp_path_factory.mktemp("tiny_bert")
+    BertModel(tiny_config("bert", bert_tokenizer)).save_pretrained(str(out))
+    bert_tokenizer.save_pretrained(str(out))
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_roberta_dir(tmp_path_factory, roberta_tokenizer):
+    """A saved tiny random RobertaModel checkpoint (with tokenizer)."""
+    import torch
+    from transformers import RobertaModel
+
+    torch.manual_seed(0)
+    out = tmp_path_factory.mktemp("tiny_roberta")
+    RobertaModel(tiny_config("roberta", roberta_tokenizer)).save_pretrained(str(out))
+    roberta_tokenizer.save_pretrained(str(out))
+    return out
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _offline_env():
+    """No test may reach a hub."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    yield

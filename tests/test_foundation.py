@@ -1,0 +1,44 @@
+from dataclasses import dataclass, field
+
+import pytest
+
+from corefbert.arguments import parse_args
+from corefbert.errors import CorefBertError
+
+
+@dataclass
+class _Args:
+    model_name_or_path: str = field(metadata={"help": "checkpoint"})
+    learning_rate: float = 5e-5
+    do_train: bool = False
+    train_file: list[str] = field(default_factory=list)
+
+
+def test_config_values_are_defaults_and_flags_override(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("model_name_or_path: m\nlearning_rate: 0.5\ntrain_file: [a.txt, b.txt]\n")
+    (args,) = parse_args([_Args], ["--config", str(cfg), "--learning_rate", "0.1"])
+    assert args == _Args("m", 0.1, False, ["a.txt", "b.txt"])
+    (args,) = parse_args([_Args], ["--config", str(cfg), "--do_train"])
+    assert args.learning_rate == 0.5 and args.do_train
+
+
+def test_unknown_config_key_is_one_line(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("model_name_or_path: m\nlearnin_rate: 0.5\n")
+    with pytest.raises(CorefBertError, match=r"c\.yaml: unknown argument\(s\) learnin_rate"):
+        parse_args([_Args], ["--config", str(cfg)])
+
+
+def test_unreadable_config_names_position(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("model_name_or_path: [unclosed\n")
+    with pytest.raises(CorefBertError, match=r"c\.yaml:\d+:\d+: not valid YAML"):
+        parse_args([_Args], ["--config", str(cfg)])
+
+
+def test_tokenizer_fixtures(bert_tokenizer, roberta_tokenizer):
+    for tok in (bert_tokenizer, roberta_tokenizer):
+        assert tok.is_fast and tok.mask_token_id is not None
+        enc = tok("Marta kept a lighthouse", return_offsets_mapping=True)
+        assert enc["input_ids"][0] == tok.cls_token_id
