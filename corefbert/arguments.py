@@ -39,10 +39,16 @@ def load_yaml_config(path: str) -> dict[str, Any]:
     return values
 
 
-def parse_args(dataclass_types: Sequence[type], args: Sequence[str] | None = None, prog: str | None = None):
+def parse_args(
+    dataclass_types: Sequence[type],
+    args: Sequence[str] | None = None,
+    prog: str | None = None,
+    defaults: dict[str, Any] | None = None,
+):
     """Parse ``args`` (default ``sys.argv[1:]``) into one instance per dataclass type.
 
-    ``--config file.yaml`` sets defaults; unknown keys in the file or on the command line are an error.
+    Precedence, lowest first: dataclass defaults, ``defaults`` (a CLI's own, e.g. a benchmark's paper
+    learning rate), the ``--config`` YAML file, command-line flags. Unknown names are an error.
     """
     args = list(sys.argv[1:] if args is None else args)
     pre = argparse.ArgumentParser(add_help=False)
@@ -51,6 +57,8 @@ def parse_args(dataclass_types: Sequence[type], args: Sequence[str] | None = Non
 
     parser = HfArgumentParser(list(dataclass_types), prog=prog)
     parser.add_argument("--config", default=None, help="YAML file of argument values; flags override it.")
+    if defaults:
+        parser.set_defaults(**defaults)
     if known.config is not None:
         values = load_yaml_config(known.config)
         dests = {action.dest: action for action in parser._actions}

@@ -42,3 +42,12 @@ def test_tokenizer_fixtures(bert_tokenizer, roberta_tokenizer):
         assert tok.is_fast and tok.mask_token_id is not None
         enc = tok("Marta kept a lighthouse", return_offsets_mapping=True)
         assert enc["input_ids"][0] == tok.cls_token_id
+
+
+def test_cli_defaults_sit_between_dataclass_and_config(tmp_path):
+    (args,) = parse_args([_Args], ["--model_name_or_path", "m"], defaults={"learning_rate": 2e-5})
+    assert args.learning_rate == 2e-5
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("learning_rate: 0.25\n")
+    (args,) = parse_args([_Args], ["--config", str(cfg), "--model_name_or_path", "m"], defaults={"learning_rate": 2e-5})
+    assert args.learning_rate == 0.25
