@@ -1,0 +1,35 @@
+"""The README is the product's face: its Quick start and CLI list must stay true."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def _quick_start_commands() -> list[str]:
+    section = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    return [line for line in block.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+def test_quick_start_has_exactly_two_commands():
+    commands = _quick_start_commands()
+    assert len(commands) == 2, commands
+    assert "accelerate launch pretrain/run_mrp.py" in commands[0]
+    assert "pytest" in commands[1] and ".[test]" in commands[1]
+
+
+def test_ci_runs_the_readme_test_command():
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert _quick_start_commands()[1] in ci.splitlines()
+
+
+def test_every_cli_and_accelerate_config_is_documented():
+    scripts = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "finetune").glob("run_*.py"))
+    scripts += sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "pretrain").glob("*.py"))
+    configs = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "accelerate_configs").glob("*.yaml"))
+    missing = [name for name in scripts + configs if name not in README]
+    assert not missing, f"not mentioned in README.md: {missing}"
