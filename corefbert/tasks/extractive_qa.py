@@ -1,0 +1,161 @@
+"""The fine-tuning task shared by QUOREF and MRQA/SQuAD: files -> windows -> model -> answers -> metrics.
+
+Subclasses (:mod:`corefbert.tasks.quoref`, :mod:`corefbert.tasks.mrqa`) choose the model, the loss and
+the answer shape (one span, or a bag of spans) and the metric; everything else is here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from transformers import AutoTokenizer
+
+from corefbert.errors import CorefBertError
+from corefbert.finetuning import FinetuningArguments, FinetuningTask
+from corefbert.tasks.qa import QAExample, read_qa_file
+from corefbert.tasks.qa_windows import build_windows, collate_windows, decode_answers
+
+
+@dataclass
+class QADataArguments:
+    """Data and windowing settings, named as in Hugging Face's ``run_qa.py``."""
+
+    train_file: str | None = field(default=None, metadata={"help": "Training file (official format)."})
+    validation_file: str | None = field(default=None, metadata={"help": "Dev file, scored after training."})
+    test_file: str | None = field(default=None, metadata={"help": "File to write predictions for (--do_predict)."})
+    data_format: str = field(default="auto", metadata={"help": "auto | squad (JSON) | mrqa (JSONL)."})
+    validation_split_percentage: int = field(
+        default=0, metadata={"help": "Without --validation_file: hold out this percentage of training contexts (seeded)."}
+    )
+    max_seq_length: int = field(default=384, metadata={"help": "Tokens per window, special tokens included."})
+    doc_stride: int = field(default=128, metadata={"help": "Tokens between the starts of consecutive windows."})
+    max_query_length: int = field(default=64, metadata={"help": "Questions are cut to this many tokens."})
+    n_best_size: int = field(default=20, metadata={"help": "Best starts x best ends considered per window."})
+    max_answer_length: int = field(default=30, metadata={"help": "Longest answer span in tokens."})
+
+
+class ExtractiveQATask(FinetuningTask):
+    """Windows over SQuAD-style / MRQA files, the model's logits decoded back to answers, scored."""
+
+    main_metric = "f1"
+    multi_span = False
+    max_answers: int | None = None
+    max_count: int | None = None
+
+    def __init__(self, data_args: QADataArguments, args: FinetuningArguments):
+        self.data_args, self.args = data_args, args
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(args.model_name_or_path)
+        except (OSError, ValueError) as err:
+            raise CorefBertError(f"cannot load a tokenizer ({str(err).splitlines()[0]})",
+                                 path=args.model_name_or_path) from None
+        self._splits: dict[str, tuple[list[QAExample], list[dict]]] = {}
+        if data_args.max_seq_length > getattr(self.tokenizer, "model_max_length", 10**9):
+            raise CorefBertError(f"--max_seq_length {data_args.max_seq_length} exceeds the model's limit "
+                                 f"{self.tokenizer.model_max_length}", path=args.model_name_or_path)
+
+    # Data ------------------------------------------------------------------------------------------
+    def _examples(self, split: str) -> list[QAExample] | None:
+        d = self.data_args
+        if split == "predict":
+            return read_qa_file(d.test_file, d.data_format, keep_unanswered=True) if d.test_file else None
+        if split == "eval" and d.validation_file:
+            return read_qa_file(d.validation_file, d.data_format)
+        if not d.train_file or (split == "eval" and not d.validation_split_percentage):
+            return None
+        train = read_qa_file(d.train_file, d.data_format)
+        if not d.validation_split_percentage or d.validation_file:
+            return train
+        # Split by context so no passage is on both sides; seeded so every run holds out the same ones.
+        contexts = sorted({example.context for example in train})
+        random.Random(self.args.seed).shuffle(contexts)
+        held_out = set(contexts[: max(1, len(contexts) * d.validation_split_percentage // 100)])
+        return [example for example in train if (example.context in held_out) == (split == "eval")]
+
+    def _windows(self, split: str):
+        if split not in self._splits:
+            examples = self._examples(split)
+            if examples is None:
+                return None
+            d = self.data_args
+            windows = build_windows(
+                examples, self.tokenizer, d.max_seq_length, d.doc_stride, d.max_query_length,
+                max_answers=self.max_answers, max_count=self.max_count, skip_unanswered=(split == "train"),
+            )
+            for index, window in enumerate(windows):
+                window["feature_index"] = index
+            self._splits[split] = (examples, windows)
+        return self._splits[split][1]
+
+    def train_dataset(self):
+        return self._windows("train")
+
+    def eval_dataset(self):
+        return self._windows("eval")
+
+    def predict_dataset(self):
+        return self._windows("predict")
+
+    def collate(self, features: list) -> dict[str, torch.Tensor]:
+        return collate_windows(features, self.tokenizer.pad_token_id)
+
+    # Evaluation ------------------------------------------------------------------------------------
+    def score(self, predictions: dict, references: dict) -> dict[str, float]:
+        """The benchmark's metric of ``predictions`` against ``references`` ``{qid: [gold texts]}``."""
+        raise NotImplementedError
+
+    def evaluate(self, model, dataloader, accelerator, split: str):
+        examples, windows = self._splits[split]
+        length = self.data_args.max_seq_length
+        floor = torch.finfo(torch.float32).min
+        indices, starts, ends, counts, losses = [], [], [], [], []
+        for batch in dataloader:
+            outputs = model(**batch)
+            pad = length - outputs.start_logits.shape[1]
+            # Windows differ in length per batch; pad to one width so batches gather and stack.
+            start = torch.nn.functional.pad(outputs.start_logits.float(), (0, pad), value=floor)  # [batch, seq]
+            end = torch.nn.functional.pad(outputs.end_logits.float(), (0, pad), value=floor)  # [batch, seq]
+            gathered = accelerator.gather_for_metrics(
+                (batch["feature_index"], start, end)
+                + ((outputs.count_logits.float(),) if outputs.count_logits is not None else ())
+            )
+            indices.append(gathered[0].cpu())
+            starts.append(gathered[1].cpu())
+            ends.append(gathered[2].cpu())
+            if len(gathered) > 3:
+                counts.append(gathered[3].cpu())
+            if outputs.loss is not None:
+                losses.append(float(outputs.loss))
+        order = torch.cat(indices).numpy()
+        seen = [windows[i] for i in order]
+        count_logits = torch.cat(counts).numpy() if counts else None
+        predictions = decode_answers(
+            examples, seen, torch.cat(starts).numpy(), torch.cat(ends).numpy(), count_logits,
+            n_best=self.data_args.n_best_size, max_answer_length=self.data_args.max_answer_length,
+            multi_span=self.multi_span,
+        )
+        references = {examples[w["example_index"]].qid: examples[w["example_index"]].gold_texts for w in seen}
+        references = {qid: golds for qid, golds in references.items() if golds}
+        metrics = self.score(predictions, references) if references else {}
+        if losses:
+            metrics["loss"] = float(np.mean(losses))
+        return metrics, predictions
+
+    def write_predictions(self, predictions, output_dir: str, split: str) -> list[str]:
+        path = os.path.join(output_dir, f"{split}_predictions.json")
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(predictions, handle, indent=1, ensure_ascii=False)
+        return [path]
+
+    # Saving ----------------------------------------------------------------------------------------
+    def save_pretrained(self, model, output_dir: str, state_dict: dict | None = None) -> None:
+        model.save_pretrained(output_dir, state_dict=state_dict)
+        self.tokenizer.save_pretrained(output_dir)
+
+    def load_weights(self, model, directory: str) -> None:
+        model.load_weights(directory)

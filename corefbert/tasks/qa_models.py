@@ -1,0 +1,191 @@
+"""Extractive-QA models: the paper's QUOREF model and a multi-answer wrapper for the standard QA head.
+
+``QuorefQAModel`` (paper section 4.1): any encoder ``AutoModel.from_pretrained`` loads (BERT, RoBERTa,
+corefbert pretraining checkpoints), one extra randomly initialized Transformer layer over its output
+(the "reasoning layer"), a start/end head, and an answer-count head on the first token that predicts
+0, 1 or 2 answer spans in the window. Either extra piece can be switched off; with both off it is
+plain BERT QA. ``save_pretrained`` writes the encoder as an ordinary checkpoint plus ``qa_heads.*``.
+
+``SpanQAModel`` wraps ``AutoModelForQuestionAnswering`` (MRQA/SQuAD) so the loss can use up to four
+gold spans per window; what it saves is the plain Hugging Face QA checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+from transformers import AutoModel, AutoModelForQuestionAnswering
+from transformers.masking_utils import create_bidirectional_mask
+from transformers.modeling_outputs import ModelOutput
+from transformers.models.bert.modeling_bert import BertLayer
+from transformers.models.roberta.modeling_roberta import RobertaLayer
+
+from corefbert.errors import CorefBertError
+from corefbert.tasks.qa_windows import span_loss
+
+HEADS_CONFIG = "qa_heads.json"
+HEADS_WEIGHTS = "qa_heads.safetensors"
+_LAYERS = {"bert": BertLayer, "roberta": RobertaLayer}
+
+
+@dataclass
+class QAOutput(ModelOutput):
+    """``loss`` when labels were given; logits per token [batch, seq] and per count [batch, counts]."""
+
+    loss: torch.Tensor | None = None
+    start_logits: torch.Tensor | None = None
+    end_logits: torch.Tensor | None = None
+    count_logits: torch.Tensor | None = None
+
+
+def _mask_padding(logits: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    # Padding must get no probability, or a window's loss would depend on the batch it is padded in.
+    return logits.masked_fill(attention_mask == 0, torch.finfo(logits.dtype).min)
+
+
+def _load_encoder(model_name_or_path: str):
+    try:
+        return AutoModel.from_pretrained(model_name_or_path, add_pooling_layer=False)
+    except TypeError:  # an encoder class without a pooler option
+        return AutoModel.from_pretrained(model_name_or_path)
+    except (OSError, ValueError) as err:
+        raise CorefBertError(f"cannot load an encoder ({str(err).splitlines()[0]})", path=model_name_or_path) from None
+
+
+class QuorefQAModel(nn.Module):
+    """Encoder + optional reasoning layer + start/end head + optional answer-count head."""
+
+    def __init__(self, encoder: nn.Module, reasoning_layer: bool = True, count_head: bool = True, max_count: int = 2):
+        super().__init__()
+        self.encoder = encoder
+        config = encoder.config
+        self.options = {"reasoning_layer": reasoning_layer, "count_head": count_head, "max_count": max_count}
+        self.reasoning = None
+        if reasoning_layer:
+            layer_class = _LAYERS.get(config.model_type, BertLayer)
+            try:
+                self.reasoning = layer_class(config)
+            except AttributeError as err:
+                raise CorefBertError(f"no reasoning layer for model type {config.model_type!r} ({err}); "
+                                     "pass --no_reasoning_layer") from None
+            self.reasoning.apply(self._init_weights)
+        self.qa_outputs = nn.Linear(config.hidden_size, 2)
+        self.count_outputs = nn.Linear(config.hidden_size, max_count + 1) if count_head else None
+        for head in (self.qa_outputs, self.count_outputs):
+            if head is not None:
+                self._init_weights(head)
+
+    def _init_weights(self, module: nn.Module) -> None:
+        std = getattr(self.encoder.config, "initializer_range", 0.02)
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, std=std)
+            nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+
+    @classmethod
+    def from_pretrained(cls, model_name_or_path: str, reasoning_layer: bool = True, count_head: bool = True):
+        """Load an encoder checkpoint (fresh heads) or a saved QUOREF model (its own heads and options)."""
+        heads_config = os.path.join(str(model_name_or_path), HEADS_CONFIG)
+        encoder = _load_encoder(model_name_or_path)
+        if not os.path.isfile(heads_config):
+            return cls(encoder, reasoning_layer=reasoning_layer, count_head=count_head)
+        with open(heads_config, encoding="utf-8") as handle:
+            options = json.load(handle)
+        model = cls(encoder, **options)
+        model.load_heads(str(model_name_or_path))
+        return model
+
+    def load_heads(self, directory: str) -> None:
+        """Load ``qa_heads.safetensors`` from ``directory`` into the non-encoder modules."""
+        heads = {k: v for k, v in self.state_dict().items() if not k.startswith("encoder.")}
+        state = load_file(os.path.join(directory, HEADS_WEIGHTS))
+        if set(state) != set(heads):
+            raise CorefBertError(f"the QA heads do not match this model: saved {sorted(set(state) ^ set(heads))}; "
+                                 "were --no_reasoning_layer / --no_count_head changed?", path=directory)
+        self.load_state_dict(state, strict=False)
+
+    def load_weights(self, directory: str) -> None:
+        """Reload encoder and heads from a directory :meth:`save_pretrained` wrote, in place."""
+        self.encoder.load_state_dict(_load_encoder(directory).state_dict())
+        self.load_heads(directory)
+
+    def save_pretrained(self, output_dir: str, state_dict: dict | None = None) -> None:
+        """Write the encoder as an ordinary checkpoint and the heads as ``qa_heads.*`` in ``output_dir``."""
+        state_dict = self.state_dict() if state_dict is None else state_dict
+        encoder_state = {k[len("encoder."):]: v for k, v in state_dict.items() if k.startswith("encoder.")}
+        self.encoder.save_pretrained(output_dir, state_dict=encoder_state)
+        heads = {k: v.detach().contiguous().cpu() for k, v in state_dict.items() if not k.startswith("encoder.")}
+        save_file(heads, os.path.join(output_dir, HEADS_WEIGHTS))
+        with open(os.path.join(output_dir, HEADS_CONFIG), "w", encoding="utf-8") as handle:
+            json.dump(self.options, handle, indent=2)
+
+    def forward(self, input_ids, attention_mask, token_type_ids=None, answer_starts=None, answer_ends=None,
+                answer_count=None, feature_index=None) -> QAOutput:
+        """Logits per window; ``loss`` = span CE summed over the window's gold spans + count CE."""
+        inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if token_type_ids is not None:
+            inputs["token_type_ids"] = token_type_ids
+        hidden = self.encoder(**inputs).last_hidden_state  # [batch, seq, hidden]
+        if self.reasoning is not None:
+            mask = create_bidirectional_mask(config=self.encoder.config, inputs_embeds=hidden,
+                                             attention_mask=attention_mask)
+            hidden = self.reasoning(hidden, mask)  # [batch, seq, hidden]
+            if isinstance(hidden, tuple):
+                hidden = hidden[0]
+        start_logits, end_logits = self.qa_outputs(hidden).unbind(dim=-1)  # [batch, seq] each
+        start_logits = _mask_padding(start_logits, attention_mask)
+        end_logits = _mask_padding(end_logits, attention_mask)
+        count_logits = self.count_outputs(hidden[:, 0]) if self.count_outputs is not None else None  # [batch, counts]
+        loss = None
+        if answer_starts is not None and answer_ends is not None:
+            loss = span_loss(start_logits, end_logits, answer_starts, answer_ends, reduction="sum")
+            if count_logits is not None and answer_count is not None:
+                loss = loss + nn.functional.cross_entropy(count_logits.float(), answer_count)
+        return QAOutput(loss=loss, start_logits=start_logits, end_logits=end_logits, count_logits=count_logits)
+
+
+class SpanQAModel(nn.Module):
+    """``AutoModelForQuestionAnswering`` whose loss marginalizes over up to N gold spans per window."""
+
+    def __init__(self, qa_model: nn.Module):
+        super().__init__()
+        self.qa = qa_model
+
+    @classmethod
+    def from_pretrained(cls, model_name_or_path: str):
+        """A QA model from an encoder or QA checkpoint (the head is new unless the checkpoint has one)."""
+        try:
+            return cls(AutoModelForQuestionAnswering.from_pretrained(model_name_or_path))
+        except (OSError, ValueError) as err:
+            raise CorefBertError(f"cannot load a QA model ({str(err).splitlines()[0]})", path=model_name_or_path) from None
+
+    def save_pretrained(self, output_dir: str, state_dict: dict | None = None) -> None:
+        """Save as a plain Hugging Face QA checkpoint (loads with ``AutoModelForQuestionAnswering``)."""
+        if state_dict is not None:
+            state_dict = {k[len("qa."):]: v for k, v in state_dict.items() if k.startswith("qa.")}
+        self.qa.save_pretrained(output_dir, state_dict=state_dict)
+
+    def load_weights(self, directory: str) -> None:
+        """Reload the weights :meth:`save_pretrained` wrote, in place."""
+        self.qa.load_state_dict(AutoModelForQuestionAnswering.from_pretrained(directory).state_dict())
+
+    def forward(self, input_ids, attention_mask, token_type_ids=None, answer_starts=None, answer_ends=None,
+                answer_count=None, feature_index=None) -> QAOutput:
+        """Start/end logits [batch, seq]; ``loss`` marginalizes over the window's gold spans."""
+        inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if token_type_ids is not None:
+            inputs["token_type_ids"] = token_type_ids
+        outputs = self.qa(**inputs)
+        start_logits = _mask_padding(outputs.start_logits, attention_mask)
+        end_logits = _mask_padding(outputs.end_logits, attention_mask)
+        loss = None
+        if answer_starts is not None and answer_ends is not None:
+            loss = span_loss(start_logits, end_logits, answer_starts, answer_ends, reduction="marginal")
+        return QAOutput(loss=loss, start_logits=start_logits, end_logits=end_logits)
