@@ -1,0 +1,111 @@
+"""Files of the fine-tuning loop: JSON/JSONL output, checkpoint discovery and pruning, weight loading."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import time
+
+import torch
+
+from corefbert.errors import CorefBertError
+
+CHECKPOINT_PREFIX = "checkpoint-"
+_CHECKPOINT_RE = re.compile(rf"^{CHECKPOINT_PREFIX}(\d+)$")
+
+
+def _plain(value):
+    """JSON-safe: numpy/torch scalars to Python numbers, NaN/inf to None (JSON has no NaN)."""
+    if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def write_json(path: str, values: dict) -> None:
+    """Write ``values`` as indented JSON, atomically (temp file + rename)."""
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(_plain(values), handle, indent=2, sort_keys=True)
+        handle.write("\n")
+    os.replace(tmp, path)
+
+
+class JsonlLogger:
+    """Appends one JSON object per event to ``path`` (main process only), with a wall-clock stamp."""
+
+    def __init__(self, path: str, enabled: bool = True):
+        self.path, self.enabled = path, enabled
+
+    def log(self, record: dict) -> None:
+        if not self.enabled:
+            return
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps({"time": round(time.time(), 3), **_plain(record)}) + "\n")
+
+
+def list_checkpoints(output_dir: str) -> list[tuple[int, str]]:
+    """``[(step, path)]`` of the complete checkpoints in ``output_dir``, oldest first (temp dirs ignored)."""
+    if not os.path.isdir(output_dir):
+        return []
+    found = []
+    for name in os.listdir(output_dir):
+        match = _CHECKPOINT_RE.match(name)
+        if match and os.path.isdir(os.path.join(output_dir, name)):
+            found.append((int(match.group(1)), os.path.join(output_dir, name)))
+    return sorted(found)
+
+
+def find_checkpoint(output_dir: str, resume_from_checkpoint: str | None) -> str | None:
+    """The checkpoint to resume from: a path, ``latest`` (None when output_dir has none yet), or None."""
+    if not resume_from_checkpoint:
+        return None
+    if resume_from_checkpoint == "latest":
+        found = list_checkpoints(output_dir)
+        return found[-1][1] if found else None
+    if not os.path.isfile(os.path.join(resume_from_checkpoint, "trainer_state.json")):
+        raise CorefBertError(
+            "not a fine-tuning checkpoint (no trainer_state.json); give a checkpoint-<step> directory or 'latest'",
+            path=resume_from_checkpoint,
+        )
+    return resume_from_checkpoint
+
+
+def prune_checkpoints(output_dir: str, keep: int) -> None:
+    """Delete all but the newest ``keep`` checkpoints (``keep`` <= 0 keeps all)."""
+    if keep <= 0:
+        return
+    for _, path in list_checkpoints(output_dir)[:-keep]:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def load_weights(model: torch.nn.Module, directory: str) -> None:
+    """Load ``model.safetensors`` (or its shards) from ``directory`` into ``model`` in place.
+
+    Keys missing from the file must be tied to a loaded tensor (``save_pretrained`` drops tied copies).
+    """
+    from safetensors.torch import load_file
+
+    index = os.path.join(directory, "model.safetensors.index.json")
+    if os.path.isfile(index):
+        with open(index, encoding="utf-8") as handle:
+            files = sorted(set(json.load(handle)["weight_map"].values()))
+    else:
+        files = ["model.safetensors"]
+    state = {}
+    for name in files:
+        state.update(load_file(os.path.join(directory, name)))
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    params = dict(model.named_parameters(remove_duplicate=False))
+    loaded = {params[k].data_ptr() for k in state if k in params}
+    untied = [k for k in missing if k not in params or params[k].data_ptr() not in loaded]
+    if unexpected or untied:
+        raise RuntimeError(f"weights in {directory} do not match the model: missing {untied}, unexpected {unexpected}")

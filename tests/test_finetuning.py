@@ -1,0 +1,245 @@
+"""The shared fine-tuning loop on a tiny model: learning, best checkpoint, exact resume."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from corefbert.errors import CorefBertError
+from corefbert.finetuning import (
+    FinetuningArguments,
+    FinetuningTask,
+    optimizer_parameter_groups,
+    run_finetuning,
+)
+from corefbert.finetuning_io import list_checkpoints
+
+
+class _PairDataset(torch.utils.data.Dataset):
+    """Label 1 when the sequence contains token 7, else 0: learnable in a few steps."""
+
+    def __init__(self, size: int, seed: int):
+        rng = np.random.default_rng(seed)
+        self.rows = []
+        for _ in range(size):
+            ids = rng.integers(10, 40, size=6).tolist()
+            label = int(rng.random() < 0.5)
+            if label:
+                ids[int(rng.integers(0, 6))] = 7
+            self.rows.append({"input_ids": [2] + ids + [3], "label": label})
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __getitem__(self, i):
+        return self.rows[i]
+
+
+class ToyTask(FinetuningTask):
+    name = "toy"
+    main_metric = "accuracy"
+
+    def __init__(self, model_dir, train_size=64, eval_size=32):
+        self.model_dir = model_dir
+        self.train, self.dev = _PairDataset(train_size, 0), _PairDataset(eval_size, 1)
+
+    def build_model(self):
+        from transformers import AutoModelForSequenceClassification
+
+        return AutoModelForSequenceClassification.from_pretrained(self.model_dir, num_labels=2)
+
+    def train_dataset(self):
+        return self.train
+
+    def eval_dataset(self):
+        return self.dev
+
+    def predict_dataset(self):
+        return self.dev
+
+    def collate(self, features):
+        return {
+            "input_ids": torch.tensor([f["input_ids"] for f in features]),
+            "labels": torch.tensor([f["label"] for f in features]),
+        }
+
+    def evaluate(self, model, dataloader, accelerator, split):
+        preds, golds = [], []
+        for batch in dataloader:
+            logits = model(input_ids=batch["input_ids"]).logits  # [batch, 2]
+            pred, gold = accelerator.gather_for_metrics((logits.argmax(-1), batch["labels"]))
+            preds.append(pred.cpu())
+            golds.append(gold.cpu())
+        preds, golds = torch.cat(preds), torch.cat(golds)
+        return {"accuracy": (preds == golds).float().mean().item()}, preds.tolist()
+
+    def write_predictions(self, predictions, output_dir, split):
+        path = os.path.join(output_dir, f"{split}_predictions.json")
+        with open(path, "w") as handle:
+            json.dump(predictions, handle)
+        return [path]
+
+
+@pytest.fixture(scope="module")
+def toy_bert_dir(tmp_path_factory):
+    """A tiny random BERT with a 64-token vocabulary (the toy task needs ids, not a tokenizer)."""
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    out = tmp_path_factory.mktemp("toy_bert")
+    config = BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=32)
+    BertModel(config).save_pretrained(str(out))
+    return out
+
+
+def _args(tmp_path, model_dir, **overrides):
+    values = dict(
+        model_name_or_path=str(model_dir), output_dir=str(tmp_path / "out"), do_train=True, do_eval=True,
+        per_device_train_batch_size=8, per_device_eval_batch_size=16, learning_rate=3e-3, num_train_epochs=3,
+        warmup_ratio=0.1, logging_steps=2, seed=3, disable_tqdm=True,
+    )
+    values.update(overrides)
+    return FinetuningArguments(**values)
+
+
+def _read_log(output_dir):
+    with open(os.path.join(output_dir, "log.jsonl")) as handle:
+        return [json.loads(line) for line in handle]
+
+
+def _weights(directory):
+    from safetensors.torch import load_file
+
+    return load_file(os.path.join(directory, "model.safetensors"))
+
+
+def test_loss_goes_down_and_best_is_kept(tmp_path, toy_bert_dir):
+    from transformers import AutoModelForSequenceClassification
+
+    args = _args(tmp_path, toy_bert_dir, num_train_epochs=4, eval_steps=12, do_predict=True, learning_rate=5e-3)
+    results = run_finetuning(ToyTask(toy_bert_dir, train_size=128), args)
+    log = _read_log(args.output_dir)
+    losses = [r["loss"] for r in log if "loss" in r]
+    assert np.mean(losses[-3:]) < 0.5 * np.mean(losses[:3])
+    evals = [r for r in log if "eval_accuracy" in r and "step" in r and "split" not in r]
+    assert [r["step"] for r in evals] == [12, 24, 36, 48, 60, 64]
+    best = max(evals, key=lambda r: r["eval_accuracy"])  # first of equals wins: strictly better replaces
+    assert results["best_step"] == best["step"]
+    assert results["best_eval_accuracy"] == pytest.approx(best["eval_accuracy"])
+    assert results["eval_accuracy"] == pytest.approx(best["eval_accuracy"])  # best reloaded at the end
+    assert results["best_eval_accuracy"] >= 0.9
+    reloaded = AutoModelForSequenceClassification.from_pretrained(os.path.join(args.output_dir, "best"))
+    assert reloaded.config.num_labels == 2
+    with open(os.path.join(args.output_dir, "all_results.json")) as handle:
+        assert json.load(handle)["train_steps"] == 64
+    assert os.path.isfile(os.path.join(args.output_dir, "predict_predictions.json"))
+
+
+class _Preempted(Exception):
+    pass
+
+
+class _CrashingDataset(_PairDataset):
+    """Raises once ``crash_at`` rows were read: a job killed between two checkpoints."""
+
+    def __init__(self, size, seed, crash_at):
+        super().__init__(size, seed)
+        self.reads, self.crash_at = 0, crash_at
+
+    def __getitem__(self, i):
+        self.reads += 1
+        if self.reads > self.crash_at:
+            raise _Preempted
+        return super().__getitem__(i)
+
+
+def _resume_equals_uninterrupted(tmp_path, model_dir, accumulation, crash_at, resumed_at):
+    common = dict(gradient_accumulation_steps=accumulation, checkpointing_steps="2", save_total_limit=2,
+                  num_train_epochs=3, per_device_train_batch_size=6, eval_steps=3)
+    full = _args(tmp_path / "full", model_dir, **common)
+    run_finetuning(ToyTask(model_dir, train_size=40), full)
+
+    interrupted = _args(tmp_path / "interrupted", model_dir, **common)
+    crashing = ToyTask(model_dir, train_size=40)
+    crashing.train = _CrashingDataset(40, 0, crash_at)
+    with pytest.raises(_Preempted):
+        run_finetuning(crashing, interrupted)
+    assert [step for step, _ in list_checkpoints(interrupted.output_dir)] == [resumed_at - 2, resumed_at]
+    interrupted.resume_from_checkpoint = "latest"
+    run_finetuning(ToyTask(model_dir, train_size=40), interrupted)
+
+    for name in ("last", "best"):
+        a, b = _weights(os.path.join(full.output_dir, name)), _weights(os.path.join(interrupted.output_dir, name))
+        assert a.keys() == b.keys()
+        for key in a:
+            torch.testing.assert_close(a[key], b[key], atol=1e-6, rtol=0)
+    full_log = _read_log(full.output_dir)
+    log = _read_log(interrupted.output_dir)
+    resumed = [i for i, r in enumerate(log) if "resumed_from" in r]
+    assert len(resumed) == 1 and log[resumed[0]]["step"] == resumed_at
+    after = [r for r in log[resumed[0]:] if "loss" in r or "eval_accuracy" in r]
+    expected = [r for r in full_log if ("loss" in r or "eval_accuracy" in r) and r.get("step", 1e9) > resumed_at]
+    assert len(after) == len(expected) > 2
+    for got, want in zip(after, expected):
+        for key in ("loss", "eval_accuracy", "learning_rate"):
+            assert got.get(key) == pytest.approx(want.get(key), abs=1e-6)
+    with open(os.path.join(full.output_dir, "all_results.json")) as a, \
+            open(os.path.join(interrupted.output_dir, "all_results.json")) as b:
+        want, got = json.load(a), json.load(b)
+    assert got["train_loss"] == pytest.approx(want["train_loss"], abs=1e-6)
+    assert got["best_step"] == want["best_step"]
+
+
+def test_resume_mid_epoch_equals_uninterrupted(tmp_path, toy_bert_dir):
+    # 40 rows / batch 6 = 7 batches, 7 updates per epoch. The crash comes while reading the 12th batch
+    # (prefetched during update 11): checkpoint-10, mid-epoch 2, is the latest.
+    _resume_equals_uninterrupted(tmp_path, toy_bert_dir, accumulation=1, crash_at=40 + 6 * 4, resumed_at=10)
+
+
+def test_resume_with_accumulation_equals_uninterrupted(tmp_path, toy_bert_dir):
+    # 7 batches, accumulation 2: 4 updates per epoch (the last from a single batch). The crash comes while
+    # reading batch 6 of epoch 2 (update 7): checkpoint-6, mid-epoch 2, is the latest.
+    _resume_equals_uninterrupted(tmp_path, toy_bert_dir, accumulation=2, crash_at=40 + 6 * 5, resumed_at=6)
+
+
+def test_no_weight_decay_on_bias_and_layernorm(toy_bert_dir):
+    from transformers import AutoModelForSequenceClassification
+
+    model = AutoModelForSequenceClassification.from_pretrained(toy_bert_dir, num_labels=2)
+    decay, plain = optimizer_parameter_groups(model, 0.01)
+    names = {id(p): n for n, p in model.named_parameters()}
+    plain_names = {names[id(p)] for p in plain["params"]}
+    decay_names = {names[id(p)] for p in decay["params"]}
+    assert decay["weight_decay"] == 0.01 and plain["weight_decay"] == 0.0
+    assert "bert.embeddings.LayerNorm.weight" in plain_names and "classifier.bias" in plain_names
+    assert "classifier.weight" in decay_names and "bert.embeddings.word_embeddings.weight" in decay_names
+    assert all(n.endswith("bias") or "LayerNorm" in n for n in plain_names)
+    assert len(plain_names) + len(decay_names) == len(list(model.parameters()))
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"mixed_precision": "fp8"}, "--mixed_precision 'fp8'"),
+        ({"do_train": False, "do_eval": False}, "nothing to do"),
+        ({"checkpointing_steps": "often"}, "--checkpointing_steps 'often'"),
+        ({"resume_from_checkpoint": "/nonexistent/checkpoint-3"}, "not a fine-tuning checkpoint"),
+    ],
+)
+def test_bad_arguments_are_one_line(tmp_path, toy_bert_dir, overrides, message):
+    with pytest.raises(CorefBertError, match=message) as err:
+        run_finetuning(ToyTask(toy_bert_dir), _args(tmp_path, toy_bert_dir, **overrides))
+    assert "\n" not in str(err.value)
+
+
+def test_refuses_non_empty_output_dir(tmp_path, toy_bert_dir):
+    args = _args(tmp_path, toy_bert_dir)
+    os.makedirs(args.output_dir)
+    open(os.path.join(args.output_dir, "something"), "w").close()
+    with pytest.raises(CorefBertError, match="--overwrite_output_dir"):
+        run_finetuning(ToyTask(toy_bert_dir), args)
