@@ -1,0 +1,312 @@
+"""Readers for the pronoun-coreference benchmarks, one per file format.
+
+Formats (see ../shared/data/*/SOURCE.md):
+
+- **GAP TSV**: header + 11 tab-separated columns ``ID, Text, Pronoun, Pronoun-offset, A, A-offset, A-coref,
+  B, B-offset, B-coref, URL``; character offsets into ``Text``; ``TRUE``/``FALSE`` labels, both may be false.
+- **4-line blocks** (DPR/WSCR, WSC273, PDP, WinoGender, WikiCREM): sentence; pronoun (or ``[MASK]``, in which
+  case the sentence holds the literal ``[MASK]``); comma-separated candidates; the answer. Blank line between
+  blocks.
+- **WSC XML** (``WSCollection.xml``, ISO-8859-1): ``<schema>`` with ``<text><txt1/><pron/><txt2/></text>``,
+  ``<answers>`` and ``<correctAnswer>`` (``A``/``B``, sometimes with a dot or spaces).
+- **WinoGender TSV** (``all_sentences.tsv``): ``sentid<TAB>sentence``, ``sentid`` =
+  ``occupation.participant.answer.gender.txt`` (answer 0 = occupation, 1 = participant).
+
+Every reader returns ``(examples, skipped)``: a structural problem with the file (wrong column count, an offset
+that does not match the text, a block that is not 4 lines) raises one :class:`CorefBertError` line; a
+well-formed problem that cannot be used (answer not among the candidates, pronoun missing from its sentence,
+fewer than two candidates) is skipped and counted in ``skipped`` by reason, or raises with ``strict=True``.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+import xml.etree.ElementTree as ET
+from collections import Counter
+from dataclasses import dataclass, field
+
+from corefbert.errors import CorefBertError
+
+MASK_LITERAL = "[MASK]"
+# Gender of the GAP pronouns, as the official scorer's constants.py has them.
+GAP_PRONOUN_GENDER = {
+    "he": "masculine", "him": "masculine", "his": "masculine",
+    "she": "feminine", "her": "feminine", "hers": "feminine",
+}
+WINOGENDER_PRONOUNS = {
+    "male": ("he", "him", "his"),
+    "female": ("she", "her", "hers"),
+    "neutral": ("they", "them", "their", "theirs"),
+}
+FORMATS = ("gap", "blocks", "wsc_xml", "winogender")
+
+
+@dataclass
+class PronounExample:
+    """One pronoun to resolve among named candidates.
+
+    ``pronoun_start``/``pronoun_end`` are character offsets (end exclusive) of the pronoun (or of the literal
+    ``[MASK]``) in ``text``. ``candidate_spans[i]`` lists every character span where candidate ``i`` occurs in
+    the text (case-insensitive, whole words, never overlapping the pronoun); it may be empty when the
+    candidate is a paraphrase. ``label`` is the index of the referent, or ``None`` when no candidate is (GAP).
+    """
+
+    id: str
+    text: str
+    pronoun_start: int
+    pronoun_end: int
+    candidates: list[str]
+    label: int | None
+    candidate_spans: list[list[tuple[int, int]]] = field(default_factory=list)
+    gender: str | None = None
+
+    @property
+    def pronoun(self) -> str:
+        return self.text[self.pronoun_start:self.pronoun_end]
+
+    @property
+    def gold(self) -> list[bool]:
+        """Per candidate: is it the pronoun's referent (the GAP ``A-coref``/``B-coref`` columns)."""
+        return [i == self.label for i in range(len(self.candidates))]
+
+
+class _Skips:
+    """Counts skipped problems by reason; in strict mode the first one raises."""
+
+    def __init__(self, path: str, strict: bool):
+        self.path, self.strict, self.counts = path, strict, Counter()
+
+    def __call__(self, reason: str, position: object, detail: str) -> None:
+        if self.strict:
+            raise CorefBertError(f"{detail}; fix the problem or drop --strict to skip and count it",
+                                 path=self.path, position=position)
+        self.counts[reason] += 1
+
+
+def _word_spans(text: str, phrase: str, exclude: tuple[int, int] | None = None) -> list[tuple[int, int]]:
+    """Case-insensitive whole-word occurrences of ``phrase`` in ``text``, not overlapping ``exclude``."""
+    phrase = phrase.strip()
+    if not phrase:
+        return []
+    # \b only works next to word characters; a phrase ending in punctuation ("Tina's.") needs a lookaround.
+    pattern = r"(?<!\w)" + re.escape(phrase) + r"(?!\w)"
+    spans = [(m.start(), m.end()) for m in re.finditer(pattern, text, flags=re.IGNORECASE)]
+    if exclude is not None:
+        spans = [s for s in spans if s[1] <= exclude[0] or s[0] >= exclude[1]]
+    return spans
+
+
+def _find_pronoun(text: str, pronoun: str, candidates: list[str]) -> tuple[int, int] | None:
+    """Locate the pronoun: the literal ``[MASK]``, else its first whole-word occurrence outside a candidate.
+
+    Kocijan et al. replace the first `` pronoun `` (space-delimited); a word-boundary match also finds a
+    pronoun before punctuation or at the start, and skipping candidate spans avoids the "her" of "her friend".
+    """
+    if pronoun == MASK_LITERAL or MASK_LITERAL in pronoun:
+        start = text.find(MASK_LITERAL)
+        return None if start < 0 else (start, start + len(MASK_LITERAL))
+    taken = [span for cand in candidates for span in _word_spans(text, cand)]
+    for flags in (0, re.IGNORECASE):
+        for m in re.finditer(r"(?<!\w)" + re.escape(pronoun) + r"(?!\w)", text, flags=flags):
+            if not any(s <= m.start() < e for s, e in taken):
+                return m.start(), m.end()
+    return None
+
+
+def _example(ex_id: str, text: str, span: tuple[int, int], candidates: list[str], label: int | None,
+             gender: str | None = None) -> PronounExample:
+    spans = [_word_spans(text, cand, exclude=span) for cand in candidates]
+    return PronounExample(ex_id, text, span[0], span[1], candidates, label, spans, gender)
+
+
+def _answer_index(answer: str, candidates: list[str]) -> int | None:
+    folded = [c.casefold() for c in candidates]
+    answer = answer.strip().casefold()
+    return folded.index(answer) if answer in folded else None
+
+
+def read_gap(path: str, strict: bool = False) -> tuple[list[PronounExample], Counter]:
+    """Read a GAP TSV file (``gap-development.tsv``, ``gap-validation.tsv``, ``gap-test.tsv``)."""
+    examples, skips = [], _Skips(path, strict)
+    with open(path, encoding="utf-8", newline="") as handle:
+        rows = list(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
+    if not rows or rows[0][:2] != ["ID", "Text"]:
+        raise CorefBertError("not a GAP TSV file: the header must start with ID<TAB>Text", path=path, position=1)
+    for line_no, row in enumerate(rows[1:], start=2):
+        if not row:
+            continue
+        if len(row) != 11:
+            raise CorefBertError(f"expected 11 tab-separated GAP columns, found {len(row)}", path=path,
+                                 position=line_no)
+        ex_id, text, pronoun, p_off, a, a_off, a_coref, b, b_off, b_coref, _url = row
+        spans = []
+        for name, surface, offset in (("Pronoun", pronoun, p_off), ("A", a, a_off), ("B", b, b_off)):
+            if not offset.isdigit():
+                raise CorefBertError(f"{name}-offset {offset!r} is not a number", path=path, position=line_no)
+            start = int(offset)
+            if text[start:start + len(surface)] != surface:
+                raise CorefBertError(
+                    f"{name}-offset {start} points at {text[start:start + len(surface)]!r}, not {surface!r}; "
+                    "offsets are character offsets into Text", path=path, position=line_no)
+            spans.append((start, start + len(surface)))
+        labels = []
+        for name, value in (("A-coref", a_coref), ("B-coref", b_coref)):
+            if value.upper() not in ("TRUE", "FALSE"):
+                raise CorefBertError(f"{name} must be TRUE or FALSE, got {value!r}", path=path, position=line_no)
+            labels.append(value.upper() == "TRUE")
+        if all(labels):
+            skips("both_true", line_no, "both A and B are marked coreferent")
+            continue
+        gender = GAP_PRONOUN_GENDER.get(pronoun.lower())
+        if gender is None:
+            raise CorefBertError(f"pronoun {pronoun!r} is not a GAP pronoun ({', '.join(GAP_PRONOUN_GENDER)})",
+                                 path=path, position=line_no)
+        label = labels.index(True) if any(labels) else None
+        example = _example(ex_id, text, spans[0], [a, b], label, gender)
+        # The annotated offset is the mention GAP means; other occurrences of the name follow it.
+        for i, span in enumerate(spans[1:]):
+            if span not in example.candidate_spans[i]:
+                example.candidate_spans[i].insert(0, span)
+        examples.append(example)
+    return examples, skips.counts
+
+
+def read_blocks(path: str, strict: bool = False) -> tuple[list[PronounExample], Counter]:
+    """Read the 4-line block format (DPR ``train.c.txt``, ``wsc273.txt``, ``PDP.txt``, WikiCREM, WinoGender)."""
+    examples, skips = [], _Skips(path, strict)
+    with open(path, encoding="utf-8") as handle:
+        lines = handle.read().splitlines()
+    blocks, current, start = [], [], 1
+    for line_no, line in enumerate(lines + [""], start=1):
+        if line.strip():
+            if not current:
+                start = line_no
+            current.append(line.strip())
+        elif current:
+            blocks.append((start, current))
+            current = []
+    stem = os.path.splitext(os.path.basename(path))[0]
+    for index, (line_no, block) in enumerate(blocks):
+        if len(block) != 4:
+            raise CorefBertError(
+                f"a problem must be 4 lines (sentence, pronoun, candidates, answer), this block has {len(block)}",
+                path=path, position=line_no)
+        sentence, pronoun, cand_line, answer = block
+        candidates = [c.strip() for c in cand_line.split(",") if c.strip()]
+        if len(candidates) < 2:
+            skips("fewer_than_two_candidates", line_no + 2, f"only {len(candidates)} candidate(s)")
+            continue
+        label = _answer_index(answer, candidates)
+        if label is None:
+            skips("answer_not_a_candidate", line_no + 3, f"answer {answer!r} is not among {candidates}")
+            continue
+        span = _find_pronoun(sentence, pronoun, candidates)
+        if span is None:
+            skips("pronoun_not_in_sentence", line_no + 1, f"pronoun {pronoun!r} does not occur in the sentence")
+            continue
+        examples.append(_example(f"{stem}-{index}", sentence, span, candidates, label))
+    return examples, skips.counts
+
+
+def _xml_text(element: ET.Element | None) -> str:
+    return " ".join("".join(element.itertext()).split()) if element is not None else ""
+
+
+def read_wsc_xml(path: str, strict: bool = False) -> tuple[list[PronounExample], Counter]:
+    """Read Ernest Davis's ``WSCollection.xml`` (ISO-8859-1; the first 273 schemas are WSC273)."""
+    examples, skips = [], _Skips(path, strict)
+    try:
+        # The XML declaration names ISO-8859-1, so parse bytes and let the parser decode them.
+        with open(path, "rb") as handle:
+            root = ET.fromstring(handle.read())
+    except ET.ParseError as err:
+        raise CorefBertError(f"not well-formed XML ({err})", path=path) from None
+    for index, schema in enumerate(root.iter("schema")):
+        position = f"schema {index + 1}"
+        txt1, pron, txt2 = (_xml_text(schema.find(f"text/{tag}")) for tag in ("txt1", "pron", "txt2"))
+        candidates = [_xml_text(a) for a in schema.findall("answers/answer")]
+        candidates = [c for c in candidates if c]
+        if not pron:
+            skips("pronoun_not_in_sentence", position, "the schema has no <pron>")
+            continue
+        if len(candidates) < 2:
+            skips("fewer_than_two_candidates", position, f"only {len(candidates)} <answer>(s)")
+            continue
+        letter = _xml_text(schema.find("correctAnswer")).strip(" .").upper()
+        label = ord(letter) - ord("A") if len(letter) == 1 and "A" <= letter <= "Z" else None
+        if label is None or label >= len(candidates):
+            skips("answer_not_a_candidate", position, f"correctAnswer {letter!r} names no <answer>")
+            continue
+        prefix = txt1 + " " if txt1 else ""
+        # txt2 often starts with punctuation ("them" + "."), which takes no space before it.
+        suffix = txt2 if not txt2 or not txt2[0].isalnum() else " " + txt2
+        text = prefix + pron + suffix
+        span = (len(prefix), len(prefix) + len(pron))
+        examples.append(_example(f"wsc-{index}", text, span, candidates, label))
+    return examples, skips.counts
+
+
+def read_winogender(path: str, strict: bool = False) -> tuple[list[PronounExample], Counter]:
+    """Read WinoGender's ``all_sentences.tsv`` (``sentid<TAB>sentence``)."""
+    examples, skips = [], _Skips(path, strict)
+    with open(path, encoding="utf-8", newline="") as handle:
+        rows = list(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
+    if not rows or [c.strip() for c in rows[0][:2]] != ["sentid", "sentence"]:
+        raise CorefBertError("not a WinoGender sentence TSV: the header must be sentid<TAB>sentence",
+                             path=path, position=1)
+    for line_no, row in enumerate(rows[1:], start=2):
+        if not row:
+            continue
+        if len(row) != 2:
+            raise CorefBertError(f"expected 2 tab-separated columns, found {len(row)}", path=path, position=line_no)
+        sent_id, sentence = row[0].strip(), row[1].strip()
+        parts = sent_id.split(".")
+        if len(parts) != 5 or parts[2] not in ("0", "1") or parts[3] not in WINOGENDER_PRONOUNS:
+            raise CorefBertError(f"sentid {sent_id!r} is not occupation.participant.answer.gender.txt",
+                                 path=path, position=line_no)
+        occupation, participant, answer, gender = parts[:4]
+        candidates = []
+        for noun in (occupation, participant):
+            # Prefer the determiner phrase the sentence uses ("the technician"), as the block files do.
+            candidates.append(f"the {noun}" if _word_spans(sentence, f"the {noun}") else noun)
+        matches = [m for p in WINOGENDER_PRONOUNS[gender]
+                   for m in re.finditer(rf"(?<!\w){p}(?!\w)", sentence, flags=re.IGNORECASE)]
+        if not matches:
+            skips("pronoun_not_in_sentence", line_no, f"no {gender} pronoun in the sentence")
+            continue
+        first = min(matches, key=lambda m: m.start())
+        examples.append(_example(sent_id, sentence, (first.start(), first.end()), candidates, int(answer), gender))
+    return examples, skips.counts
+
+
+def detect_format(path: str) -> str:
+    """Guess the format of ``path`` from its extension and first line."""
+    if path.lower().endswith(".xml"):
+        return "wsc_xml"
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        first = handle.readline()
+    if first.startswith("ID\tText\t"):
+        return "gap"
+    if first.startswith("sentid\t"):
+        return "winogender"
+    return "blocks"
+
+
+_READERS = {"gap": read_gap, "blocks": read_blocks, "wsc_xml": read_wsc_xml, "winogender": read_winogender}
+
+
+def read_pronoun_file(path: str, format: str | None = None, strict: bool = False
+                      ) -> tuple[list[PronounExample], Counter]:
+    """Read any supported file; ``format`` is one of :data:`FORMATS` or ``None`` to detect it."""
+    if not os.path.isfile(path):
+        raise CorefBertError("file not found; check the path", path=path)
+    format = format or detect_format(path)
+    if format not in _READERS:
+        raise CorefBertError(f"unknown coreference format {format!r}; choose one of {', '.join(FORMATS)}",
+                             path=path)
+    try:
+        return _READERS[format](path, strict=strict)
+    except UnicodeDecodeError as err:
+        raise CorefBertError(f"not UTF-8 text ({err.reason} at byte {err.start})", path=path) from None
