@@ -1,0 +1,412 @@
+"""The CorefBERT pretraining loop on Accelerate (one CPU, N GPUs, DeepSpeed, FSDP): MLM + MRP.
+
+``pretrain/run_mrp.py`` only parses arguments and calls :func:`run_pretraining`. What this loop
+guarantees, each backed by a test in tests/test_pretraining.py:
+
+- one optimizer step = ``gradient_accumulation_steps`` micro-batches on every process, also across an
+  epoch boundary (accumulation does not restart with the epoch);
+- the LR schedule (warm-up over ``warmup_ratio`` of ``max_steps``, then linear decay to 0) advances once
+  per optimizer step on any number of processes, and not at all on a step fp16 loss scaling skipped;
+- a resumed run repeats the uninterrupted run's losses: same data order (seedable sampler +
+  ``set_epoch`` + ``skip_first_batches``), same masks (:class:`SeededCollate`), same RNG state;
+- SIGTERM/SIGINT save a checkpoint and exit; a non-finite loss saves and stops naming the step.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+from torch.utils.data import DataLoader
+
+from corefbert.checkpointing import list_checkpoints, load_checkpoint, resolve_checkpoint, save_checkpoint
+from corefbert.errors import CorefBertError
+from corefbert.pretraining_args import PretrainingArguments, resolve_mixed_precision, validate_arguments
+from corefbert.pretraining_data import (
+    IndexedRows,
+    PreservedRng,
+    SeededCollate,
+    check_corpus,
+    load_prepared_corpus,
+)
+
+LOG_FILE = "log.jsonl"
+
+
+def warmup_linear(max_steps: int, warmup_steps: int):
+    """LR multiplier for optimizer step ``s``: linear 0 -> 1 over ``warmup_steps``, then linear -> 0."""
+
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / (warmup_steps + 1)
+        return max(0.0, (max_steps - step) / max(1, max_steps - warmup_steps))
+
+    return factor
+
+
+def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+    """AdamW groups: weight decay on weight matrices, none on biases, LayerNorm weights or ``V``."""
+    decay, no_decay = [], []
+    norm_params = {
+        id(p) for m in model.modules() if isinstance(m, torch.nn.LayerNorm) for p in m.parameters()
+    }
+    for name, param in model.named_parameters():
+        if not param.requires_grad:
+            continue
+        if param.ndim < 2 or id(param) in norm_params or name.endswith(".bias"):
+            no_decay.append(param)
+        else:
+            decay.append(param)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+class _StopSignal:
+    """Remembers SIGTERM/SIGINT so the loop can save at the next optimizer step instead of dying."""
+
+    def __init__(self):
+        self.received: int | None = None
+        self._previous = {}
+
+    def __enter__(self):
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            try:
+                self._previous[signum] = signal.signal(signum, self._handle)
+            except ValueError:  # not the main thread (e.g. a notebook worker): keep default handling
+                pass
+        return self
+
+    def _handle(self, signum, frame):
+        self.received = signum
+
+    def __exit__(self, *exc):
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+
+def _any_process(accelerator, flag: bool) -> bool:
+    """True when ``flag`` is set on any process (every process must call this at the same point)."""
+    if accelerator.num_processes == 1:
+        return flag
+    value = torch.tensor([1.0 if flag else 0.0], device=accelerator.device)
+    return bool(accelerator.reduce(value, reduction="sum").item() > 0)
+
+
+@torch.no_grad()
+def evaluate(model, dataloader, accelerator) -> dict[str, float]:
+    """Held-out MLM loss/accuracy and MRP loss/accuracy, summed over all processes.
+
+    The eval set is cut to a multiple of (batch size x processes) when several processes share it, so no
+    sequence is counted twice; the MRP counts of the model are per batch, which ``gather_for_metrics``
+    could not de-duplicate.
+    """
+    model.eval()
+    # mlm_loss_sum, mlm_correct, mlm_total, mrp_loss_sum, mrp_correct, mrp_total
+    totals = torch.zeros(6, dtype=torch.float64, device=accelerator.device)
+    for batch in PreservedRng(dataloader):
+        out = model(**batch)
+        labels = batch["labels"]
+        targets = labels != -100  # [batch, seq]
+        n_mlm = targets.sum()
+        predicted = out.logits.argmax(dim=-1)  # [batch, seq]
+        totals[0] += out.mlm_loss.double() * n_mlm
+        totals[1] += (predicted[targets] == labels[targets]).sum()
+        totals[2] += n_mlm
+        if out.mrp_total is not None:
+            totals[3] += out.mrp_loss.double() * out.mrp_total
+            totals[4] += out.mrp_correct
+            totals[5] += out.mrp_total
+    totals = accelerator.reduce(totals, reduction="sum").tolist()
+    model.train()
+    return {
+        "mlm_loss": totals[0] / max(totals[2], 1),
+        "mlm_accuracy": totals[1] / max(totals[2], 1),
+        "mrp_loss": totals[3] / max(totals[5], 1),
+        "mrp_accuracy": totals[4] / max(totals[5], 1),
+        "mrp_mentions": int(totals[5]),
+    }
+
+
+def _append_log(path: Path, record: dict) -> None:
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(record) + "\n")
+
+
+def _truncate_log(path: Path, step: int) -> None:
+    """After a resume from ``step``, drop the records the killed run wrote past it."""
+    if not path.is_file():
+        return
+    kept = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # a line cut by the kill
+        if record.get("step", 0) <= step:
+            kept.append(line)
+    path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+
+
+def _build_accelerator(args: PretrainingArguments):
+    from accelerate import Accelerator
+    from accelerate.utils import DataLoaderConfiguration, GradientAccumulationPlugin
+
+    log_with = None
+    if args.with_tracking:
+        from accelerate.tracking import filter_trackers
+
+        wanted = ["tensorboard", "wandb"] if args.report_to == "all" else [args.report_to]
+        log_with = filter_trackers(wanted, args.output_dir) or None
+    return Accelerator(
+        mixed_precision=resolve_mixed_precision(args.mixed_precision),
+        # Accumulation counts micro-batches across epoch boundaries: every step sees the same amount of data.
+        gradient_accumulation_plugin=GradientAccumulationPlugin(
+            num_steps=args.gradient_accumulation_steps, sync_with_dataloader=False
+        ),
+        dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True, data_seed=args.seed),
+        # We step the scheduler once per optimizer step ourselves; the default would step it once per
+        # process per step, ending warm-up N times too early on N processes.
+        step_scheduler_with_optimizer=False,
+        log_with=log_with,
+        project_dir=args.output_dir,
+    )
+
+
+def run_pretraining(args: PretrainingArguments, data_args=None, splits=None) -> dict[str, float]:
+    """Pretrain CorefBERT as ``args`` say; returns the final held-out metrics.
+
+    The corpus comes from ``splits`` (a DatasetDict with train/validation), else ``args.dataset_dir``,
+    else ``corefbert.corpus.prepare_corpus(data_args, tokenizer)``.
+    """
+    from accelerate.utils import set_seed
+    from transformers import AutoTokenizer
+
+    from corefbert.collator import DataCollatorForMentionReferencePrediction
+    from corefbert.modeling import load_pretraining_model
+    from corefbert.pretraining_report import final_save, print_summary
+
+    validate_arguments(args)
+    accelerator = _build_accelerator(args)
+    set_seed(args.seed)
+    output_dir = Path(args.output_dir)
+    log_path = output_dir / LOG_FILE
+    if accelerator.is_main_process:
+        output_dir.mkdir(parents=True, exist_ok=True)
+
+    model = load_pretraining_model(
+        args.model_name_or_path, mrp_loss_weight=args.mrp_loss_weight, mrp_official_loss=args.mrp_official_loss
+    )
+    tokenizer = AutoTokenizer.from_pretrained(args.model_name_or_path)
+    with accelerator.main_process_first():
+        where = args.dataset_dir or "corpus"
+        if splits is None and args.dataset_dir:
+            splits = load_prepared_corpus(args.dataset_dir)
+        elif splits is None:
+            from corefbert.corpus import prepare_corpus
+
+            splits = prepare_corpus(data_args, tokenizer=tokenizer)
+        splits = check_corpus(splits, where)
+    train_rows, eval_rows = splits["train"], splits["validation"]
+    if args.max_eval_samples is not None:
+        eval_rows = eval_rows.select(range(min(args.max_eval_samples, len(eval_rows))))
+    per_round = args.per_device_eval_batch_size * accelerator.num_processes
+    if accelerator.num_processes > 1 and len(eval_rows) >= per_round:
+        eval_rows = eval_rows.select(range(len(eval_rows) // per_round * per_round))
+
+    if args.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+    collator = DataCollatorForMentionReferencePrediction(
+        tokenizer, mlm_probability=args.mlm_probability, mrp_ratio=args.mrp_ratio
+    )
+    train_collate, eval_collate = SeededCollate(collator, args.seed), SeededCollate(collator, args.seed)
+    eval_collate.epoch = "eval"
+    train_dl = DataLoader(
+        IndexedRows(train_rows), batch_size=args.per_device_train_batch_size, shuffle=True, drop_last=True,
+        collate_fn=train_collate, num_workers=args.num_workers,
+    )
+    eval_dl = DataLoader(
+        IndexedRows(eval_rows), batch_size=args.per_device_eval_batch_size, collate_fn=eval_collate,
+        num_workers=args.num_workers,
+    )
+    if len(train_rows) < args.per_device_train_batch_size * accelerator.num_processes:
+        raise CorefBertError(
+            f"the train split has {len(train_rows)} sequences, fewer than one batch "
+            f"({args.per_device_train_batch_size} x {accelerator.num_processes} processes); "
+            "give more text or a smaller --per_device_train_batch_size",
+            path=where,
+        )
+    optimizer = torch.optim.AdamW(
+        parameter_groups(model, args.weight_decay), lr=args.learning_rate,
+        betas=(args.adam_beta1, args.adam_beta2), eps=args.adam_epsilon,
+    )
+    warmup_steps = math.ceil(args.warmup_ratio * args.max_steps)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_linear(args.max_steps, warmup_steps))
+    _set_deepspeed_clipping(accelerator, args.max_grad_norm)
+    model, optimizer, train_dl, eval_dl, scheduler = accelerator.prepare(
+        model, optimizer, train_dl, eval_dl, scheduler
+    )
+
+    state = {"epoch": 0, "batches_in_epoch": 0, "tokens": 0}
+    step = 0
+    checkpoint = resolve_checkpoint(args.resume_from_checkpoint, output_dir)
+    before = None
+    if checkpoint is not None:
+        state = load_checkpoint(accelerator, checkpoint)
+        step = state["step"]
+        before = state.get("before")
+        accelerator.print(f"resumed from {checkpoint} at step {step} (epoch {state['epoch']})")
+        if accelerator.is_main_process:
+            _truncate_log(log_path, step)
+    elif args.resume_from_checkpoint == "latest":
+        accelerator.print(f"no checkpoint under {output_dir}/checkpoints yet: starting from scratch")
+    if before is None:
+        before = evaluate(model, eval_dl, accelerator)
+        state["before"] = before
+        if accelerator.is_main_process:
+            if log_path.exists() and checkpoint is None:
+                log_path.unlink()  # a fresh run starts a fresh log
+            _append_log(log_path, {"split": "eval", "step": step, **before})
+    if args.with_tracking:
+        accelerator.init_trackers("corefbert_pretraining", config=_flat_config(args))
+
+    def checkpoint_now(at_step: int) -> Path:
+        return save_checkpoint(accelerator, output_dir, at_step, state, args.save_total_limit)
+
+    metrics = dict(before)
+    model.train()  # from_pretrained leaves eval mode (no dropout); a resumed run skips the first evaluate
+    progress = _progress(accelerator, args.max_steps, step)
+    window = {"loss": 0.0, "mlm_loss": 0.0, "mrp_loss": 0.0, "micro": 0, "tokens": 0, "t0": time.perf_counter()}
+    bad_loss = False
+    with _StopSignal() as stop:
+        while step < args.max_steps:
+            train_dl.set_epoch(state["epoch"])
+            train_collate.epoch = state["epoch"]
+            skip = state["batches_in_epoch"]
+            batches = accelerator.skip_first_batches(train_dl, skip) if skip else train_dl
+            for batch in PreservedRng(batches):
+                state["batches_in_epoch"] += 1
+                with accelerator.accumulate(model):
+                    out = model(**batch)
+                    loss = out.loss
+                    bad_loss |= not bool(torch.isfinite(loss.detach()))
+                    accelerator.backward(loss)
+                    grad_norm = None
+                    if accelerator.sync_gradients:
+                        bad_loss = _any_process(accelerator, bad_loss)
+                        if bad_loss and args.on_nonfinite == "stop":
+                            checkpoint_now(step)
+                            raise CorefBertError(
+                                f"non-finite loss at step {step + 1} (epoch {state['epoch']}, batch "
+                                f"{state['batches_in_epoch']}); saved the last good weights at "
+                                f"{output_dir}/checkpoints/step_{step}, positioned after the bad batch. "
+                                "Lower --learning_rate, use bf16, or pass --on_nonfinite skip"
+                            )
+                        if not bad_loss and args.max_grad_norm > 0:
+                            grad_norm = accelerator.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+                    if not bad_loss:
+                        optimizer.step()
+                    optimizer.zero_grad(set_to_none=True)
+                window["loss"] += loss.detach().float().item()
+                window["mlm_loss"] += out.mlm_loss.detach().float().item() if out.mlm_loss is not None else 0.0
+                window["mrp_loss"] += out.mrp_loss.detach().float().item() if out.mrp_loss is not None else 0.0
+                window["micro"] += 1
+                window["tokens"] += int(batch["attention_mask"].sum()) * accelerator.num_processes
+                if not accelerator.sync_gradients:
+                    continue
+                if bad_loss:
+                    accelerator.print(f"skipped optimizer step {step + 1}: non-finite loss")
+                    bad_loss = False
+                    window.update(loss=0.0, mlm_loss=0.0, mrp_loss=0.0, micro=0, tokens=0)
+                    continue
+                if not accelerator.optimizer_step_was_skipped:
+                    scheduler.step()
+                step += 1
+                state["tokens"] += window["tokens"]
+                if step % args.logging_steps == 0 or step == args.max_steps:
+                    record = _train_record(accelerator, window, step, state, scheduler, grad_norm)
+                    if accelerator.is_main_process:
+                        _append_log(log_path, record)
+                    if args.with_tracking:
+                        accelerator.log({f"train/{k}": v for k, v in record.items() if k != "split"}, step=step)
+                    progress.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_s']:.0f}")
+                    window.update(loss=0.0, mlm_loss=0.0, mrp_loss=0.0, micro=0, tokens=0, t0=time.perf_counter())
+                progress.update(1)
+                if args.eval_steps and step % args.eval_steps == 0 and step < args.max_steps:
+                    metrics = evaluate(model, eval_dl, accelerator)
+                    _log_eval(accelerator, args, log_path, step, metrics)
+                if args.checkpointing_steps and step % args.checkpointing_steps == 0:
+                    checkpoint_now(step)
+                if _any_process(accelerator, stop.received is not None):
+                    path = checkpoint_now(step)
+                    name = signal.Signals(stop.received or signal.SIGTERM).name
+                    accelerator.print(f"\n{name}: saved {path}; continue with --resume_from_checkpoint latest")
+                    progress.close()
+                    raise SystemExit(128 + (stop.received or signal.SIGTERM))
+                if step >= args.max_steps:
+                    break
+            else:
+                state["epoch"] += 1
+                state["batches_in_epoch"] = 0
+    progress.close()
+    metrics = evaluate(model, eval_dl, accelerator)
+    _log_eval(accelerator, args, log_path, step, metrics)
+    if args.checkpointing_steps and not any(s == step for s, _ in list_checkpoints(output_dir)):
+        checkpoint_now(step)
+    final_dir = final_save(accelerator, model, tokenizer, args, before, metrics)
+    if args.with_tracking:
+        accelerator.end_training()
+    print_summary(accelerator, args, before, metrics, final_dir)
+    return metrics
+
+
+def _set_deepspeed_clipping(accelerator, max_grad_norm: float) -> None:
+    """DeepSpeed clips inside its engine: hand it --max_grad_norm when the config leaves it on auto."""
+    plugin = getattr(accelerator.state, "deepspeed_plugin", None)
+    if plugin is not None and plugin.deepspeed_config.get("gradient_clipping", "auto") == "auto":
+        plugin.deepspeed_config["gradient_clipping"] = max_grad_norm
+
+
+def _train_record(accelerator, window, step, state, scheduler, grad_norm) -> dict:
+    micro = max(window["micro"], 1)
+    means = torch.tensor(
+        [window["loss"] / micro, window["mlm_loss"] / micro, window["mrp_loss"] / micro], device=accelerator.device
+    )
+    means = accelerator.reduce(means, reduction="mean").tolist()
+    seconds = max(time.perf_counter() - window["t0"], 1e-9)
+    record = {
+        "split": "train", "step": step, "epoch": state["epoch"], "loss": means[0], "mlm_loss": means[1],
+        "mrp_loss": means[2], "lr": scheduler.get_last_lr()[0], "tokens_per_s": window["tokens"] / seconds,
+        "tokens": state["tokens"],
+    }
+    if grad_norm is not None:
+        record["grad_norm"] = float(grad_norm)
+    if accelerator.scaler is not None:  # fp16: the loss scale tells whether steps are being skipped
+        record["loss_scale"] = float(accelerator.scaler.get_scale())
+    return record
+
+
+def _log_eval(accelerator, args, log_path, step, metrics) -> None:
+    if accelerator.is_main_process:
+        _append_log(log_path, {"split": "eval", "step": step, **metrics})
+    if args.with_tracking:
+        accelerator.log({f"eval/{k}": v for k, v in metrics.items()}, step=step)
+    accelerator.print(
+        f"step {step}: held-out MRP accuracy {metrics['mrp_accuracy']:.3f}, MLM accuracy "
+        f"{metrics['mlm_accuracy']:.3f}"
+    )
+
+
+def _progress(accelerator, total: int, initial: int):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, desc="pretraining", disable=not accelerator.is_local_main_process)
+
+
+def _flat_config(args: PretrainingArguments) -> dict:
+    return {k: v if isinstance(v, (int, float, str, bool)) else str(v) for k, v in asdict(args).items()}
+
+

@@ -1,0 +1,144 @@
+"""Data side of the pretraining loop: the prepared corpus, and masking that is a pure function of the batch.
+
+Dynamic masking draws random numbers. If those came from the global RNG, a resumed run (or a run on a
+different number of processes) would mask differently from an uninterrupted one. Here each batch is
+masked under an RNG seeded from ``(seed, epoch, the batch's row indices)``, and the global RNG is left
+exactly as it was, so dropout draws do not depend on data loading either.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import hashlib
+import os
+import random
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from corefbert.errors import CorefBertError
+
+CORPUS_COLUMNS = ("input_ids", "word_ids", "mention_starts", "mention_ends", "mention_groups")
+ROW_KEY = "__row__"
+
+
+def load_prepared_corpus(dataset_dir: str):
+    """An already prepared corpus (``DatasetDict`` with train and validation) from ``save_to_disk``."""
+    import datasets
+
+    if not os.path.isdir(dataset_dir):
+        raise CorefBertError("prepared corpus folder not found; check --dataset_dir", path=dataset_dir)
+    try:
+        splits = datasets.load_from_disk(dataset_dir)
+    except (FileNotFoundError, ValueError, OSError) as err:
+        reason = " ".join(str(err).split())[:160]
+        raise CorefBertError(
+            f"not a saved datasets corpus ({reason}); prepare one with the corpus flags", path=dataset_dir
+        ) from None
+    return splits
+
+
+def check_corpus(splits, where: str):
+    """Both splits present, non-empty, with the packed-sequence columns of docs/contracts.md."""
+    for split in ("train", "validation"):
+        if split not in splits:
+            raise CorefBertError(f"the corpus has no {split!r} split; re-prepare it", path=where)
+        missing = [c for c in CORPUS_COLUMNS if c not in splits[split].column_names]
+        if missing:
+            raise CorefBertError(
+                f"the {split} split lacks column(s) {', '.join(missing)}; re-prepare it with this version",
+                path=where,
+            )
+        if len(splits[split]) == 0:
+            raise CorefBertError(f"the {split} split is empty; give more text", path=where)
+    return {split: splits[split].select_columns(list(CORPUS_COLUMNS)) for split in ("train", "validation")}
+
+
+class IndexedRows(Dataset):
+    """A ``datasets.Dataset`` whose rows carry their index, so masking can be seeded by it."""
+
+    def __init__(self, rows):
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, index: int) -> dict:
+        return {**self.rows[int(index)], ROW_KEY: int(index)}
+
+    def __getitems__(self, indices: list[int]) -> list[dict]:
+        batch = self.rows[[int(i) for i in indices]]  # columnar: {column: [values]}
+        return [{**{k: v[n] for k, v in batch.items()}, ROW_KEY: int(i)} for n, i in enumerate(indices)]
+
+
+@contextlib.contextmanager
+def isolated_rng(seed: int):
+    """Run a block under python/numpy/torch-CPU RNGs seeded with ``seed``; restore them afterwards."""
+    py_state, np_state = random.getstate(), np.random.get_state()
+    with torch.random.fork_rng(devices=[]):
+        random.seed(seed)
+        np.random.seed(seed % 2**32)
+        torch.manual_seed(seed)
+        try:
+            yield
+        finally:
+            random.setstate(py_state)
+            np.random.set_state(np_state)
+
+
+def batch_seed(*parts) -> int:
+    """A 63-bit seed that is a stable function of ``parts`` (``hash()`` is salted per process)."""
+    digest = hashlib.blake2b(repr(parts).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
+
+
+class SeededCollate:
+    """Wrap the MRP collator so each batch's masks depend only on (seed, epoch, row indices).
+
+    The same rows in the same epoch get the same masks whether the run was resumed, how many processes
+    share the batch, and in which DataLoader worker it was collated. Evaluation uses ``epoch="eval"``, so
+    every evaluation scores the same masked positions.
+    """
+
+    def __init__(self, collator, seed: int):
+        self.collator = collator
+        self.seed = seed
+        self.epoch: int | str = 0
+
+    def __call__(self, features: list[dict]) -> dict:
+        rows = tuple(sorted(f[ROW_KEY] for f in features))
+        features = [{k: v for k, v in f.items() if k != ROW_KEY} for f in features]
+        seed = batch_seed(self.seed, self.epoch, rows)
+        # The MRP collator draws from its own numpy generator, keyed by a call counter and the DataLoader
+        # worker; a copy whose generator is keyed by the batch alone makes masks independent of both.
+        collator = copy.copy(self.collator)
+        collator._next_rng = lambda: np.random.default_rng(seed)
+        with isolated_rng(seed):  # a collator drawing from the global RNGs would be covered too
+            return collator(features)
+
+
+class PreservedRng:
+    """Iterate a DataLoader without letting it consume the global torch RNG.
+
+    Creating a DataLoader iterator draws a base seed from the global RNG. After a resume that draw would
+    happen after the restored RNG state, shifting every later dropout mask; here it never counts.
+    """
+
+    def __init__(self, dataloader):
+        self.dataloader = dataloader
+
+    def __iter__(self):
+        iterator = None
+        while True:
+            state = torch.get_rng_state()
+            try:
+                if iterator is None:
+                    iterator = iter(self.dataloader)
+                batch = next(iterator)
+            except StopIteration:
+                return
+            finally:
+                torch.set_rng_state(state)
+            yield batch

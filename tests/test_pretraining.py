@@ -1,0 +1,290 @@
+"""The pretraining trainer: schedule, exact resume, signals, non-finite losses, final checkpoint, bad input."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "pretraining"))
+from synthetic_corpus import synthetic_corpus  # noqa: E402
+
+from corefbert import pretraining  # noqa: E402
+from corefbert.checkpointing import list_checkpoints, resolve_checkpoint  # noqa: E402
+from corefbert.errors import CorefBertError  # noqa: E402
+from corefbert.pretraining import parameter_groups, run_pretraining, warmup_linear  # noqa: E402
+from corefbert.pretraining_args import PretrainingArguments  # noqa: E402
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny models on a shared 2-core machine: one intra-op thread is ~7x faster than two contending."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_accelerate_state():
+    """Each run builds its own Accelerator; accelerate keeps process-wide singletons between them."""
+    from accelerate.state import AcceleratorState, GradientState
+
+    AcceleratorState._reset_state(True)
+    GradientState._reset_state()
+    yield
+    AcceleratorState._reset_state(True)
+    GradientState._reset_state()
+
+
+def _save_tiny_bert(out: Path, dropout: float = 0.1) -> Path:
+    """A tiny random BERT with a WordPiece vocabulary trained on the fixture text.
+
+    Built here rather than from conftest's ``bert_tokenizer``: under transformers 5 that fixture's
+    ``BertTokenizerFast(vocab_file=...)`` ignores the file and leaves a 5-token vocabulary.
+    """
+    from conftest import FIXTURES, tiny_config
+    from tokenizers import BertWordPieceTokenizer
+    from transformers import BertModel, BertTokenizerFast
+
+    out.mkdir(parents=True, exist_ok=True)
+    trainer = BertWordPieceTokenizer(lowercase=True)
+    trainer.train_from_iterator((FIXTURES / "tiny_corpus.txt").read_text().splitlines(), vocab_size=600)
+    trainer.save_model(str(out))
+    tokenizer = BertTokenizerFast(vocab=str(out / "vocab.txt"), do_lower_case=True)
+    assert len(tokenizer) > 100
+    config = tiny_config("bert", tokenizer)
+    config.hidden_dropout_prob = config.attention_probs_dropout_prob = dropout
+    torch.manual_seed(0)
+    BertModel(config).save_pretrained(str(out))
+    tokenizer.save_pretrained(str(out))
+    return out
+
+
+@pytest.fixture(scope="module")
+def tiny_bert_dir(tmp_path_factory):
+    return _save_tiny_bert(tmp_path_factory.mktemp("mrp_bert"))
+
+
+@pytest.fixture(scope="module")
+def corpus(tiny_bert_dir):
+    from transformers import AutoTokenizer
+
+    return synthetic_corpus(AutoTokenizer.from_pretrained(tiny_bert_dir), n_train=20, n_eval=8)
+
+
+def _args(model_dir, out, **overrides) -> PretrainingArguments:
+    values = dict(
+        model_name_or_path=str(model_dir), output_dir=str(out), max_steps=6, per_device_train_batch_size=4,
+        per_device_eval_batch_size=8, learning_rate=1e-3, warmup_ratio=0.25, logging_steps=1,
+        mixed_precision="no", save_total_limit=3, seed=7,
+    )
+    values.update(overrides)
+    return PretrainingArguments(**values)
+
+
+def _records(out, split="train") -> list[dict]:
+    lines = (Path(out) / "log.jsonl").read_text().splitlines()
+    return [r for r in map(json.loads, lines) if r["split"] == split]
+
+
+def test_warmup_then_linear_decay_to_zero():
+    factor = warmup_linear(max_steps=10, warmup_steps=2)
+    values = [factor(s) for s in range(11)]
+    assert values[0] < values[1] < values[2] == 1.0
+    assert values[2:] == pytest.approx([(10 - s) / 8 for s in range(2, 11)])
+    assert values[10] == 0.0
+
+
+def test_scheduler_steps_once_per_optimizer_step_on_n_processes(monkeypatch):
+    """Accelerate's default steps a prepared scheduler num_processes times per step; ours steps once."""
+    import accelerate.scheduler
+    from accelerate.scheduler import AcceleratedScheduler
+
+    class FourProcesses:
+        num_processes = 4
+
+    monkeypatch.setattr(accelerate.scheduler, "AcceleratorState", FourProcesses)
+    lrs = {}
+    for with_optimizer in (True, False):
+        opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+        opt.step_was_skipped = False  # what accelerate's optimizer wrapper reports
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_linear(max_steps=20, warmup_steps=8))
+        wrapped = AcceleratedScheduler(sched, opt, step_with_optimizer=with_optimizer)
+        for _ in range(3):
+            opt.step()
+            wrapped.step()
+        lrs[with_optimizer] = sched.get_last_lr()[0]
+    assert lrs[False] == pytest.approx(warmup_linear(20, 8)(3))
+    assert lrs[True] == pytest.approx(warmup_linear(20, 8)(12))  # the pitfall this avoids
+
+
+def test_no_weight_decay_on_bias_layernorm_and_copy_vector(tiny_bert_dir):
+    from corefbert.modeling import load_pretraining_model
+
+    model = load_pretraining_model(str(tiny_bert_dir))
+    decay, no_decay = parameter_groups(model, 0.01)
+    names = {id(p): n for n, p in model.named_parameters()}
+    no_decay_names = {names[id(p)] for p in no_decay["params"]}
+    assert "mrp.copy_vector" in no_decay_names
+    assert any("LayerNorm.weight" in n for n in no_decay_names)
+    assert all(names[id(p)].endswith("weight") and "LayerNorm" not in names[id(p)] for p in decay["params"])
+    assert not any(".pooler." in names[id(p)] for p in decay["params"] + no_decay["params"])
+
+
+def _stop_at(monkeypatch, step: int):
+    """Send ourselves SIGTERM right after the train record of ``step`` is logged."""
+    real = pretraining._append_log
+
+    def append(path, record):
+        real(path, record)
+        if record["split"] == "train" and record["step"] == step:
+            signal.raise_signal(signal.SIGTERM)
+
+    monkeypatch.setattr(pretraining, "_append_log", append)
+
+
+@pytest.mark.parametrize("accumulation", [1, 2])
+def test_resume_after_sigterm_repeats_the_uninterrupted_losses(
+    tmp_path, tiny_bert_dir, corpus, monkeypatch, accumulation
+):
+    # 20 train rows / batch 4 = 5 batches per epoch: with accumulation 2, step 3 straddles epochs 0 and 1,
+    # and the stop at step 4 lands mid-epoch 1.
+    args = _args(tiny_bert_dir, tmp_path / "full", gradient_accumulation_steps=accumulation, max_steps=7)
+    full = run_pretraining(args, splits=corpus)
+    expected = _records(args.output_dir)
+
+    stopped = replace(args, output_dir=str(tmp_path / "stopped"))
+    with monkeypatch.context() as patch:
+        _stop_at(patch, 4)
+        with pytest.raises(SystemExit) as exit_info:
+            run_pretraining(stopped, splits=corpus)
+    assert exit_info.value.code == 128 + signal.SIGTERM
+    assert [s for s, _ in list_checkpoints(stopped.output_dir)] == [4]
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handlers restored
+
+    from accelerate.state import AcceleratorState, GradientState
+
+    AcceleratorState._reset_state(True)
+    GradientState._reset_state()
+    resumed = run_pretraining(replace(stopped, resume_from_checkpoint="latest"), splits=corpus)
+    got = _records(stopped.output_dir)
+    assert [r["step"] for r in got] == list(range(1, 8))
+    for want, have in zip(expected, got):
+        assert have["loss"] == pytest.approx(want["loss"], abs=1e-6), want["step"]
+        assert have["lr"] == pytest.approx(want["lr"], abs=1e-12)
+        assert have["epoch"] == want["epoch"]
+    assert resumed["mrp_accuracy"] == pytest.approx(full["mrp_accuracy"], abs=1e-9)
+    assert resumed["mlm_loss"] == pytest.approx(full["mlm_loss"], abs=1e-5)
+    if accumulation == 2:
+        assert expected[-1]["epoch"] == 2  # 14 micro-batches over 5-batch epochs: the run crossed two boundaries
+
+
+def test_final_checkpoint_loads_with_auto_classes_and_has_a_card(tmp_path, tiny_bert_dir, corpus):
+    from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer
+
+    args = _args(tiny_bert_dir, tmp_path, max_steps=2, checkpointing_steps=1, save_total_limit=1)
+    metrics = run_pretraining(args, splits=corpus)
+    final = tmp_path / "final"
+    model, info = AutoModel.from_pretrained(final, output_loading_info=True)
+    assert not info["missing_keys"]
+    mlm, info = AutoModelForMaskedLM.from_pretrained(final, output_loading_info=True)
+    assert not info["missing_keys"]
+    assert AutoTokenizer.from_pretrained(final).do_lower_case
+    card = (final / "README.md").read_text()
+    assert f"{metrics['mrp_accuracy']:.4f}" in card and "AutoModel.from_pretrained" in card
+    assert [s for s, _ in list_checkpoints(tmp_path)] == [2]  # save_total_limit 1 keeps the last
+    results = json.loads((tmp_path / "all_results.json").read_text())
+    assert results["eval_mrp_accuracy"] == metrics["mrp_accuracy"]
+    evals = _records(tmp_path, "eval")
+    assert [r["step"] for r in evals] == [0, 2] and evals[0]["mrp_mentions"] > 0
+
+
+def test_training_fits_the_copy_objective(tmp_path, tiny_bert_dir):
+    """Evaluated on its own training rows (random tokens carry no context a tiny model could generalize
+    from), 60 steps must drive the MRP loss well down and the copy accuracy up."""
+    import datasets
+    from transformers import AutoTokenizer
+
+    rows = synthetic_corpus(AutoTokenizer.from_pretrained(tiny_bert_dir), n_train=24, n_eval=1)["train"]
+    args = _args(tiny_bert_dir, tmp_path, max_steps=60, learning_rate=1e-2, warmup_ratio=0.1,
+                 per_device_train_batch_size=8, logging_steps=10)
+    after = run_pretraining(args, splits=datasets.DatasetDict(train=rows, validation=rows))
+    before = _records(tmp_path, "eval")[0]
+    assert after["mrp_mentions"] == before["mrp_mentions"] >= 8  # the same masked mentions both times
+    assert after["mrp_loss"] < 0.7 * before["mrp_loss"]
+    assert after["mrp_accuracy"] >= before["mrp_accuracy"] + 0.3
+    assert after["mlm_loss"] < before["mlm_loss"]
+
+
+def test_ablation_flags_reach_the_model_and_collator(tmp_path, tiny_bert_dir, corpus):
+    wwm = run_pretraining(_args(tiny_bert_dir, tmp_path / "wwm", max_steps=1, mrp_ratio=0.0), splits=corpus)
+    assert wwm["mrp_mentions"] == 0
+    run_pretraining(_args(tiny_bert_dir, tmp_path / "mrm", max_steps=1, mrp_loss_weight=0.0), splits=corpus)
+    config = json.loads((tmp_path / "mrm" / "final" / "config.json").read_text())
+    assert config["mrp_loss_weight"] == 0.0
+    assert all(r["mrp_loss"] > 0 for r in _records(tmp_path / "mrm"))  # measured, just not trained on
+
+
+def test_nonfinite_loss_stops_naming_the_step_after_saving(tmp_path, tiny_bert_dir, corpus, monkeypatch):
+    from corefbert.modeling import CorefBertForPreTraining
+
+    real_forward = CorefBertForPreTraining.forward
+    calls = {"n": 0}
+
+    def forward(self, **batch):
+        out = real_forward(self, **batch)
+        if self.training:
+            calls["n"] += 1
+            if calls["n"] == 3:
+                out.loss = out.loss * float("nan")
+        return out
+
+    monkeypatch.setattr(CorefBertForPreTraining, "forward", forward)
+    args = _args(tiny_bert_dir, tmp_path / "stop", max_steps=5)
+    with pytest.raises(CorefBertError, match=r"non-finite loss at step 3 \(epoch 0, batch 3\)"):
+        run_pretraining(args, splits=corpus)
+    assert [s for s, _ in list_checkpoints(args.output_dir)] == [2]
+
+    from accelerate.state import AcceleratorState, GradientState
+
+    AcceleratorState._reset_state(True)
+    GradientState._reset_state()
+    calls["n"] = 0
+    skip = _args(tiny_bert_dir, tmp_path / "skip", max_steps=5, on_nonfinite="skip")
+    run_pretraining(skip, splits=corpus)
+    losses = [r["loss"] for r in _records(skip.output_dir)]
+    assert len(losses) == 5 and all(torch.isfinite(torch.tensor(losses)))
+
+
+def test_latest_ignores_interrupted_saves(tmp_path):
+    root = tmp_path / "checkpoints"
+    (root / "step_2").mkdir(parents=True)
+    (root / "step_2" / "trainer_state.json").write_text('{"step": 2}')
+    (root / "step_4.tmp").mkdir()  # killed before the rename
+    (root / "step_6").mkdir()  # renamed by hand, no state file
+    (root / "step_8").mkdir()
+    (root / "step_8" / "trainer_state.json").write_text('{"step": 8')  # truncated
+    assert resolve_checkpoint("latest", tmp_path) == root / "step_2"
+    with pytest.raises(CorefBertError, match="incomplete checkpoint"):
+        resolve_checkpoint(str(root / "step_8"), tmp_path)
+    with pytest.raises(CorefBertError, match="checkpoint folder not found"):
+        resolve_checkpoint(str(root / "step_9"), tmp_path)
+    assert resolve_checkpoint("latest", tmp_path / "elsewhere") is None
+
+
+def test_plot_from_log(tmp_path):
+    pytest.importorskip("matplotlib")
+    from corefbert.plotting import main as plot_main
+
+    log = tmp_path / "log.jsonl"
+    records = [{"split": "eval", "step": s, "mrp_accuracy": s / 10, "mlm_accuracy": s / 20, "mrp_loss": 1.0,
+                "mlm_loss": 2.0} for s in range(0, 6, 2)]
+    log.write_text("".join(json.dumps(r) + "\n" for r in records) + '{"split": "ev')  # cut by a kill
+    plot_main([str(log), "-o", str(tmp_path / "c.png")])
+    assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
