@@ -1,0 +1,292 @@
+"""GLUE: readers of the official TSV files, sentence(-pair) features, and the fine-tuning task.
+
+Each task's files keep the column layout of GLUE's ``download_glue_data.py``; columns are found by
+header name, except CoLA's train/dev files, which have no header (``source, label, orig_label,
+sentence``). Classification (regression for STS-B) is on the first token, as in BERT:
+``AutoModelForSequenceClassification``. Test predictions go to the GLUE submission files
+(``<TASK>.tsv``: ``index<TAB>prediction`` with label names).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from corefbert.errors import CorefBertError
+from corefbert.finetuning import FinetuningTask
+from corefbert.metrics.glue import GLUE_MAIN_METRIC, canonical_task_name, glue_metrics
+
+
+@dataclass(frozen=True)
+class GlueTaskSpec:
+    """Where a task's text and label live, its label names, and its submission file name."""
+
+    text_columns: tuple[str, ...]
+    label_column: str | None  # None: a regression task's score column is ``score_column``
+    labels: tuple[str, ...] | None  # None for regression
+    submission: str
+    index_column: str = "index"
+    headerless_columns: tuple[str, ...] | None = None  # CoLA train/dev
+
+
+GLUE_TASKS: dict[str, GlueTaskSpec] = {
+    "cola": GlueTaskSpec(("sentence",), "label", ("0", "1"), "CoLA",
+                         headerless_columns=("source", "label", "orig_label", "sentence")),
+    "sst2": GlueTaskSpec(("sentence",), "label", ("0", "1"), "SST-2"),
+    "mrpc": GlueTaskSpec(("#1 String", "#2 String"), "Quality", ("0", "1"), "MRPC"),
+    "qqp": GlueTaskSpec(("question1", "question2"), "is_duplicate", ("0", "1"), "QQP", index_column="id"),
+    "stsb": GlueTaskSpec(("sentence1", "sentence2"), "score", None, "STS-B"),
+    "mnli": GlueTaskSpec(("sentence1", "sentence2"), "gold_label", ("contradiction", "entailment", "neutral"),
+                         "MNLI-m"),
+    "qnli": GlueTaskSpec(("question", "sentence"), "label", ("entailment", "not_entailment"), "QNLI"),
+    "rte": GlueTaskSpec(("sentence1", "sentence2"), "label", ("entailment", "not_entailment"), "RTE"),
+    "wnli": GlueTaskSpec(("sentence1", "sentence2"), "label", ("0", "1"), "WNLI"),
+}
+
+# Default file names under --data_dir: split -> list of (file, subset) (MNLI has two halves).
+_DEFAULT_FILES = {
+    "train": [("train.tsv", "")],
+    "eval": [("dev.tsv", "")],
+    "predict": [("test.tsv", "")],
+}
+_MNLI_FILES = {
+    "train": [("train.tsv", "")],
+    "eval": [("dev_matched.tsv", ""), ("dev_mismatched.tsv", "mm_")],
+    "predict": [("test_matched.tsv", ""), ("test_mismatched.tsv", "mm_")],
+}
+
+
+@dataclass
+class GlueExample:
+    """One row: its text fields, gold label (class id, a float for STS-B, None on test), id and subset."""
+
+    texts: tuple[str, ...]
+    label: int | float | None
+    index: str
+    subset: str = ""  # "" or "mm_" (MNLI mismatched)
+
+
+def read_glue_tsv(path: str, task_name: str, with_labels: bool, subset: str = "") -> list[GlueExample]:
+    """Read one official GLUE TSV of ``task_name``; labels are required when ``with_labels``.
+
+    Missing columns, short rows, unknown labels and non-numeric STS-B scores raise one clear
+    :class:`CorefBertError` naming the file and line.
+    """
+    task = canonical_task_name(task_name)
+    spec = GLUE_TASKS[task]
+    if not os.path.isfile(path):
+        raise CorefBertError(f"GLUE {task} file not found; check --data_dir or the file argument", path=path)
+    with open(path, encoding="utf-8-sig") as handle:  # MRPC's files start with a byte-order mark
+        lines = handle.read().split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if not lines:
+        raise CorefBertError("empty GLUE file", path=path)
+    first = lines[0].rstrip("\r").split("\t")
+    wanted = list(spec.text_columns) + ([spec.label_column] if with_labels else [])
+    if spec.headerless_columns is not None and not set(spec.text_columns) <= set(first):
+        columns, body_start = list(spec.headerless_columns), 0
+    else:
+        columns, body_start = first, 1
+    missing = [c for c in wanted if c not in columns]
+    if missing:
+        raise CorefBertError(
+            f"missing column(s) {', '.join(missing)} for GLUE {task} (header has {', '.join(columns)}); "
+            f"is this the right file and --task_name?", path=path, position=1)
+    positions = [columns.index(c) for c in wanted]
+    index_position = columns.index(spec.index_column) if spec.index_column in columns else None
+    label_ids = {name: i for i, name in enumerate(spec.labels)} if spec.labels else None
+    examples = []
+    for number, line in enumerate(lines[body_start:], start=body_start + 1):
+        fields = line.rstrip("\r").split("\t")
+        if len(fields) <= max(positions):
+            raise CorefBertError(f"row has {len(fields)} columns, GLUE {task} needs {max(positions) + 1}",
+                                 path=path, position=number)
+        texts = tuple(fields[p] for p in positions[: len(spec.text_columns)])
+        label = None
+        if with_labels:
+            raw = fields[positions[-1]].strip()
+            if label_ids is None:
+                try:
+                    label = float(raw)
+                except ValueError:
+                    raise CorefBertError(f"STS-B score {raw!r} is not a number", path=path, position=number) from None
+            elif raw in label_ids:
+                label = label_ids[raw]
+            else:
+                raise CorefBertError(f"unknown label {raw!r} for GLUE {task}; expected one of {', '.join(spec.labels)}",
+                                     path=path, position=number)
+        index = fields[index_position] if index_position is not None else str(number - body_start - 1)
+        examples.append(GlueExample(texts, label, index, subset))
+    return examples
+
+
+class GlueTask(FinetuningTask):
+    """One GLUE task for :func:`corefbert.finetuning.run_finetuning`.
+
+    ``files`` maps a split ("train", "eval", "predict") to ``[(path, subset)]``; :func:`glue_files` builds
+    it from a ``--data_dir`` and explicit file arguments.
+    """
+
+    def __init__(self, task_name: str, model_name_or_path: str, files: dict[str, list[tuple[str, str]]],
+                 tokenizer=None, max_seq_length: int = 128):
+        from transformers import AutoTokenizer
+
+        self.task = canonical_task_name(task_name)
+        self.spec = GLUE_TASKS[self.task]
+        self.name = self.task
+        self.main_metric = GLUE_MAIN_METRIC[self.task]
+        self.model_name_or_path = model_name_or_path
+        self.files = files
+        self.max_seq_length = max_seq_length
+        try:
+            self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(model_name_or_path)
+        except (OSError, ValueError) as err:
+            raise CorefBertError(f"cannot load a tokenizer ({type(err).__name__}); give a checkpoint directory "
+                                 "with tokenizer files or --tokenizer_name", path=model_name_or_path) from None
+        self._examples: dict[str, list[GlueExample]] = {}
+
+    @property
+    def is_regression(self) -> bool:
+        return self.spec.labels is None
+
+    def build_model(self):
+        """A sequence classifier (1 output, MSE loss for STS-B) on the first token of the checkpoint.
+
+        A corefbert pretraining checkpoint loads too: its ``cls.*``/``mrp.*`` weights are left out."""
+        from transformers import AutoModelForSequenceClassification
+
+        if self.is_regression:
+            options = dict(num_labels=1, problem_type="regression")
+        else:
+            labels = self.spec.labels
+            options = dict(num_labels=len(labels), problem_type="single_label_classification",
+                           id2label=dict(enumerate(labels)), label2id={name: i for i, name in enumerate(labels)})
+        try:
+            return AutoModelForSequenceClassification.from_pretrained(self.model_name_or_path, **options)
+        except OSError as err:
+            raise CorefBertError(f"cannot load the model ({err}); give a Hugging Face checkpoint directory",
+                                 path=self.model_name_or_path) from None
+
+    def examples(self, split: str) -> list[GlueExample]:
+        """The examples of ``split`` ("train", "eval", "predict"), read once."""
+        if split not in self._examples:
+            rows = []
+            for path, subset in self.files.get(split, []):
+                rows.extend(read_glue_tsv(path, self.task, with_labels=split != "predict", subset=subset))
+            self._examples[split] = rows
+        return self._examples[split]
+
+    def _features(self, split: str) -> list[dict] | None:
+        if not self.files.get(split):
+            return None
+        examples = self.examples(split)
+        columns = list(zip(*(e.texts for e in examples))) if examples else [[]]
+        encoded = self.tokenizer(*[list(c) for c in columns], truncation=True, max_length=self.max_seq_length)
+        features = []
+        for i, example in enumerate(examples):
+            feature = {key: values[i] for key, values in encoded.items()}
+            if example.label is not None:
+                feature["labels"] = example.label
+            features.append(feature)
+        return features
+
+    def train_dataset(self):
+        return self._features("train")
+
+    def eval_dataset(self):
+        return self._features("eval")
+
+    def predict_dataset(self):
+        return self._features("predict")
+
+    def collate(self, features: list[dict]) -> dict[str, torch.Tensor]:
+        """Pad to the longest row of the batch; ``labels`` long (float for STS-B) when present."""
+        longest = max(len(f["input_ids"]) for f in features)
+        pad_values = {"input_ids": self.tokenizer.pad_token_id, "attention_mask": 0, "token_type_ids": 0}
+        batch = {}
+        for key, pad in pad_values.items():
+            if key in features[0]:
+                batch[key] = torch.tensor([f[key] + [pad] * (longest - len(f[key])) for f in features])  # [B, L]
+        if "labels" in features[0]:
+            dtype = torch.float if self.is_regression else torch.long
+            batch["labels"] = torch.tensor([f["labels"] for f in features], dtype=dtype)  # [B]
+        return batch
+
+    def evaluate(self, model, dataloader, accelerator, split):
+        """Predict every row (in dataset order: no shuffling, ``gather_for_metrics`` drops the padding
+        duplicates); metrics per subset (MNLI: ``accuracy``, ``mm_accuracy``) when labels are known."""
+        outputs = []
+        for batch in dataloader:
+            inputs = {k: v for k, v in batch.items() if k != "labels"}
+            logits = model(**inputs).logits.float()  # [B, num_labels]
+            scores = logits[:, 0] if self.is_regression else logits.argmax(-1)  # [B]
+            outputs.append(accelerator.gather_for_metrics(scores).cpu())
+        predictions = torch.cat(outputs).numpy()
+        examples = self.examples("eval" if split == "eval" else "predict")
+        predictions = predictions[: len(examples)]  # max_eval_samples cuts the dataset, not the examples
+        metrics: dict[str, float] = {}
+        if split == "eval":
+            subsets = np.array([e.subset for e in examples[: len(predictions)]])
+            references = np.array([e.label for e in examples[: len(predictions)]])
+            for subset in dict.fromkeys(subsets):
+                chosen = subsets == subset
+                for name, value in glue_metrics(self.task, predictions[chosen], references[chosen]).items():
+                    metrics[subset + name] = value
+        return metrics, predictions
+
+    def label_name(self, prediction) -> str:
+        if self.is_regression:
+            return f"{min(max(float(prediction), 0.0), 5.0):.3f}"  # the STS-B range
+        return self.spec.labels[int(prediction)]
+
+    def write_predictions(self, predictions, output_dir: str, split: str) -> list[str]:
+        """Test: the GLUE submission files ``<TASK>.tsv`` (MNLI: ``MNLI-m.tsv`` and ``MNLI-mm.tsv``).
+        Dev: ``eval_predictions_<task>.tsv`` with ``index, prediction, label``."""
+        examples = self.examples("eval" if split == "eval" else "predict")[: len(predictions)]
+        by_file: dict[str, list[str]] = {}
+        for example, prediction in zip(examples, predictions):
+            if split == "eval":
+                name = f"eval_predictions_{self.task}{'_' + example.subset.strip('_') if example.subset else ''}.tsv"
+                gold = "" if example.label is None else self.label_name(example.label)
+                row = f"{example.index}\t{self.label_name(prediction)}\t{gold}"
+            else:
+                name = self.spec.submission + ("m.tsv" if example.subset else ".tsv")  # MNLI-m / MNLI-mm
+                row = f"{example.index}\t{self.label_name(prediction)}"
+            by_file.setdefault(name, []).append(row)
+        paths = []
+        for name, rows in by_file.items():
+            path = os.path.join(output_dir, name)
+            header = "index\tprediction\tlabel" if split == "eval" else "index\tprediction"
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write("\n".join([header, *rows]) + "\n")
+            paths.append(path)
+        return paths
+
+
+def glue_files(task_name: str, data_dir: str | None, explicit: dict[str, list[tuple[str, str] | None]],
+               wanted: dict[str, bool]) -> dict[str, list[tuple[str, str]]]:
+    """``split -> [(path, subset)]`` from explicit paths (``explicit[split]``, None entries fall back to
+    ``data_dir``'s official names). A split that is ``wanted`` must resolve to existing files."""
+    task = canonical_task_name(task_name)
+    defaults = _MNLI_FILES if task == "mnli" else _DEFAULT_FILES
+    files: dict[str, list[tuple[str, str]]] = {}
+    for split, needed in wanted.items():
+        given = explicit.get(split) or [None] * len(defaults[split])
+        chosen = []
+        for entry, (name, subset) in zip(given, defaults[split]):
+            if entry is not None:
+                chosen.append((entry[0], subset))
+            elif data_dir is not None:
+                chosen.append((os.path.join(data_dir, name), subset))
+        chosen = [(p, s) for p, s in chosen if needed or os.path.isfile(p)]
+        if needed and not chosen:
+            raise CorefBertError(f"no {split} file for GLUE {task}: give --data_dir or the {split} file argument")
+        for path, _ in chosen:
+            if not os.path.isfile(path):
+                raise CorefBertError(f"GLUE {task} {split} file not found", path=path)
+        files[split] = chosen
+    return files
