@@ -1,0 +1,442 @@
+"""DocRED document-level relation extraction: reader, features, the paper's bilinear model, and the task.
+
+The model follows the BERT baseline of the DocRED code that CorefBERT's appendix fine-tunes: the document
+is encoded once, a mention is the mean of its subword vectors, an entity the mean of its mentions; both
+entities of a pair are projected to ``entity_hidden_size`` and joined with an embedding of the bucketed
+word distance between their first mentions (head: h - t, tail: t - h); a bilinear layer scores the 96
+relations + NA; the loss is multi-label BCE over all relations of the pairs used.
+
+Long documents: by default only the first ``max_seq_length`` tokens are encoded (the paper's setting).
+Mentions that start beyond the window are dropped; an entity left with no mention is a zero vector (its
+pairs can then only be told apart by distance) and is counted in ``truncated_entities``. With
+``sliding_window`` the whole document is encoded in overlapping windows and every token's vector is the
+mean over the windows that hold it, so no mention is lost.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+from accelerate.utils import gather_object
+from torch import nn
+from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+from corefbert.errors import CorefBertError
+from corefbert.finetuning import FinetuningTask
+from corefbert.metrics.docred import best_threshold, docred_scores, training_facts
+
+NA_RELATION = "Na"
+HEAD_CONFIG = "docred_head.json"
+# Signed log buckets of word distance, as the DocRED baseline's dis2idx: 0 | 1 | 2-3 | 4-7 | ... | 256+,
+# mirrored for negative distances and shifted by 10, so 19 buckets in 0..19.
+_BUCKET_EDGES = np.array([1, 2, 4, 8, 16, 32, 64, 128, 256])
+NUM_DISTANCE_BUCKETS = 20
+# Candidate facts scored below this are never kept for the threshold search (memory on big dev sets).
+_CANDIDATE_FLOOR = 1e-3
+
+
+@dataclass
+class DocredArguments:
+    """Data and model options of ``finetune/run_docred.py``."""
+
+    train_file: str | None = field(default=None, metadata={"help": "DocRED JSON with labels (train_annotated.json)."})
+    validation_file: str | None = field(default=None, metadata={"help": "DocRED JSON with labels (dev.json)."})
+    test_file: str | None = field(default=None, metadata={"help": "DocRED JSON to predict (labels optional)."})
+    rel_info_file: str | None = field(
+        default=None, metadata={"help": "rel_info.json (relation id -> name); fixes the 96 relation classes."}
+    )
+    max_seq_length: int = field(default=512, metadata={"help": "Tokens encoded at once, special tokens included."})
+    sliding_window: bool = field(
+        default=False, metadata={"help": "Encode longer documents whole in overlapping windows (else truncate)."}
+    )
+    window_stride: int = field(default=256, metadata={"help": "Token step between sliding windows."})
+    num_na_pairs: int = field(
+        default=-1, metadata={"help": "NA (no relation) pairs sampled per training document; -1 keeps all."}
+    )
+    entity_hidden_size: int = field(default=128, metadata={"help": "Entity projection size before the bilinear."})
+    distance_embedding_size: int = field(default=20, metadata={"help": "Size of the distance-bucket embedding."})
+    threshold: float | None = field(
+        default=None, metadata={"help": "Fact probability threshold; default: the one chosen on dev."}
+    )
+    split_seed: int | None = field(
+        default=None,
+        metadata={"help": "With --train_file only: split it seeded into train / dev (--validation_fraction)."},
+    )
+    validation_fraction: float = field(default=0.1, metadata={"help": "Share of documents held out by --split_seed."})
+
+
+def distance_bucket(distance: np.ndarray | int) -> np.ndarray:
+    """Signed log bucket (0..19) of word distance(s); 10 means 0."""
+    distance = np.asarray(distance)
+    magnitude = np.searchsorted(_BUCKET_EDGES, np.abs(distance), side="right")  # 0..9
+    return np.where(distance < 0, 10 - magnitude, 10 + magnitude)
+
+
+def load_relation_ids(path: str) -> list[str]:
+    """Relation classes from ``rel_info.json``: ``["Na", "P6", "P17", ...]`` in file order (index 0 = NA)."""
+    if not os.path.isfile(path):
+        raise CorefBertError("rel_info file not found; pass the DocRED rel_info.json", path=path)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            info = json.load(handle)
+    except json.JSONDecodeError as err:
+        raise CorefBertError(f"not valid JSON ({err.msg})", path=path, position=err.lineno) from None
+    if not isinstance(info, dict) or not info or not all(isinstance(k, str) for k in info):
+        raise CorefBertError("expected a JSON object of relation id -> name", path=path)
+    return [NA_RELATION] + list(info)
+
+
+def read_docred(path: str, relations: list[str]) -> list[dict]:
+    """Read and check an official DocRED JSON file (a list of documents); returns the documents.
+
+    Every mention must lie inside its sentence, every label must name existing entities and a relation
+    of ``relations``; anything else is a :class:`CorefBertError` naming the document.
+    """
+    if not os.path.isfile(path):
+        raise CorefBertError("DocRED file not found", path=path)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            documents = json.load(handle)
+    except json.JSONDecodeError as err:
+        raise CorefBertError(f"not valid JSON ({err.msg})", path=path, position=err.lineno) from None
+    if not isinstance(documents, list):
+        raise CorefBertError("expected a JSON list of documents (official DocRED format)", path=path)
+    known = set(relations)
+    for number, doc in enumerate(documents):
+        where = f"document {number}"
+        if not isinstance(doc, dict) or not {"title", "sents", "vertexSet"} <= set(doc):
+            raise CorefBertError("a document needs title, sents and vertexSet", path=path, position=where)
+        where += f" ({doc['title']!r})"
+        sents, entities = doc["sents"], doc["vertexSet"]
+        for e, entity in enumerate(entities):
+            if not entity:
+                raise CorefBertError(f"entity {e} has no mention", path=path, position=where)
+            for mention in entity:
+                sent_id, (start, end) = mention["sent_id"], mention["pos"]
+                if not 0 <= sent_id < len(sents):
+                    raise CorefBertError(f"entity {e}: mention sent_id {sent_id} is not a sentence of the "
+                                         f"document ({len(sents)} sentences)", path=path, position=where)
+                if not 0 <= start < end <= len(sents[sent_id]):
+                    raise CorefBertError(f"entity {e}: mention pos [{start}, {end}) lies beyond sentence "
+                                         f"{sent_id} ({len(sents[sent_id])} tokens)", path=path, position=where)
+        for label in doc.get("labels", []):
+            for side in ("h", "t"):
+                if not 0 <= label[side] < len(entities):
+                    raise CorefBertError(f"label {side}={label[side]} is not an entity index (0..{len(entities) - 1})",
+                                         path=path, position=where)
+            if label["r"] not in known:
+                raise CorefBertError(f"unknown relation id {label['r']!r} (not in rel_info.json)",
+                                     path=path, position=where)
+    return documents
+
+
+def _space_prefixed(tokenizer) -> bool:
+    # Byte-level BPE (RoBERTa) encodes a word differently after a space; WordPiece does not.
+    plain = tokenizer("word", add_special_tokens=False)["input_ids"]
+    return tokenizer(" word", add_special_tokens=False)["input_ids"] != plain
+
+
+def special_wrapping(tokenizer) -> tuple[list[int], list[int]]:
+    """The special tokens a single sequence gets before and after its ids (``[CLS]``/``[SEP]``, ``<s>``/``</s>``).
+
+    transformers 5 dropped ``build_inputs_with_special_tokens``; probing one word finds the template.
+    """
+    plain = tokenizer("word", add_special_tokens=False)["input_ids"]
+    full = tokenizer("word", add_special_tokens=True)["input_ids"]
+    for start in range(len(full) - len(plain) + 1):
+        if full[start:start + len(plain)] == plain:
+            return full[:start], full[start + len(plain):]
+    raise ValueError(f"cannot find the special-token template of {type(tokenizer).__name__}")
+
+
+def document_features(doc: dict, tokenizer, max_seq_length: int, sliding_window: bool, stride: int,
+                      relation_index: dict[str, int]) -> dict:
+    """Tokenize one document into encoder windows, entity mention spans (in document tokens), first-mention
+    word positions and gold labels ``{(h, t): [relation index, ...]}``."""
+    words = [word for sent in doc["sents"] for word in sent]
+    sent_offsets = np.cumsum([0] + [len(sent) for sent in doc["sents"]])
+    prefix = _space_prefixed(tokenizer)
+    pieces = tokenizer([(" " + w if prefix and i else w) for i, w in enumerate(words)],
+                       add_special_tokens=False)["input_ids"] if words else []
+    word_starts = np.cumsum([0] + [len(p) for p in pieces])  # [W + 1] token offset of each word
+    token_ids = [t for p in pieces for t in p]
+    prefix_ids, suffix_ids = special_wrapping(tokenizer)
+    content = max_seq_length - len(prefix_ids) - len(suffix_ids)
+    if sliding_window and len(token_ids) > content:
+        starts = list(range(0, len(token_ids) - content, stride)) + [len(token_ids) - content]
+    else:
+        starts = [0]
+    kept = min(len(token_ids), content) if len(starts) == 1 else len(token_ids)
+    windows = [(s, token_ids[s:s + content]) for s in starts]
+    spans, first_positions, truncated = [], [], 0
+    for entity in doc["vertexSet"]:
+        entity_spans = []
+        for mention in entity:
+            word_start = int(sent_offsets[mention["sent_id"]] + mention["pos"][0])
+            word_end = int(sent_offsets[mention["sent_id"]] + mention["pos"][1])
+            start, end = int(word_starts[word_start]), min(int(word_starts[word_end]), kept)
+            if start < kept:
+                entity_spans.append((start, max(end, start + 1)))  # words of no token keep one
+        truncated += not entity_spans
+        spans.append(entity_spans)
+        first_positions.append(min(int(sent_offsets[m["sent_id"]] + m["pos"][0]) for m in entity))
+    labels: dict[tuple[int, int], list[int]] = {}
+    for label in doc.get("labels", []):
+        labels.setdefault((label["h"], label["t"]), []).append(relation_index[label["r"]])
+    return {"windows": windows, "num_tokens": kept, "mention_spans": spans, "first_positions": first_positions,
+            "labels": labels, "truncated_entities": truncated}
+
+
+class DocredDataset(torch.utils.data.Dataset):
+    """Documents as features; training draws ``num_na_pairs`` NA pairs per document anew at every access."""
+
+    def __init__(self, features: list[dict], num_na_pairs: int = -1, seed: int | None = None):
+        self.features, self.num_na_pairs = features, num_na_pairs
+        self.rng = random.Random(seed) if seed is not None else None
+
+    def __len__(self) -> int:
+        return len(self.features)
+
+    def __getitem__(self, index: int) -> dict:
+        feature = self.features[index]
+        count = len(feature["mention_spans"])
+        pairs = [(h, t) for h in range(count) for t in range(count) if h != t]
+        if self.rng is not None and self.num_na_pairs >= 0:
+            positive = [p for p in pairs if p in feature["labels"]]
+            negative = [p for p in pairs if p not in feature["labels"]]
+            negative = self.rng.sample(negative, min(self.num_na_pairs, len(negative)))
+            pairs = positive + negative
+        return {**feature, "doc_index": index, "pairs": pairs}
+
+
+def docred_collate(features: list[dict], tokenizer, num_relations: int) -> dict[str, torch.Tensor]:
+    """Batch documents: encoder windows plus the maps from window tokens back to document tokens,
+    entity pooling weights, pairs, distance buckets and multi-hot labels (NA = column 0)."""
+    batch_size = len(features)
+    num_tokens = max(max(f["num_tokens"] for f in features), 1)
+    num_entities = max(max(len(f["mention_spans"]) for f in features), 1)
+    num_pairs = max(max(len(f["pairs"]) for f in features), 1)
+    prefix_ids, suffix_ids = special_wrapping(tokenizer)
+    window_inputs, window_index = [], []
+    for b, feature in enumerate(features):
+        for offset, ids in feature["windows"]:
+            window_inputs.append(prefix_ids + list(ids) + suffix_ids)
+            window_index.append([-1] * len(prefix_ids) + [b * num_tokens + offset + j for j in range(len(ids))]
+                                + [-1] * len(suffix_ids))
+    length = max(len(ids) for ids in window_inputs)
+    input_ids = torch.full((len(window_inputs), length), tokenizer.pad_token_id, dtype=torch.long)
+    token_index = torch.full((len(window_inputs), length), -1, dtype=torch.long)
+    attention_mask = torch.zeros((len(window_inputs), length), dtype=torch.long)
+    for w, (ids, index) in enumerate(zip(window_inputs, window_index)):
+        input_ids[w, :len(ids)] = torch.tensor(ids)
+        token_index[w, :len(ids)] = torch.tensor(index)
+        attention_mask[w, :len(ids)] = 1
+    entity_weights = torch.zeros(batch_size, num_entities, num_tokens)
+    pair_heads = torch.zeros(batch_size, num_pairs, dtype=torch.long)
+    pair_tails = torch.zeros(batch_size, num_pairs, dtype=torch.long)
+    pair_distance = torch.full((batch_size, num_pairs), 10, dtype=torch.long)
+    pair_mask = torch.zeros(batch_size, num_pairs, dtype=torch.bool)
+    labels = torch.zeros(batch_size, num_pairs, num_relations)
+    for b, feature in enumerate(features):
+        for e, spans in enumerate(feature["mention_spans"]):
+            for start, end in spans:  # mention = mean of its tokens, entity = mean of its mentions
+                entity_weights[b, e, start:end] += 1.0 / ((end - start) * len(spans))
+        if not feature["pairs"]:
+            continue
+        heads, tails = zip(*feature["pairs"])
+        count = len(heads)
+        pair_heads[b, :count], pair_tails[b, :count] = torch.tensor(heads), torch.tensor(tails)
+        first = np.asarray(feature["first_positions"])
+        pair_distance[b, :count] = torch.from_numpy(distance_bucket(first[list(heads)] - first[list(tails)]))
+        pair_mask[b, :count] = True
+        for p, pair in enumerate(feature["pairs"]):
+            labels[b, p, feature["labels"].get(pair, [0])] = 1.0
+    return {"input_ids": input_ids, "attention_mask": attention_mask,
+            "token_index": token_index, "entity_weights": entity_weights, "pair_heads": pair_heads,
+            "pair_tails": pair_tails, "pair_distance": pair_distance, "pair_mask": pair_mask, "labels": labels,
+            "doc_index": torch.tensor([f["doc_index"] for f in features])}
+
+
+def bilinear_scores(heads: torch.Tensor, tails: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None):
+    """``heads[n] @ weight[r] @ tails[n] + bias[r]`` for all n, r: what ``F.bilinear`` computes, as two matmuls.
+
+    heads/tails [..., D], weight [R, D, D], bias [R] -> [..., R]. ``F.bilinear`` on CPU is many times
+    slower (benchmarks/docred_bilinear.py); this costs one [N, R*D] intermediate.
+    """
+    num_relations, dim, _ = weight.shape
+    projected = heads.reshape(-1, dim) @ weight.permute(1, 0, 2).reshape(dim, num_relations * dim)  # [N, R*D]
+    scores = torch.bmm(projected.view(-1, num_relations, dim), tails.reshape(-1, dim, 1)).squeeze(-1)  # [N, R]
+    scores = scores.view(*heads.shape[:-1], num_relations)
+    return scores + bias if bias is not None else scores
+
+
+class DocredModel(nn.Module):
+    """Encoder + entity pooling + distance embeddings + bilinear relation scorer (module docstring)."""
+
+    def __init__(self, encoder: nn.Module, num_relations: int, entity_hidden_size: int = 128,
+                 distance_embedding_size: int = 20):
+        super().__init__()
+        self.encoder = encoder
+        self.entity_projection = nn.Linear(encoder.config.hidden_size, entity_hidden_size)
+        self.distance_embedding = nn.Embedding(NUM_DISTANCE_BUCKETS, distance_embedding_size)
+        side = entity_hidden_size + distance_embedding_size
+        self.bilinear = nn.Bilinear(side, side, num_relations)
+
+    def forward(self, input_ids, attention_mask, token_index, entity_weights, pair_heads, pair_tails,
+                pair_distance, pair_mask, labels=None, doc_index=None):
+        hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state  # [W, Lw, H]
+        batch, _, num_tokens = entity_weights.shape
+        valid = token_index >= 0
+        flat_index = token_index[valid]
+        sums = hidden.new_zeros(batch * num_tokens, hidden.size(-1)).index_add_(0, flat_index, hidden[valid])
+        counts = hidden.new_zeros(batch * num_tokens).index_add_(0, flat_index, hidden.new_ones(len(flat_index)))
+        tokens = (sums / counts.clamp(min=1).unsqueeze(-1)).view(batch, num_tokens, -1)  # [B, T, H]
+        entities = self.entity_projection(torch.bmm(entity_weights.to(tokens.dtype), tokens))  # [B, E, D]
+        gather = entities.size(-1)
+        heads = entities.gather(1, pair_heads.unsqueeze(-1).expand(-1, -1, gather))  # [B, P, D]
+        tails = entities.gather(1, pair_tails.unsqueeze(-1).expand(-1, -1, gather))  # [B, P, D]
+        heads = torch.cat([heads, self.distance_embedding(pair_distance)], dim=-1)
+        tails = torch.cat([tails, self.distance_embedding(NUM_DISTANCE_BUCKETS - pair_distance)], dim=-1)
+        logits = bilinear_scores(heads, tails, self.bilinear.weight, self.bilinear.bias)  # [B, P, R]
+        loss = None
+        if labels is not None:
+            per_pair = nn.functional.binary_cross_entropy_with_logits(logits, labels, reduction="none").mean(-1)
+            loss = (per_pair * pair_mask).sum() / pair_mask.sum().clamp(min=1)
+        return SimpleNamespace(loss=loss, logits=logits)
+
+
+class DocredTask(FinetuningTask):
+    """DocRED / Re-DocRED on the shared loop; ``main_metric`` is dev F1 at the threshold chosen on dev."""
+
+    name = "docred"
+    main_metric = "f1"
+
+    def __init__(self, args: DocredArguments, model_name_or_path: str, seed: int = 42):
+        self.args, self.model_name_or_path, self.seed = args, model_name_or_path, seed
+        head_config = os.path.join(model_name_or_path, HEAD_CONFIG)
+        self.head = None
+        if os.path.isfile(head_config):  # a model fine-tuned here: its relation classes and threshold
+            with open(head_config, encoding="utf-8") as handle:
+                self.head = json.load(handle)
+            self.relations = self.head["relations"]
+        elif args.rel_info_file is not None:
+            self.relations = load_relation_ids(args.rel_info_file)
+        else:
+            raise CorefBertError("pass --rel_info_file (DocRED's rel_info.json) to fix the relation classes")
+        self.relation_index = {r: i for i, r in enumerate(self.relations)}
+        self.threshold = args.threshold if args.threshold is not None else (self.head or {}).get("threshold")
+        self.tokenizer = AutoTokenizer.from_pretrained(model_name_or_path)
+        read = lambda path: read_docred(path, self.relations) if path else None  # noqa: E731
+        self.train_docs, self.eval_docs, self.test_docs = (read(args.train_file), read(args.validation_file),
+                                                           read(args.test_file))
+        if args.split_seed is not None and self.train_docs is not None and self.eval_docs is None:
+            order = list(range(len(self.train_docs)))
+            random.Random(args.split_seed).shuffle(order)
+            held_out = max(1, round(args.validation_fraction * len(order)))
+            self.eval_docs = [self.train_docs[i] for i in sorted(order[:held_out])]
+            self.train_docs = [self.train_docs[i] for i in sorted(order[held_out:])]
+        # Ign F1 ignores facts of the training annotations (the file given, or its seeded part).
+        self.train_facts = training_facts(self.train_docs) if self.train_docs else set()
+        self.truncated_entities = 0
+
+    def _features(self, documents):
+        features = [document_features(doc, self.tokenizer, self.args.max_seq_length, self.args.sliding_window,
+                                      self.args.window_stride, self.relation_index) for doc in documents]
+        self.truncated_entities = sum(f["truncated_entities"] for f in features)
+        return features
+
+    def train_dataset(self):
+        if not self.train_docs:
+            return None
+        return DocredDataset(self._features(self.train_docs), self.args.num_na_pairs, seed=self.seed)
+
+    def eval_dataset(self):
+        return DocredDataset(self._features(self.eval_docs)) if self.eval_docs else None
+
+    def predict_dataset(self):
+        return DocredDataset(self._features(self.test_docs)) if self.test_docs else None
+
+    def collate(self, features):
+        return docred_collate(features, self.tokenizer, len(self.relations))
+
+    def build_model(self) -> DocredModel:
+        if self.head is not None:
+            encoder = AutoModel.from_config(AutoConfig.from_pretrained(self.model_name_or_path),
+                                            add_pooling_layer=False)
+            model = DocredModel(encoder, len(self.relations), self.head["entity_hidden_size"],
+                                self.head["distance_embedding_size"])
+            FinetuningTask.load_weights(self, model, self.model_name_or_path)
+            return model
+        # No pooler: it would be an unused parameter (DDP) and the pairs never read [CLS].
+        encoder = AutoModel.from_pretrained(self.model_name_or_path, add_pooling_layer=False)
+        return DocredModel(encoder, len(self.relations), self.args.entity_hidden_size,
+                           self.args.distance_embedding_size)
+
+    def evaluate(self, model, dataloader, accelerator, split):
+        documents = self.eval_docs if split == "eval" else self.test_docs
+        candidates, seen = [], []
+        for batch in dataloader:
+            probs = torch.sigmoid(model(**batch).logits[..., 1:].float())  # [B, P, R-1], NA column dropped
+            probs = probs.masked_fill(~batch["pair_mask"].unsqueeze(-1), 0.0)
+            for b, doc_index in enumerate(batch["doc_index"].tolist()):
+                seen.append(doc_index)
+                pair, relation = torch.nonzero(probs[b] >= _CANDIDATE_FLOOR, as_tuple=True)
+                candidates.append(np.stack([np.full(len(pair), doc_index), batch["pair_heads"][b, pair].cpu().numpy(),
+                                            batch["pair_tails"][b, pair].cpu().numpy(), relation.cpu().numpy() + 1,
+                                            ], axis=1).astype(np.int64))
+                candidates.append(probs[b, pair, relation].cpu().numpy())
+        # Gathered once after the loop (objects of any size); duplicates of uneven shards fall out via `seen`
+        # and the set of facts.
+        gathered = gather_object([(seen, candidates)]) if accelerator.num_processes > 1 else [(seen, candidates)]
+        seen = sorted({i for part_seen, _ in gathered for i in part_seen})
+        facts = np.concatenate([c for _, part in gathered for c in part[0::2]] or [np.zeros((0, 4), np.int64)])
+        scores = np.concatenate([c for _, part in gathered for c in part[1::2]] or [np.zeros(0, np.float32)])
+        gold_docs = [documents[i] for i in seen]
+        has_labels = all("labels" in doc for doc in gold_docs)
+        metrics: dict[str, float] = {}
+        if split == "eval" and has_labels and self.args.threshold is None:
+            gold = {(i, lab["h"], lab["t"], self.relation_index[lab["r"]]) for i in seen
+                    for lab in documents[i]["labels"]}
+            is_correct = np.array([tuple(f) in gold for f in facts.tolist()], dtype=bool)
+            self.threshold, _ = best_threshold(scores, is_correct, len(gold))
+        threshold = self.threshold if self.threshold is not None else 0.5
+        predictions = [{"title": documents[d]["title"], "h_idx": h, "t_idx": t, "r": self.relations[r]}
+                       for d, h, t, r in facts[scores >= threshold].tolist()]
+        if has_labels:
+            metrics = docred_scores(predictions, gold_docs, self.train_facts)
+        metrics.update(threshold=threshold, truncated_entities=float(self.truncated_entities))
+        return metrics, predictions
+
+    def write_predictions(self, predictions, output_dir, split):
+        path = os.path.join(output_dir, "result.json" if split == "predict" else f"{split}_result.json")
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(predictions, handle)
+        return [path]
+
+    def save_pretrained(self, model, output_dir, state_dict=None):
+        from safetensors.torch import save_file
+
+        os.makedirs(output_dir, exist_ok=True)
+        state_dict = state_dict if state_dict is not None else model.state_dict()
+        save_file({k: v.detach().contiguous() for k, v in state_dict.items()},
+                  os.path.join(output_dir, "model.safetensors"))
+        model.encoder.config.save_pretrained(output_dir)
+        self.tokenizer.save_pretrained(output_dir)
+        head = {"relations": self.relations, "threshold": self.threshold,
+                "entity_hidden_size": model.entity_projection.out_features,
+                "distance_embedding_size": model.distance_embedding.embedding_dim}
+        with open(os.path.join(output_dir, HEAD_CONFIG), "w", encoding="utf-8") as handle:
+            json.dump(head, handle, indent=1)
+
+    def load_weights(self, model, directory):
+        super().load_weights(model, directory)
+        with open(os.path.join(directory, HEAD_CONFIG), encoding="utf-8") as handle:
+            saved = json.load(handle)["threshold"]
+        if self.args.threshold is None and saved is not None:
+            self.threshold = saved
