@@ -161,9 +161,9 @@ def mrp_loss(
         mrp_referent_starts / mrp_referent_ends / mrp_referent_mask: ``[batch, mentions, referents]``.
         official: the official code's form (independent start/end terms, softmax over all positions).
     """
-    start_scores, end_scores = copy_scores(hidden_states, copy_vector, mrp_mention_starts, mrp_mention_ends)
     if copy_mask is None and not official:
         raise ValueError("copy_mask is required for the paper form of the MRP loss")
+    start_scores, end_scores = copy_scores(hidden_states, copy_vector, mrp_mention_starts, mrp_mention_ends)
     return _mrp_loss_from_scores(
         start_scores, end_scores, copy_mask, mrp_mention_mask,
         mrp_referent_starts, mrp_referent_ends, mrp_referent_mask, official,
@@ -289,6 +289,8 @@ class _CorefPreTrainingMixin:
 
         mrp_value = mrp_correct = mrp_total = None
         if mrp_mention_starts is not None:
+            if copy_mask is None and not self.config.mrp_official_loss:
+                raise ValueError("the MRP loss needs copy_mask (the collator's output) unless mrp_official_loss")
             start_scores, end_scores = self.mrp(hidden_states, mrp_mention_starts, mrp_mention_ends)
             mrp_value = _mrp_loss_from_scores(
                 start_scores, end_scores, copy_mask, mrp_mention_mask,
