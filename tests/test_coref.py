@@ -281,3 +281,91 @@ def test_real_data_reads_completely():
         assert all(e.candidate_spans and all(e.candidate_spans) for e in examples)
         if labels is not None:
             assert {k: sum(e.label == k for e in examples) for k in labels} == labels
+
+
+# ------------------------------------------------------------------------------------------------- CLI
+
+
+def load_cli():
+    """``finetune/run_coref.py``'s ``main``, imported in-process (a subprocess pays seconds of imports)."""
+    import importlib.util
+    import sys
+
+    if "run_coref" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("run_coref", ROOT / "finetune" / "run_coref.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["run_coref"] = module  # dataclasses look their module up there
+        spec.loader.exec_module(module)
+    return sys.modules["run_coref"].main
+
+
+@pytest.fixture(scope="module")
+def tiny_mlm_dir(tmp_path_factory, wordpiece):
+    from transformers import BertForMaskedLM
+
+    out = tmp_path_factory.mktemp("tiny_mlm")
+    torch.manual_seed(0)
+    BertForMaskedLM(tiny_config("bert", wordpiece)).save_pretrained(str(out))
+    wordpiece.save_pretrained(str(out))
+    return out
+
+
+@pytest.mark.slow
+def test_cli_trains_and_evaluates_every_format(tiny_mlm_dir, tmp_path):
+    import json
+
+    out = tmp_path / "run"
+    evals = ["blocks.txt", "gap.tsv", "pdp.txt", "masked_blocks.txt", "wsc.xml", "winogender.tsv"]
+    results = load_cli()([
+        "--model_name_or_path", str(tiny_mlm_dir), "--do_train", "--do_eval",
+        "--train_file", str(FIX / "blocks.txt"), str(FIX / "gap.tsv"), str(FIX / "masked_blocks.txt"),
+        "--validation_file", *[str(FIX / name) for name in evals],
+        "--per_device_train_batch_size", "4", "--max_steps", "3", "--learning_rate", "1e-3",
+        "--output_dir", str(out), "--disable_tqdm"])
+    assert results["train_steps"] == 3 and math.isfinite(results["train_loss"]) and results["train_loss"] > 0
+    for stem in ("blocks", "pdp", "masked_blocks", "wsc", "winogender"):
+        assert 0.0 <= results[f"eval_{stem}_accuracy"] <= 100.0
+    assert results["eval_pdp_examples"] == 2 and results["eval_winogender_examples"] == 4
+    assert {"eval_winogender_accuracy_male", "eval_winogender_accuracy_female"} <= set(results)
+    # the GAP submission file scores to exactly what the run reported
+    examples, _ = read_pronoun_file(str(FIX / "gap.tsv"))
+    gold = {e.id: (e.gold[0], e.gold[1], e.pronoun) for e in examples}
+    system = read_gap_system_tsv(str(out / "eval_gap_gap.tsv"))
+    assert gap_metrics(gold, system)["f1"] == pytest.approx(results["eval_gap_f1"])
+    mains = [results[f"eval_{s}_accuracy"] for s in ("blocks", "pdp", "masked_blocks", "wsc", "winogender")]
+    assert results["eval_score"] == pytest.approx((sum(mains) + results["eval_gap_f1"]) / 6)
+    log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    assert any("loss" in record for record in log)
+    # the best model is an ordinary masked-LM checkpoint again
+    from transformers import AutoModelForMaskedLM
+
+    AutoModelForMaskedLM.from_pretrained(str(out / "best"))
+
+
+def test_cli_bad_input_is_one_line(tiny_mlm_dir, tmp_path, capsys):
+    main = load_cli()
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--model_name_or_path", str(tiny_mlm_dir), "--do_eval", "--validation_file",
+              str(FIX / "gap_bad_offset.tsv"), "--output_dir", str(tmp_path / "bad")])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: ") and "gap_bad_offset.tsv:3: A-offset" in err[-1]
+    with pytest.raises(SystemExit):
+        main(["--model_name_or_path", str(tiny_mlm_dir), "--do_train", "--zero_shot", "mlm", "--train_file",
+              str(FIX / "blocks.txt"), "--output_dir", str(tmp_path / "bad2")])
+    assert "drop --do_train or --zero_shot" in capsys.readouterr().err
+
+
+@pytest.mark.shared_data
+@pytest.mark.slow
+def test_cli_real_data_few_steps(tiny_mlm_dir, tmp_path):
+    gap, dpr = shared_data("gap"), shared_data("dpr")
+    wikicrem = shared_data("wikicrem", "WikiCREM_dev.txt")
+    results = load_cli()([
+        "--model_name_or_path", str(tiny_mlm_dir), "--do_train", "--do_eval",
+        "--train_file", str(dpr / "dpr_train_small.txt"), str(gap / "gap-development.tsv"), str(wikicrem),
+        "--validation_file", str(dpr / "dpr_dev_small.txt"), str(gap / "gap-validation.tsv"),
+        "--per_device_train_batch_size", "8", "--max_steps", "2", "--max_eval_samples", "40",
+        "--loss_variant", "wikicrem", "--output_dir", str(tmp_path / "real"), "--disable_tqdm"])
+    assert results["train_steps"] == 2 and math.isfinite(results["train_loss"])
+    assert results["eval_dpr_dev_small_examples"] == 40 and "eval_gap-validation_f1" not in results
