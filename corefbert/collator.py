@@ -145,7 +145,8 @@ class DataCollatorForMentionReferencePrediction:
         # Words as columns 0..W-1; column W collects special tokens and padding and is never masked.
         W = int(word_ids.max()) + 1 if word_ids.size else 0
         word_col = np.where(word_ids >= 0, word_ids, W)  # [B, L]
-        flat = (np.arange(B)[:, None] * (W + 1) + word_col).ravel()
+        row_offset = np.arange(B) * (W + 1)
+        flat = (row_offset[:, None] + word_col).ravel()  # token -> flat index into [B, W+1] word arrays
         word_len = np.bincount(flat, minlength=B * (W + 1)).reshape(B, W + 1)  # [B, W+1]
         word_len[:, W] = 0
         n_maskable = word_len.sum(1)  # [B]
@@ -167,20 +168,20 @@ class DataCollatorForMentionReferencePrediction:
 
         # MLM: a random order of the candidate words, taken while the cumulative length fits the budget.
         candidate = (word_len > 0) & ~word_mrp & ~word_protected  # [B, W+1]
-        key = rng.random((B, W + 1))
+        key = rng.random((B, W + 1), dtype=np.float32)
         key[~candidate] = 2.0
-        order = np.argsort(key, axis=1)  # candidates first, in random order
-        sorted_len = np.take_along_axis(np.where(candidate, word_len, 0), order, axis=1)
-        fits = np.cumsum(sorted_len, axis=1) <= remaining[:, None]
-        word_mlm = np.zeros((B, W + 1), dtype=bool)
-        np.put_along_axis(word_mlm, order, np.take_along_axis(candidate, order, axis=1) & fits, axis=1)
-        token_masked = np.take_along_axis(word_mlm | word_mrp, word_col, axis=1)  # [B, L]
+        order = np.argsort(key, axis=1) + row_offset[:, None]  # flat indices, candidates first in random order
+        sorted_len = np.where(candidate, word_len, 0).ravel()[order]  # [B, W+1]
+        chosen = candidate.ravel()[order] & (np.cumsum(sorted_len, axis=1) <= remaining[:, None])
+        word_masked = word_mrp.copy()
+        word_masked.ravel()[order[chosen]] = True
+        token_masked = word_masked.ravel()[flat].reshape(B, L)  # [B, L]
 
         # 80/10/10, one draw per word (broadcast to its tokens) unless replacement_per_token.
         if self.replacement_per_token:
             draw = rng.random((B, L))
         else:
-            draw = np.take_along_axis(rng.random((B, W + 1)), word_col, axis=1)  # [B, L]
+            draw = rng.random(B * (W + 1))[flat].reshape(B, L)  # [B, L], one draw per word
         to_mask = token_masked & (draw < self.mask_replace_prob)
         to_random = token_masked & ~to_mask & (draw < self.mask_replace_prob + self.random_replace_prob)
         labels = np.where(token_masked, input_ids, -100)
@@ -215,7 +216,7 @@ class DataCollatorForMentionReferencePrediction:
         if n == 0:
             return selected, kept
         group = m["group_key"]
-        by_group = np.lexsort((rng.random(n), group))  # random mention order inside each group
+        by_group = np.argsort(group + rng.random(n))  # groups in turn, a random mention order inside each
         g_sorted = group[by_group]
         first = np.r_[True, g_sorted[1:] != g_sorted[:-1]]
         group_start = np.flatnonzero(first)[np.cumsum(first) - 1]  # index of each element's group start
@@ -231,7 +232,9 @@ class DataCollatorForMentionReferencePrediction:
             return selected, kept
 
         row, length = m["row"], m["len"]
-        by_time = np.lexsort((time, row))  # per row, mentions in pick order; unpickable (inf) last
+        # Per row, mentions in pick order, unpickable (inf) last: t / (1 + t) maps [0, inf] onto [0, 1].
+        finite = np.isfinite(time)
+        by_time = np.argsort(2.0 * row + np.where(finite, time / (1.0 + np.where(finite, time, 0.0)), 1.0))
         row_sorted = row[by_time]
         row_first = np.r_[True, row_sorted[1:] != row_sorted[:-1]]
         row_start = np.flatnonzero(row_first)[np.cumsum(row_first) - 1]
@@ -251,7 +254,7 @@ class DataCollatorForMentionReferencePrediction:
             k_float = r * budget / np.maximum(r * mean_mention + (1 - r) * mean_word, 1e-9)
             k = np.floor(k_float + rng.random(B)).astype(np.int64)  # stochastic rounding: E[k] = k_float
             take = (pick_rank < k[row_sorted]) & (cum_len <= budget[row_sorted])
-        take &= np.isfinite(time[by_time])
+        take &= finite[by_time]
         selected[by_time[take]] = True
         return selected, kept
 
@@ -327,14 +330,15 @@ def _mrp_targets(m, selected, token_masked, B: int) -> dict[str, torch.Tensor]:
     row, start, end, group = m["row"], m["start"], m["end"], m["group_key"]
     unmasked = ~token_masked[row, start] if row.size else np.zeros(0, dtype=bool)
     ref = np.flatnonzero(unmasked)
-    ref = ref[np.lexsort((start[ref], group[ref]))]  # referents grouped, each group in text order
+    span = int(end.max()) + 1 if end.size else 1
+    ref = ref[np.argsort(group[ref] * span + start[ref])]  # referents grouped, each group in text order
     n_keys = int(group.max()) + 1 if group.size else 0
     ref_count = np.bincount(group[ref], minlength=n_keys)
     ref_offset = np.cumsum(ref_count) - ref_count
 
     idx = np.flatnonzero(selected)
     idx = idx[ref_count[group[idx]] > 0] if idx.size else idx  # referents_maskable may leave none
-    idx = idx[np.lexsort((start[idx], row[idx]))]
+    idx = idx[np.argsort(row[idx] * span + start[idx])]
     rows = row[idx]
     first = np.r_[True, rows[1:] != rows[:-1]] if idx.size else np.zeros(0, dtype=bool)
     slot = np.arange(idx.size) - np.flatnonzero(first)[np.cumsum(first) - 1] if idx.size else idx
