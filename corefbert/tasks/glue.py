@@ -124,6 +124,23 @@ def read_glue_tsv(path: str, task_name: str, with_labels: bool, subset: str = ""
     return examples
 
 
+class _EncodedExamples(torch.utils.data.Dataset):
+    """Examples tokenized on first access: ``--max_train_samples`` on SST-2/QQP/MNLI then costs only
+    what it uses, and a full run pays the tokenizer once (cached)."""
+
+    def __init__(self, examples: list[GlueExample], encode):
+        self.examples, self.encode = examples, encode
+        self.cache: dict[int, dict] = {}
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def __getitem__(self, i: int) -> dict:
+        if i not in self.cache:
+            self.cache[i] = self.encode(self.examples[i])
+        return self.cache[i]
+
+
 class GlueTask(FinetuningTask):
     """One GLUE task for :func:`corefbert.finetuning.run_finetuning`.
 
@@ -180,19 +197,17 @@ class GlueTask(FinetuningTask):
             self._examples[split] = rows
         return self._examples[split]
 
-    def _features(self, split: str) -> list[dict] | None:
+    def encode(self, example: GlueExample) -> dict:
+        """Token ids (truncated to ``max_seq_length``, longest text first) and the label, if known."""
+        feature = dict(self.tokenizer(*example.texts, truncation=True, max_length=self.max_seq_length))
+        if example.label is not None:
+            feature["labels"] = example.label
+        return feature
+
+    def _features(self, split: str) -> _EncodedExamples | None:
         if not self.files.get(split):
             return None
-        examples = self.examples(split)
-        columns = list(zip(*(e.texts for e in examples))) if examples else [[]]
-        encoded = self.tokenizer(*[list(c) for c in columns], truncation=True, max_length=self.max_seq_length)
-        features = []
-        for i, example in enumerate(examples):
-            feature = {key: values[i] for key, values in encoded.items()}
-            if example.label is not None:
-                feature["labels"] = example.label
-            features.append(feature)
-        return features
+        return _EncodedExamples(self.examples(split), self.encode)
 
     def train_dataset(self):
         return self._features("train")
