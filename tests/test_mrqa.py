@@ -127,6 +127,16 @@ def test_validation_split_is_seeded_and_by_context(tmp_path, bert_dir):  # noqa:
     assert {"s1", "s2"} <= set(train) or {"s1", "s2"} <= set(held_out)  # one context stays on one side
 
 
+def test_too_long_windows_for_the_model_are_one_clear_error(tmp_path, bert_dir):  # noqa: F811
+    from corefbert.finetuning import FinetuningArguments
+    from corefbert.tasks.extractive_qa import QADataArguments
+    from corefbert.tasks.mrqa import MRQATask
+
+    args = FinetuningArguments(model_name_or_path=str(bert_dir), output_dir=str(tmp_path))
+    with pytest.raises(CorefBertError, match="--max_seq_length 512 exceeds the model's 258 positions"):
+        MRQATask(QADataArguments(train_file=str(SQUAD), max_seq_length=512), args)
+
+
 @pytest.mark.shared_data
 def test_real_mrqa_and_squad_samples(tmp_path, bert_dir, caplog):  # noqa: F811
     from conftest import shared_data

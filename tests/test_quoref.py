@@ -170,7 +170,7 @@ def test_decoding_picks_non_overlapping_spans_across_windows():
 
 
 @pytest.mark.parametrize("model_type", ["bert", "roberta"])
-def test_model_loss_switches_and_save_load_round_trip(request, tmp_path, model_type):
+def test_model_loss_switches_and_save_load_round_trip(request, tmp_path, model_type, caplog):
     backbone = request.getfixturevalue(f"{model_type}_dir")
     tokenizer = request.getfixturevalue(TOKENIZERS[model_type])
     windows = build_windows(read_squad_json(str(FIXTURE)), tokenizer, max_seq_length=64, doc_stride=32)
@@ -192,6 +192,7 @@ def test_model_loss_switches_and_save_load_round_trip(request, tmp_path, model_t
     model.save_pretrained(str(tmp_path))
     again = QuorefQAModel.from_pretrained(str(tmp_path), reasoning_layer=False, count_head=False).eval()
     assert again.reasoning is not None and again.count_outputs is not None  # the saved options win
+    assert "its saved heads are used" in caplog.text
     torch.testing.assert_close(again(**batch).start_logits, out.start_logits)
     plain = QuorefQAModel.from_pretrained(str(backbone), reasoning_layer=False, count_head=False)
     assert plain.reasoning is None and plain.count_outputs is None and plain(**batch).count_logits is None

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from transformers import AutoTokenizer
+from transformers import AutoConfig, AutoTokenizer
 
 from corefbert.errors import CorefBertError
 from corefbert.finetuning import FinetuningArguments, FinetuningTask
@@ -55,9 +55,13 @@ class ExtractiveQATask(FinetuningTask):
             raise CorefBertError(f"cannot load a tokenizer ({str(err).splitlines()[0]})",
                                  path=args.model_name_or_path) from None
         self._splits: dict[str, tuple[list[QAExample], list[dict]]] = {}
-        if data_args.max_seq_length > getattr(self.tokenizer, "model_max_length", 10**9):
-            raise CorefBertError(f"--max_seq_length {data_args.max_seq_length} exceeds the model's limit "
-                                 f"{self.tokenizer.model_max_length}", path=args.model_name_or_path)
+        config = AutoConfig.from_pretrained(args.model_name_or_path)
+        positions = getattr(config, "max_position_embeddings", None)
+        if positions is not None and config.model_type == "roberta":
+            positions -= config.pad_token_id + 1  # RoBERTa's positions start after the padding index
+        if positions is not None and data_args.max_seq_length > positions:
+            raise CorefBertError(f"--max_seq_length {data_args.max_seq_length} exceeds the model's {positions} "
+                                 "positions; lower it", path=args.model_name_or_path)
 
     # Data ------------------------------------------------------------------------------------------
     def _examples(self, split: str) -> list[QAExample] | None:

@@ -13,6 +13,7 @@ gold spans per window; what it saves is the plain Hugging Face QA checkpoint.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from dataclasses import dataclass
 
@@ -27,6 +28,8 @@ from transformers.models.roberta.modeling_roberta import RobertaLayer
 
 from corefbert.errors import CorefBertError
 from corefbert.tasks.qa_windows import span_loss
+
+logger = logging.getLogger(__name__)
 
 HEADS_CONFIG = "qa_heads.json"
 HEADS_WEIGHTS = "qa_heads.safetensors"
@@ -98,6 +101,10 @@ class QuorefQAModel(nn.Module):
             return cls(encoder, reasoning_layer=reasoning_layer, count_head=count_head)
         with open(heads_config, encoding="utf-8") as handle:
             options = json.load(handle)
+        asked = {"reasoning_layer": reasoning_layer, "count_head": count_head}
+        if any(options.get(key, value) != value for key, value in asked.items()):
+            logger.warning("%s was fine-tuned with %s; its saved heads are used, not %s",
+                           model_name_or_path, options, asked)
         model = cls(encoder, **options)
         model.load_heads(str(model_name_or_path))
         return model
