@@ -196,3 +196,24 @@ def test_real_glue_reads_and_trains(tmp_path, glue_bert_dir, task, folder, train
                                max_train_samples=8, max_eval_samples=8, disable_tqdm=True)
     results = run_finetuning(glue, args)
     assert results["train_steps"] == 2 and f"eval_{glue.main_metric}" in results
+
+
+def test_corefbert_pretraining_checkpoint_fine_tunes(tmp_path, glue_bert_dir):
+    """A checkpoint of CorefBertForPreTraining (extra cls.*/mrp.* weights) loads with no encoder weight
+    missing, pooler included, and run_glue trains from it."""
+    import torch
+    from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+
+    from corefbert.modeling import CorefBertForPreTraining
+
+    torch.manual_seed(0)
+    pretrained = CorefBertForPreTraining(AutoConfig.from_pretrained(glue_bert_dir))
+    checkpoint = tmp_path / "corefbert"
+    pretrained.save_pretrained(checkpoint)
+    AutoTokenizer.from_pretrained(glue_bert_dir).save_pretrained(checkpoint)
+
+    model, info = AutoModelForSequenceClassification.from_pretrained(checkpoint, output_loading_info=True)
+    assert sorted(info["missing_keys"]) == ["classifier.bias", "classifier.weight"]
+    torch.testing.assert_close(model.bert.pooler.dense.weight, pretrained.bert.pooler.dense.weight)
+    _, results = _run(tmp_path, checkpoint, "rte", GLUE / "RTE")
+    assert results["train_steps"] == 12 and "eval_accuracy" in results
