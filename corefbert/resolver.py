@@ -248,17 +248,26 @@ class CopyResolver:
 
 
 def render_copy_html(view: CopyView, title: str = "CorefBERT copy distribution") -> str:
-    """Shade each token of ``view.masked_text`` by Pr(copy | pronoun) (darker = likelier), box the pronoun."""
-    text, top = view.masked_text, max((p for _, _, p in view.tokens), default=0.0) or 1.0
+    """Shade each token of ``view.masked_text`` by Pr(copy | pronoun), box the pronoun, underline candidates.
+
+    Shades run from the least to the most likely copyable token (min-max), so an untrained head's nearly
+    flat distribution still shows its ranking; the caption gives the two probabilities."""
+    text = view.masked_text
+    probs = [p for _, _, p in view.tokens if p > 0.0]
+    low, high = (min(probs), max(probs)) if probs else (0.0, 1.0)
+    shift = view.mask_span[1] - view.example.pronoun_end
+    underlined = [(s + shift, e + shift) if s >= view.example.pronoun_end else (s, e)
+                  for occurrences in view.example.candidate_spans for s, e in occurrences]
     pieces, cursor = [], 0
     for start, end, prob in view.tokens:
         pieces.append(html.escape(text[cursor:start]))
         token = html.escape(text[start:end])
-        if (start, end) == view.mask_span or (start < view.mask_span[1] and end > view.mask_span[0]):
+        if start < view.mask_span[1] and end > view.mask_span[0]:
             pieces.append(f'<span class="pronoun" title="masked pronoun">{html.escape(view.example.pronoun)}</span>')
         else:
-            alpha = prob / top
-            pieces.append(f'<span class="tok" style="background: rgba(220, 60, 30, {alpha:.3f})" '
+            alpha = (prob - low) / (high - low) if high > low else 1.0
+            klass = "tok cand" if any(s < end and e > start for s, e in underlined) else "tok"
+            pieces.append(f'<span class="{klass}" style="background: rgba(220, 60, 30, {max(alpha, 0.0):.3f})" '
                           f'title="Pr(copy) = {prob:.4f}">{token}</span>')
         cursor = end
     pieces.append(html.escape(text[cursor:]))
@@ -269,13 +278,14 @@ def render_copy_html(view: CopyView, title: str = "CorefBERT copy distribution")
 <style>
 body {{ font-family: Georgia, serif; max-width: 52em; margin: 2em auto; line-height: 1.9; }}
 .tok {{ border-radius: 3px; padding: 1px 0; }}
+.cand {{ text-decoration: underline 2px #1f4fbf; }}
 .pronoun {{ border: 2px solid #1f4fbf; border-radius: 3px; padding: 0 3px; font-weight: bold; }}
 table {{ border-collapse: collapse; margin-top: 1.5em; }} td, th {{ border: 1px solid #bbb; padding: 2px 10px; }}
 </style></head><body>
 <h2>{html.escape(title)}</h2>
 <p class="text">{''.join(pieces)}</p>
-<p><small>Shade: probability that the copy head copies that token into the masked pronoun (darkest =
-{top:.3f}).</small></p>
+<p><small>Shade: probability that the copy head copies the token into the boxed (masked) pronoun, from
+{low:.4f} (white) to {high:.4f} (darkest). Underlined: candidate mentions.</small></p>
 <table><tr><th>candidate</th><th>log Pr(copy)</th></tr>{rows}</table>
 </body></html>
 """
