@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 from accelerate import Accelerator
+from accelerate.state import AcceleratorState, GradientState
 from accelerate.utils import DataLoaderConfiguration, set_seed
 from torch.utils.data import DataLoader, Dataset
 from tqdm.auto import tqdm
@@ -184,8 +185,10 @@ class _Evaluator:
         return {f"{split}_{k}": v for k, v in metrics.items()}, predictions
 
     def is_better(self, value: float) -> bool:
-        if self.best_metric is None:
+        if self.best_metric is None or math.isnan(self.best_metric):
             return True
+        if math.isnan(value):  # e.g. a correlation of constant predictions: never the best
+            return False
         return value > self.best_metric if self.task.greater_is_better else value < self.best_metric
 
     def evaluate_and_keep_best(self, model, dataloader, step: int, epoch: float) -> dict[str, float]:
@@ -233,6 +236,10 @@ def _save_checkpoint(accelerator: Accelerator, args: FinetuningArguments, state:
 def run_finetuning(task: FinetuningTask, args: FinetuningArguments) -> dict[str, float]:
     """Train / evaluate / predict ``task`` as ``args`` say; returns what ``all_results.json`` holds."""
     _check_args(args)
+    # Accelerate keeps its state in process-wide singletons; a second run in one process (tests, notebooks)
+    # with another mixed precision would be refused, and a crashed run leaves stale dataloader state.
+    AcceleratorState._reset_state(reset_partial_state=False)
+    GradientState._reset_state()
     accelerator = Accelerator(
         mixed_precision=args.mixed_precision,
         gradient_accumulation_steps=args.gradient_accumulation_steps,

@@ -254,3 +254,11 @@ def test_refuses_non_empty_output_dir(tmp_path, toy_bert_dir):
     open(os.path.join(args.output_dir, "something"), "w").close()
     with pytest.raises(CorefBertError, match="--overwrite_output_dir"):
         run_finetuning(ToyTask(toy_bert_dir), args)
+
+
+def test_bf16_mixed_precision_trains(tmp_path, toy_bert_dir):
+    args = _args(tmp_path, toy_bert_dir, mixed_precision="bf16", max_steps=3, do_eval=False, logging_steps=1)
+    results = run_finetuning(ToyTask(toy_bert_dir, train_size=24), args)
+    losses = [r["loss"] for r in _read_log(args.output_dir) if "loss" in r]
+    assert results["train_steps"] == 3 and len(losses) == 3 and all(np.isfinite(losses))
+    assert os.path.isfile(os.path.join(args.output_dir, "last", "model.safetensors"))
