@@ -162,6 +162,7 @@ def _run_docred(argv):
     return module.main(argv)
 
 
+@pytest.mark.slow
 def test_cli_end_to_end_on_fixtures(tiny_bert_dir, tmp_path):
     out = tmp_path / "out"
     results = _run_docred([
@@ -201,6 +202,7 @@ def test_cli_reports_bad_input_in_one_line(tiny_bert_dir, tmp_path, capsys):
     assert err.startswith("error: ") and "dev.json" in err and "h=5" in err and "\n" not in err
 
 
+@pytest.mark.slow
 @pytest.mark.shared_data
 def test_real_redocred_reads_and_trains_a_few_steps(tiny_bert_dir, tmp_path):
     dev = shared_data("docred", "dev_revised.json")
@@ -226,3 +228,17 @@ def test_bilinear_scores_equal_torch_bilinear():
     layer = torch.nn.Bilinear(6, 6, 5)
     heads, tails = torch.randn(2, 3, 6), torch.randn(2, 3, 6)
     assert torch.allclose(bilinear_scores(heads, tails, layer.weight, layer.bias), layer(heads, tails), atol=1e-5)
+
+
+def test_docred_evaluate_module_loads_offline_and_matches():
+    from corefbert.metrics import load_metric
+
+    train, dev = _load("train.json"), _load("dev.json")
+    references = [{"title": d["title"], "entity_names": [[m["name"] for m in e] for e in d["vertexSet"]],
+                   "h": [x["h"] for x in d["labels"]], "t": [x["t"] for x in d["labels"]],
+                   "r": [x["r"] for x in d["labels"]]} for d in dev]
+    predictions = [{"title": "Karl Dahl", "h_idx": [0, 2], "t_idx": [1, 1], "r": ["P17", "P27"]},
+                   {"title": "Bergen", "h_idx": [1], "t_idx": [0], "r": ["P17"]}]
+    result = load_metric("docred").compute(predictions=predictions, references=references,
+                                           train_facts=[list(f) for f in training_facts(train)])
+    assert result["f1"] == pytest.approx(100 * 2 / 3) and result["ign_f1"] == pytest.approx(100 * 4 / 7)

@@ -144,6 +144,7 @@ def _run_fever(argv):
     return module.main(argv)
 
 
+@pytest.mark.slow
 def test_cli_kgat_end_to_end_with_wiki_pages_and_retrieved_evidence(tiny_bert_dir, tmp_path):
     out = tmp_path / "out"
     results = _run_fever([
@@ -166,6 +167,7 @@ def test_cli_kgat_end_to_end_with_wiki_pages_and_retrieved_evidence(tiny_bert_di
     assert again["predict_accuracy"] == pytest.approx(results["eval_accuracy"])  # same claims, best model
 
 
+@pytest.mark.slow
 def test_cli_concat_on_pairs_with_a_seeded_split(tiny_bert_dir, tmp_path):
     results = _run_fever([
         "--model_name_or_path", str(tiny_bert_dir), "--train_file", str(FEVER / "pairs.jsonl"), "--split_seed", "3",
@@ -186,6 +188,7 @@ def test_cli_official_file_without_evidence_text_is_one_line(tiny_bert_dir, tmp_
     assert err.startswith("error: ") and "train.jsonl" in err and "--wiki_pages_dir" in err and "\n" not in err
 
 
+@pytest.mark.slow
 @pytest.mark.shared_data
 def test_real_fever_files_read_and_train_a_few_steps(tiny_bert_dir, tmp_path):
     claims, form = read_claims(str(shared_data("fever", "paper_dev.jsonl")))
@@ -201,3 +204,17 @@ def test_real_fever_files_read_and_train_a_few_steps(tiny_bert_dir, tmp_path):
         "--gradient_accumulation_steps", "1", "--max_eval_samples", "16", "--disable_tqdm", "true",
     ])
     assert 0 <= results["eval_accuracy"] <= 100
+
+
+def test_fever_evaluate_module_loads_offline_and_matches():
+    from corefbert.metrics import load_metric
+
+    metric = load_metric("fever")
+    result = metric.compute(
+        predictions=[{"predicted_label": "SUPPORTS", "predicted_evidence": [{"page": "A", "sentence": 1}]},
+                     {"predicted_label": "SUPPORTS", "predicted_evidence": [{"page": "A", "sentence": 1},
+                                                                            {"page": "A", "sentence": 2}]}],
+        references=[{"label": "SUPPORTS", "evidence": [[{"page": "A", "sentence": 1}, {"page": "A", "sentence": 2}]]},
+                    {"label": "SUPPORTS", "evidence": [[{"page": "A", "sentence": 1}, {"page": "A", "sentence": 2}]]}],
+    )
+    assert result == pytest.approx({"accuracy": 100.0, "macro_f1": 100.0, "fever_score": 50.0})
