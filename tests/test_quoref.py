@@ -13,7 +13,7 @@ import torch
 
 from corefbert.errors import CorefBertError
 from corefbert.tasks.qa import AnswerSpan, QAExample, read_qa_file, read_squad_json
-from corefbert.tasks.qa_models import QuorefQAModel
+from corefbert.tasks.qa_models import QuorefQAModel, SpanQAModel
 from corefbert.tasks.qa_windows import build_windows, collate_windows, decode_answers, pick_spans
 
 FIXTURE = Path(__file__).parent / "fixtures" / "quoref" / "quoref_tiny.json"
@@ -203,9 +203,13 @@ def test_accepts_a_corefbert_pretraining_checkpoint(tmp_path, wp_tokenizer):
 
     from corefbert.modeling import CorefBertForPreTraining
 
-    CorefBertForPreTraining(tiny_config("bert", wp_tokenizer)).save_pretrained(str(tmp_path))
-    model = QuorefQAModel.from_pretrained(str(tmp_path))
-    assert model.encoder.config.model_type == "bert"
+    pretrained = CorefBertForPreTraining(tiny_config("bert", wp_tokenizer))
+    pretrained.save_pretrained(str(tmp_path))
+    embeddings = pretrained.bert.embeddings.word_embeddings.weight
+    quoref = QuorefQAModel.from_pretrained(str(tmp_path))
+    torch.testing.assert_close(quoref.encoder.embeddings.word_embeddings.weight, embeddings)
+    mrqa = SpanQAModel.from_pretrained(str(tmp_path))
+    torch.testing.assert_close(mrqa.qa.bert.embeddings.word_embeddings.weight, embeddings)
 
 
 def run_cli(script: str, *args: str) -> dict:
