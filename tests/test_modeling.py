@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import time
@@ -385,3 +386,41 @@ def test_checkpoint_without_weights_is_an_error(bert_config, tmp_path):
     bert_config.save_pretrained(tmp_path)
     with pytest.raises(CorefBertError, match="cannot load the weights"):
         load_pretraining_model(tmp_path)
+
+
+class _StubTokenizer:
+    """What the collator reads from a tokenizer, with a vocabulary of 64 ids."""
+
+    mask_token_id, pad_token_id, all_special_ids, name_or_path = 4, 0, [0, 1, 2, 3, 4], "stub"
+
+    def __len__(self):
+        return 64
+
+
+def test_collator_batch_feeds_the_model(bert_config):
+    """The real collator's output goes straight into forward, and the loss is eq. 2-4 of its tensors."""
+    from corefbert.collator import DataCollatorForMentionReferencePrediction
+
+    gen = torch.Generator().manual_seed(11)
+    rows = []
+    for length in (30, 22):
+        word_ids = [-1] + [i // 2 for i in range(length - 2)] + [-1]  # two tokens per word
+        n_words = (length - 2) // 2
+        mentions = torch.randperm(n_words, generator=gen)[:6].sort().values.tolist()
+        rows.append({
+            "input_ids": [2] + torch.randint(5, 64, (length - 2,), generator=gen).tolist() + [3],
+            "word_ids": word_ids,
+            "mention_starts": [1 + 2 * w for w in mentions],
+            "mention_ends": [2 + 2 * w for w in mentions],
+            "mention_groups": [i % 2 for i in range(len(mentions))],
+        })
+    batch = DataCollatorForMentionReferencePrediction(_StubTokenizer(), mlm_probability=0.3, mrp_ratio=0.5, seed=0)(rows)
+    assert batch["mrp_mention_mask"].any()
+    config = copy.deepcopy(bert_config)
+    config.vocab_size = 64
+    torch.manual_seed(0)
+    model = CorefBertForPreTraining(config).eval()
+    out = model(**batch, output_hidden_states=True)
+    assert torch.isfinite(out.loss) and out.mrp_total.item() == int(batch["mrp_mention_mask"].sum())
+    expected = naive_mrp_loss(out.hidden_states[-1].detach(), model.mrp.copy_vector.detach(), batch, official=False)
+    assert out.mrp_loss.item() == pytest.approx(expected, abs=1e-5)
