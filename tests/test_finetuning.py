@@ -262,3 +262,44 @@ def test_bf16_mixed_precision_trains(tmp_path, toy_bert_dir):
     losses = [r["loss"] for r in _read_log(args.output_dir) if "loss" in r]
     assert results["train_steps"] == 3 and len(losses) == 3 and all(np.isfinite(losses))
     assert os.path.isfile(os.path.join(args.output_dir, "last", "model.safetensors"))
+
+
+_DDP_SCRIPT = """
+import json, sys
+sys.path.insert(0, {root!r})
+from tests.test_finetuning import ToyTask, _args
+from corefbert.finetuning import run_finetuning
+from pathlib import Path
+args = _args(Path({out!r}), {model!r}, num_train_epochs=3, per_device_train_batch_size=6, logging_steps=1,
+             do_predict=True)
+run_finetuning(ToyTask({model!r}, train_size=40, eval_size=33), args)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_two_processes_schedule_and_gather(tmp_path, toy_bert_dir):
+    """Real 2-process CPU DDP (torchrun; `accelerate launch --cpu` would run one): the LR schedule spans
+    the per-process updates and ends at 0, and evaluation gathers every dev row once."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[1])
+    script = tmp_path / "ddp_toy.py"
+    script.write_text(_DDP_SCRIPT.format(root=root, out=str(tmp_path), model=str(toy_bert_dir)))
+    env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1"}
+    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", str(script)],
+                   check=True, env=env, cwd=root, timeout=600, capture_output=True)
+    log = _read_log(tmp_path / "out")
+    updates = [r for r in log if "loss" in r]
+    # 40 rows over 2 processes: 20 each, 4 batches of 6 (the last padded): 4 updates/epoch, 12 in all.
+    assert [r["step"] for r in updates] == list(range(1, 13))
+    assert updates[-1]["learning_rate"] == 0.0 and updates[0]["learning_rate"] > 0.0
+    with open(tmp_path / "out" / "all_results.json") as f:
+        results = json.load(f)
+    assert results["train_steps"] == 12
+    # 33 dev rows, 17 + 16 per process: the duplicate padding row is dropped by gather_for_metrics.
+    with open(tmp_path / "out" / "predict_predictions.json") as f:
+        assert len(json.load(f)) == 33
+    assert results["eval_accuracy"] * 33 == pytest.approx(round(results["eval_accuracy"] * 33))
