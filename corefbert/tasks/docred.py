@@ -391,12 +391,13 @@ class DocredTask(FinetuningTask):
                                             batch["pair_tails"][b, pair].cpu().numpy(), relation.cpu().numpy() + 1,
                                             ], axis=1).astype(np.int64))
                 candidates.append(probs[b, pair, relation].cpu().numpy())
-        # Gathered once after the loop (objects of any size); duplicates of uneven shards fall out via `seen`
-        # and the set of facts.
+        # Gathered once after the loop (objects of any size); uneven shards repeat documents: deduplicated.
         gathered = gather_object([(seen, candidates)]) if accelerator.num_processes > 1 else [(seen, candidates)]
         seen = sorted({i for part_seen, _ in gathered for i in part_seen})
         facts = np.concatenate([c for _, part in gathered for c in part[0::2]] or [np.zeros((0, 4), np.int64)])
         scores = np.concatenate([c for _, part in gathered for c in part[1::2]] or [np.zeros(0, np.float32)])
+        facts, first = np.unique(facts, axis=0, return_index=True)  # a document evaluated twice counts once
+        scores = scores[first]
         gold_docs = [documents[i] for i in seen]
         has_labels = all("labels" in doc for doc in gold_docs)
         metrics: dict[str, float] = {}
