@@ -170,7 +170,14 @@ class DataCollatorForMentionReferencePrediction:
         candidate = (word_len > 0) & ~word_mrp & ~word_protected  # [B, W+1]
         key = rng.random((B, W + 1), dtype=np.float32)
         key[~candidate] = 2.0
-        order = np.argsort(key, axis=1) + row_offset[:, None]  # flat indices, candidates first in random order
+        # Every word has >= 1 token, so at most max(remaining) words fit: order only that many.
+        K = int(min(max(remaining.max(initial=0), 0), W + 1))
+        if K < W + 1:
+            order = np.argpartition(key, K, axis=1)[:, :K]  # the K smallest keys, unordered
+            order = np.take_along_axis(order, np.argsort(np.take_along_axis(key, order, axis=1), axis=1), axis=1)
+        else:
+            order = np.argsort(key, axis=1)
+        order = order + row_offset[:, None]  # [B, K] flat indices, candidates first in random order
         sorted_len = np.where(candidate, word_len, 0).ravel()[order]  # [B, W+1]
         chosen = candidate.ravel()[order] & (np.cumsum(sorted_len, axis=1) <= remaining[:, None])
         word_masked = word_mrp.copy()
@@ -260,42 +267,47 @@ class DataCollatorForMentionReferencePrediction:
 
 
 def _stack_rows(features: Sequence[Mapping], pad_id: int, multiple: int | None) -> dict[str, np.ndarray]:
-    """Pad rows into preallocated [B, L] arrays and flatten their mentions; validate cheap invariants."""
+    """Pad rows into preallocated [B, L] arrays and flatten their mentions; validate cheap invariants.
+
+    Each row is copied straight into its slice: numpy converts a list in place, with no per-row array,
+    no concatenation and no ``tokenizer.pad``.
+    """
     B = len(features)
-    ids = [np.asarray(f["input_ids"], dtype=np.int64) for f in features]
-    wids = [np.asarray(f["word_ids"], dtype=np.int64) for f in features]
-    lengths = np.fromiter((x.size for x in ids), dtype=np.int64, count=B)
-    for i, (a, w) in enumerate(zip(ids, wids)):
-        if a.ndim != 1 or a.shape != w.shape:
-            raise CorefBertError(
-                f"batch row {i}: input_ids has shape {a.shape} but word_ids {w.shape}; "
-                f"they must be equal-length lists; {_CONTRACT_HINT}"
-            )
+    lengths = np.fromiter((len(f["input_ids"]) for f in features), dtype=np.int64, count=B)
     L = int(lengths.max()) if B else 0
     if multiple:
         L = -(-L // multiple) * multiple
-    real = np.arange(L)[None, :] < lengths[:, None]  # [B, L]
     input_ids = np.full((B, L), pad_id, dtype=np.int64)
     word_ids = np.full((B, L), -1, dtype=np.int64)
-    if B:
-        input_ids[real] = np.concatenate(ids)
-        word_ids[real] = np.concatenate(wids)
-    word_ids[word_ids < 0] = -1
-
-    cols = {}
-    for key in ("mention_starts", "mention_ends", "mention_groups"):
-        cols[key] = [np.asarray(f.get(key, ()), dtype=np.int64).reshape(-1) for f in features]
-    counts = np.fromiter((x.size for x in cols["mention_starts"]), dtype=np.int64, count=B)
-    for key in ("mention_ends", "mention_groups"):
-        other = np.fromiter((x.size for x in cols[key]), dtype=np.int64, count=B)
-        if (other != counts).any():
-            i = int(np.flatnonzero(other != counts)[0])
+    mention_keys = ("mention_starts", "mention_ends", "mention_groups")
+    counts = np.zeros((3, B), dtype=np.int64)
+    for i, f in enumerate(features):
+        n = lengths[i]
+        if len(f["word_ids"]) != n:
             raise CorefBertError(
-                f"batch row {i}: {key} has {other[i]} entries but mention_starts {counts[i]}; {_CONTRACT_HINT}"
+                f"batch row {i}: input_ids has {n} tokens but word_ids {len(f['word_ids'])}; "
+                f"they must be equal-length lists; {_CONTRACT_HINT}"
             )
-    flat = {k: (np.concatenate(v) if B else np.zeros(0, np.int64)) for k, v in cols.items()}
+        input_ids[i, :n] = f["input_ids"]
+        word_ids[i, :n] = f["word_ids"]
+        for k, key in enumerate(mention_keys):
+            counts[k, i] = len(f.get(key, ()))
+    word_ids[word_ids < 0] = -1
+    for k, key in enumerate(mention_keys[1:], start=1):
+        if (counts[k] != counts[0]).any():
+            i = int(np.flatnonzero(counts[k] != counts[0])[0])
+            raise CorefBertError(
+                f"batch row {i}: {key} has {counts[k, i]} entries but mention_starts {counts[0, i]}; "
+                f"{_CONTRACT_HINT}"
+            )
+    ends = np.cumsum(counts[0])
+    flat = {key: np.zeros(int(ends[-1]) if B else 0, dtype=np.int64) for key in mention_keys}
+    for i, f in enumerate(features):
+        if counts[0, i]:
+            for key in mention_keys:
+                flat[key][ends[i] - counts[0, i]:ends[i]] = f[key]
     return {"input_ids": input_ids, "word_ids": word_ids, "lengths": lengths,
-            "mention_row": np.repeat(np.arange(B), counts), **flat}
+            "mention_row": np.repeat(np.arange(B), counts[0]), **flat}
 
 
 def _mentions(batch: dict[str, np.ndarray], word_ids: np.ndarray) -> dict[str, np.ndarray]:

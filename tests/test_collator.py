@@ -428,7 +428,7 @@ def test_tokenizer_without_mask_token_is_one_line():
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"word_ids": [-1, 0, 1]}, r"batch row 1: input_ids has shape \(4,\) but word_ids \(3,\)"),
+    ({"word_ids": [-1, 0, 1]}, r"batch row 1: input_ids has 4 tokens but word_ids 3"),
     ({"mention_ends": [1]}, r"batch row 1: mention_ends has 1 entries but mention_starts 2"),
     ({"mention_ends": [2, 2]}, r"batch row 1: mention 0 \(tokens 1\.\.2, group 0\) is not exactly one word"),
 ])
