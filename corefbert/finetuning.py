@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -32,15 +31,17 @@ from transformers import get_linear_schedule_with_warmup
 
 from corefbert.errors import CorefBertError
 from corefbert.finetuning_io import (
-    CHECKPOINT_PREFIX,
+    TRAINER_STATE,
     JsonlLogger,
+    ProgressLoader,
     find_checkpoint,
     load_weights,
-    prune_checkpoints,
+    save_checkpoint,
+    save_model,
     write_json,
 )
 
-TRAINER_STATE = "trainer_state.json"
+__all__ = ["FinetuningArguments", "FinetuningTask", "optimizer_parameter_groups", "run_finetuning", "save_model"]
 
 
 @dataclass
@@ -179,8 +180,10 @@ class _Evaluator:
     def run(self, model, dataloader, split: str) -> tuple[dict[str, float], Any]:
         was_training = model.training
         model.eval()
+        disable = self.args.disable_tqdm or not self.accelerator.is_local_main_process
         with torch.no_grad():
-            metrics, predictions = self.task.evaluate(model, dataloader, self.accelerator, split)
+            metrics, predictions = self.task.evaluate(
+                model, ProgressLoader(dataloader, f"{split} {self.task.name}", disable), self.accelerator, split)
         model.train(was_training)
         return {f"{split}_{k}": v for k, v in metrics.items()}, predictions
 
@@ -204,33 +207,6 @@ class _Evaluator:
                 write_json(os.path.join(self.best_dir, "eval_results.json"), {"step": step, **metrics})
                 self.task.write_predictions(predictions, self.best_dir, "eval")
         return metrics
-
-
-def save_model(task: FinetuningTask, model, accelerator: Accelerator, output_dir: str) -> None:
-    """Save the prepared ``model`` via ``task.save_pretrained`` into a temp dir renamed into place."""
-    state_dict = accelerator.get_state_dict(model)  # gathers ZeRO-3 shards; collective, every process
-    if accelerator.is_main_process:
-        tmp = output_dir.rstrip("/") + ".tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        task.save_pretrained(accelerator.unwrap_model(model), tmp, state_dict=state_dict)
-        shutil.rmtree(output_dir, ignore_errors=True)
-        os.replace(tmp, output_dir)
-    accelerator.wait_for_everyone()
-
-
-def _save_checkpoint(accelerator: Accelerator, args: FinetuningArguments, state: dict) -> None:
-    final = os.path.join(args.output_dir, f"{CHECKPOINT_PREFIX}{state['completed_steps']}")
-    tmp = final + ".tmp"
-    if accelerator.is_main_process:
-        shutil.rmtree(tmp, ignore_errors=True)
-    accelerator.wait_for_everyone()
-    accelerator.save_state(tmp)
-    if accelerator.is_main_process:
-        write_json(os.path.join(tmp, TRAINER_STATE), state)
-        shutil.rmtree(final, ignore_errors=True)
-        os.replace(tmp, final)
-        prune_checkpoints(args.output_dir, args.save_total_limit)
-    accelerator.wait_for_everyone()
 
 
 def run_finetuning(task: FinetuningTask, args: FinetuningArguments) -> dict[str, float]:
@@ -395,7 +371,7 @@ def _train(task, args, accelerator, model, optimizer, scheduler, train_loader, e
                              updates_in_epoch=0 if epoch_done else updates_in_epoch,
                              interval_loss=interval_loss.item(), interval_batches=interval_batches,
                              best_metric=evaluator.best_metric, best_step=evaluator.best_step)
-                _save_checkpoint(accelerator, args, state)
+                save_checkpoint(accelerator, args, state)
             if step >= total_updates:
                 break
         state["updates_in_epoch"] = 0

@@ -1,4 +1,5 @@
-"""Files of the fine-tuning loop: JSON/JSONL output, checkpoint discovery and pruning, weight loading."""
+"""Files of the fine-tuning loop: JSON/JSONL output, saving models and checkpoints (temp dir + rename),
+checkpoint discovery and pruning, weight loading, evaluation progress."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ import shutil
 import time
 
 import torch
+from tqdm.auto import tqdm
 
 from corefbert.errors import CorefBertError
 
 CHECKPOINT_PREFIX = "checkpoint-"
+TRAINER_STATE = "trainer_state.json"
 _CHECKPOINT_RE = re.compile(rf"^{CHECKPOINT_PREFIX}(\d+)$")
 
 
@@ -71,7 +74,7 @@ def find_checkpoint(output_dir: str, resume_from_checkpoint: str | None) -> str 
     if resume_from_checkpoint == "latest":
         found = list_checkpoints(output_dir)
         return found[-1][1] if found else None
-    if not os.path.isfile(os.path.join(resume_from_checkpoint, "trainer_state.json")):
+    if not os.path.isfile(os.path.join(resume_from_checkpoint, TRAINER_STATE)):
         raise CorefBertError(
             "not a fine-tuning checkpoint (no trainer_state.json); give a checkpoint-<step> directory or 'latest'",
             path=resume_from_checkpoint,
@@ -109,3 +112,48 @@ def load_weights(model: torch.nn.Module, directory: str) -> None:
     untied = [k for k in missing if k not in params or params[k].data_ptr() not in loaded]
     if unexpected or untied:
         raise RuntimeError(f"weights in {directory} do not match the model: missing {untied}, unexpected {unexpected}")
+
+
+class ProgressLoader:
+    """Iterates a dataloader with a tqdm bar; every other attribute is the dataloader's own."""
+
+    def __init__(self, dataloader, desc: str, disable: bool):
+        self._dataloader, self._desc, self._disable = dataloader, desc, disable
+
+    def __len__(self) -> int:
+        return len(self._dataloader)
+
+    def __iter__(self):
+        yield from tqdm(self._dataloader, desc=self._desc, leave=False, disable=self._disable)
+
+    def __getattr__(self, name):
+        return getattr(self._dataloader, name)
+
+
+def save_model(task, model, accelerator, output_dir: str) -> None:
+    """Save the prepared ``model`` via ``task.save_pretrained`` into a temp dir renamed into place."""
+    state_dict = accelerator.get_state_dict(model)  # gathers ZeRO-3 shards; collective, every process
+    if accelerator.is_main_process:
+        tmp = output_dir.rstrip("/") + ".tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        task.save_pretrained(accelerator.unwrap_model(model), tmp, state_dict=state_dict)
+        shutil.rmtree(output_dir, ignore_errors=True)
+        os.replace(tmp, output_dir)
+    accelerator.wait_for_everyone()
+
+
+def save_checkpoint(accelerator, args, state: dict) -> None:
+    """``accelerator.save_state`` + ``trainer_state.json`` into ``output_dir/checkpoint-<update>``, written to
+    a ``.tmp`` folder and renamed (a kill mid-save never leaves a half checkpoint), keeping the newest K."""
+    final = os.path.join(args.output_dir, f"{CHECKPOINT_PREFIX}{state['completed_steps']}")
+    tmp = final + ".tmp"
+    if accelerator.is_main_process:
+        shutil.rmtree(tmp, ignore_errors=True)
+    accelerator.wait_for_everyone()
+    accelerator.save_state(tmp)
+    if accelerator.is_main_process:
+        write_json(os.path.join(tmp, TRAINER_STATE), state)
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        prune_checkpoints(args.output_dir, args.save_total_limit)
+    accelerator.wait_for_everyone()
