@@ -64,7 +64,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     task = GlueTask(glue_args.task_name, args.model_name_or_path, files, tokenizer=tokenizer,
                     max_seq_length=glue_args.max_seq_length)
     results = run_finetuning(task, args)
-    print(json.dumps(results, indent=2, sort_keys=True))
+    if int(os.environ.get("RANK", "0")) == 0:
+        print(json.dumps(results, indent=2, sort_keys=True))
     return results
 
 
