@@ -143,6 +143,9 @@ def test_model_pools_tokens_and_is_window_invariant_on_short_documents(bert_toke
     pairs = DocredDataset(whole)[0]["pairs"]
     assert batch["labels"][0, pairs.index((0, 1))].tolist() == [0, 1, 0, 0]
     assert batch["labels"][0, pairs.index((1, 0))].tolist() == [1, 0, 0, 0]
+    model.train()
+    model(**batch).loss.backward()  # every parameter is used: no DDP "unused parameter" error
+    assert [n for n, p in model.named_parameters() if p.grad is None] == []
 
 
 def test_na_pairs_are_sampled_per_document():

@@ -135,6 +135,9 @@ def test_kgat_masks_padded_nodes(tiny_bert_dir):
     assert together.select_prob[0].tolist() == pytest.approx([1.0, 0.0])
     assert torch.allclose(alone.logits[0], together.logits[0], atol=1e-5)
     assert together.logits.exp().sum(-1).tolist() == pytest.approx([1.0, 1.0], abs=1e-5)
+    model.train()
+    model(**mixed).loss.backward()  # every parameter is used: no DDP "unused parameter" error
+    assert [n for n, p in model.named_parameters() if p.grad is None] == []
 
 
 def _run_fever(argv):
