@@ -213,8 +213,12 @@ def run_pretraining(args: PretrainingArguments, data_args=None, splits=None) -> 
     train_rows, eval_rows = splits["train"], splits["validation"]
     if args.max_eval_samples is not None:
         eval_rows = eval_rows.select(range(min(args.max_eval_samples, len(eval_rows))))
-    per_round = args.per_device_eval_batch_size * accelerator.num_processes
-    if accelerator.num_processes > 1 and len(eval_rows) >= per_round:
+    eval_batch_size = args.per_device_eval_batch_size
+    if accelerator.num_processes > 1:
+        # Whole rounds of (batch x processes) only: accelerate pads an uneven last round with repeated
+        # rows, which would count twice in the summed metrics.
+        eval_batch_size = max(1, min(eval_batch_size, len(eval_rows) // accelerator.num_processes))
+        per_round = eval_batch_size * accelerator.num_processes
         eval_rows = eval_rows.select(range(len(eval_rows) // per_round * per_round))
 
     if args.gradient_checkpointing:
@@ -229,7 +233,7 @@ def run_pretraining(args: PretrainingArguments, data_args=None, splits=None) -> 
         collate_fn=train_collate, num_workers=args.num_workers,
     )
     eval_dl = DataLoader(
-        IndexedRows(eval_rows), batch_size=args.per_device_eval_batch_size, collate_fn=eval_collate,
+        IndexedRows(eval_rows), batch_size=eval_batch_size, collate_fn=eval_collate,
         num_workers=args.num_workers,
     )
     if len(train_rows) < args.per_device_train_batch_size * accelerator.num_processes:

