@@ -369,3 +369,11 @@ def test_cli_real_data_few_steps(tiny_mlm_dir, tmp_path):
         "--loss_variant", "wikicrem", "--output_dir", str(tmp_path / "real"), "--disable_tqdm"])
     assert results["train_steps"] == 2 and math.isfinite(results["train_loss"])
     assert results["eval_dpr_dev_small_examples"] == 40 and "eval_gap-validation_f1" not in results
+
+
+def test_cli_counts_skipped_problems_per_file(tiny_mlm_dir, tmp_path):
+    results = load_cli()(["--model_name_or_path", str(tiny_mlm_dir), "--zero_shot", "mlm", "--do_eval",
+                          "--validation_file", str(FIX / "blocks_bad.txt"), str(FIX / "blocks.txt"),
+                          "--output_dir", str(tmp_path / "skips"), "--disable_tqdm"])
+    assert results["eval_blocks_bad_skipped"] == 3 and results["eval_blocks_bad_examples"] == 1
+    assert results["eval_blocks_skipped"] == 0 and results["eval_blocks_examples"] == 4

@@ -97,7 +97,7 @@ class CorefTask(FinetuningTask):
             raise CorefBertError("the tokenizer has no mask token; candidate scoring needs a masked-LM tokenizer",
                                  path=args.model_name_or_path)
         self.sources: dict[str, list[tuple[str, str, list[PronounExample]]]] = {}
-        self.skipped: dict[str, Counter] = {}
+        self.skipped: dict[tuple[str, str], Counter] = {}  # (split, path) -> reasons
 
     # ------------------------------------------------------------------------------------------ data
 
@@ -115,7 +115,7 @@ class CorefTask(FinetuningTask):
                 examples = kept
             if skipped:
                 logger.warning("%s: skipped %s", path, dict(skipped))
-            self.skipped[path] = skipped
+            self.skipped[(split, path)] = skipped
             out.append((path, fmt, examples))
         self.sources[split] = out
         return out
@@ -181,7 +181,8 @@ class CorefTask(FinetuningTask):
     # ------------------------------------------------------------------------------------ evaluation
 
     def evaluate(self, model, dataloader, accelerator, split: str):
-        sources = self.sources["eval" if split == "eval" else "predict"]
+        source_split = "eval" if split == "eval" else "predict"
+        sources = self.sources[source_split]
         width = max(len(e.candidates) for _, _, examples in sources for e in examples)
         indices, scores = [], []
         for batch in dataloader:
@@ -220,7 +221,7 @@ class CorefTask(FinetuningTask):
                 main.append(values["accuracy"])
             metrics.update({f"{stem}_{k}": v for k, v in values.items()})
             metrics[f"{stem}_examples"] = len(rows)
-            metrics[f"{stem}_skipped"] = sum(self.skipped.get(path, Counter()).values())
+            metrics[f"{stem}_skipped"] = sum(self.skipped.get((source_split, path), Counter()).values())
         metrics["score"] = sum(main) / len(main) if main else 0.0
         if self.data_args.zero_shot == "copy" and self.data_args.copy_html_examples and accelerator.is_main_process:
             self._write_copy_views(accelerator.unwrap_model(model), sources, split)
