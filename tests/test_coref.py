@@ -377,3 +377,23 @@ def test_cli_counts_skipped_problems_per_file(tiny_mlm_dir, tmp_path):
                           "--output_dir", str(tmp_path / "skips"), "--disable_tqdm"])
     assert results["eval_blocks_bad_skipped"] == 3 and results["eval_blocks_bad_examples"] == 1
     assert results["eval_blocks_skipped"] == 0 and results["eval_blocks_examples"] == 4
+
+
+def test_encode_candidates_byte_level_bpe_keeps_the_space_with_the_candidate(tmp_path):
+    """RoBERTa's BPE is space-sensitive: the masked candidate must be tokenized as in running text."""
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import RobertaTokenizerFast
+
+    trainer = ByteLevelBPETokenizer()
+    trainer.train_from_iterator(_training_text(), vocab_size=700, min_frequency=1,
+                                special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
+    trainer.save_model(str(tmp_path))
+    tokenizer = RobertaTokenizerFast(vocab=str(tmp_path / "vocab.json"), merges=str(tmp_path / "merges.txt"))
+    assert len(tokenizer) > 100
+    text = "Marta met Desmond because she liked the harbour."
+    example = PronounExample("x", text, 26, 29, ["Marta", "the harbour master"], 0)
+    features = encode_candidates(example, tokenizer, max_length=64)
+    for candidate, ids, targets in zip(example.candidates, features["input_ids"], features["target_ids"]):
+        restored = [i if t == -100 else t for i, t in zip(ids, targets)]
+        assert restored == tokenizer(text.replace("she", candidate))["input_ids"]
+        assert ids[0] == tokenizer.cls_token_id and ids[-1] == tokenizer.sep_token_id
