@@ -9,6 +9,7 @@ fingerprint of the inputs, the tokenizer and the settings.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
@@ -29,13 +30,23 @@ SUMMARY_FILE = "prepare_summary.json"
 FINGERPRINT_FILE = "prepare_fingerprint.json"
 
 
+class _RepeatableList(argparse.Action):
+    """``--train_file a b --train_file c`` gives ``[a, b, c]``; the first use replaces a --config value."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        marker = f"_{self.dest}_given"
+        current = getattr(namespace, self.dest) if getattr(namespace, marker, False) else []
+        setattr(namespace, self.dest, list(current) + list(values))
+        setattr(namespace, marker, True)
+
+
 @dataclass
 class PrepareArguments:
     """Corpus preparation settings, in the Hugging Face examples' vocabulary."""
 
     train_file: list[str] = field(
         default_factory=list,
-        metadata={"help": "Text inputs: files, directories or globs (quote them). Plain text (documents "
+        metadata={"action": _RepeatableList, "help": "Text inputs: files, directories or globs (quote them). Plain text (documents "
                   "separated by blank lines), JSONL, WikiExtractor <doc> files or --json lines, .gz/.bz2 "
                   "of those, or a dataset saved with save_to_disk."},
     )

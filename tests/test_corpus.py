@@ -336,3 +336,14 @@ def test_real_wikipedia_text_with_the_real_pipeline(tmp_path):
         check_row(row, tokenizer, 128)
     with_groups = sum(bool(r["mention_groups"]) for r in rows)
     assert with_groups / len(rows) > 0.5  # Wikipedia repeats its subject
+
+
+def test_train_file_flag_repeats_and_overrides_the_config(tmp_path):
+    from corefbert.arguments import parse_args
+
+    (args,) = parse_args([PrepareArguments], ["--train_file", "a", "b", "--train_file", "c"])
+    assert args.train_file == ["a", "b", "c"]
+    config = tmp_path / "corpus.yaml"
+    config.write_text("train_file: [x, y]\nmax_seq_length: 128\n")
+    (args,) = parse_args([PrepareArguments], ["--config", str(config), "--train_file", "z"])
+    assert args.train_file == ["z"] and args.max_seq_length == 128
