@@ -272,7 +272,7 @@ def test_paper_statistics_on_fixture_text(which, story_docs, request):
     tokenizer = request.getfixturevalue(f"{which}_tokenizer")
     rows = build_rows(story_docs, tokenizer, max_len=128)
     collator = DataCollatorForMentionReferencePrediction(tokenizer, seed=2)
-    _assert_paper_statistics(_run_many(rows, collator, batches=150, batch_size=8))
+    _assert_paper_statistics(_run_many(rows, collator, batches=100, batch_size=8))
 
 
 # ---------------------------------------------------------------- official-code options and the ablation
@@ -463,7 +463,7 @@ def packed_rows(draw, vocab_size):
     return rows
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_invariants_hold_for_random_layouts(wordpiece_tokenizer, data):
     rows = data.draw(packed_rows(len(wordpiece_tokenizer)))
