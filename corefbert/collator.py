@@ -134,9 +134,15 @@ class DataCollatorForMentionReferencePrediction:
         self._calls += 1
         return np.random.default_rng(np.random.SeedSequence(entropy))
 
-    def __call__(self, features: Sequence[Mapping]) -> dict[str, torch.Tensor]:
-        """Collate and mask ``features`` (rows of the packed-sequence schema); see the class docstring."""
-        rng = self._next_rng()
+    def __call__(self, features: Sequence[Mapping], generator: np.random.Generator | None = None
+                 ) -> dict[str, torch.Tensor]:
+        """Collate and mask ``features`` (rows of the packed-sequence schema); see the class docstring.
+
+        ``generator``: draw this batch's masks from it instead of the collator's own stream (e.g. a
+        generator keyed by epoch and row indices, so masks survive resumption); the stream's call counter
+        does not advance.
+        """
+        rng = generator if generator is not None else self._next_rng()
         batch = _stack_rows(features, self.pad_token_id, self.pad_to_multiple_of)
         input_ids, word_ids, lengths = batch["input_ids"], batch["word_ids"], batch["lengths"]
         B, L = input_ids.shape

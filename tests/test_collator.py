@@ -477,3 +477,11 @@ def test_invariants_hold_for_random_layouts(wordpiece_tokenizer, data):
         referents_maskable=data.draw(st.booleans()),
     )
     check_batch(rows, collator(rows), collator)
+
+
+def test_explicit_generator_overrides_the_stream(story_rows, wordpiece_tokenizer):
+    collator = DataCollatorForMentionReferencePrediction(wordpiece_tokenizer, seed=12)
+    keyed = [collator(story_rows[:4], generator=np.random.default_rng(5)) for _ in range(2)]
+    assert _same(*keyed)
+    fresh = DataCollatorForMentionReferencePrediction(wordpiece_tokenizer, seed=12)
+    assert _same(collator(story_rows[:4]), fresh(story_rows[:4]))  # the counter did not advance
