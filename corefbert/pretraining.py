@@ -190,6 +190,7 @@ def run_pretraining(args: PretrainingArguments, data_args=None, splits=None) -> 
     from corefbert.pretraining_report import final_save, print_summary
 
     validate_arguments(args)
+    resolve_checkpoint(args.resume_from_checkpoint, args.output_dir)  # a bad path fails before any loading
     accelerator = _build_accelerator(args)
     set_seed(args.seed)
     output_dir = Path(args.output_dir)
