@@ -245,3 +245,12 @@ def test_docred_evaluate_module_loads_offline_and_matches():
     result = load_metric("docred").compute(predictions=predictions, references=references,
                                            train_facts=[list(f) for f in training_facts(train)])
     assert result["f1"] == pytest.approx(100 * 2 / 3) and result["ign_f1"] == pytest.approx(100 * 4 / 7)
+
+
+def test_reader_turns_a_missing_field_into_one_line(tmp_path):
+    docs = _load("train.json")
+    del docs[1]["vertexSet"][2][0]["pos"]
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(docs), encoding="utf-8")
+    with pytest.raises(CorefBertError, match=r"bad.json:document 1 \('Lake Tana'\): malformed .*KeyError: 'pos'"):
+        read_docred(str(path), load_relation_ids(str(DOCRED / "rel_info.json")))

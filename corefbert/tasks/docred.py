@@ -113,27 +113,36 @@ def read_docred(path: str, relations: list[str]) -> list[dict]:
         if not isinstance(doc, dict) or not {"title", "sents", "vertexSet"} <= set(doc):
             raise CorefBertError("a document needs title, sents and vertexSet", path=path, position=where)
         where += f" ({doc['title']!r})"
-        sents, entities = doc["sents"], doc["vertexSet"]
-        for e, entity in enumerate(entities):
-            if not entity:
-                raise CorefBertError(f"entity {e} has no mention", path=path, position=where)
-            for mention in entity:
-                sent_id, (start, end) = mention["sent_id"], mention["pos"]
-                if not 0 <= sent_id < len(sents):
-                    raise CorefBertError(f"entity {e}: mention sent_id {sent_id} is not a sentence of the "
-                                         f"document ({len(sents)} sentences)", path=path, position=where)
-                if not 0 <= start < end <= len(sents[sent_id]):
-                    raise CorefBertError(f"entity {e}: mention pos [{start}, {end}) lies beyond sentence "
-                                         f"{sent_id} ({len(sents[sent_id])} tokens)", path=path, position=where)
-        for label in doc.get("labels", []):
-            for side in ("h", "t"):
-                if not 0 <= label[side] < len(entities):
-                    raise CorefBertError(f"label {side}={label[side]} is not an entity index (0..{len(entities) - 1})",
-                                         path=path, position=where)
-            if label["r"] not in known:
-                raise CorefBertError(f"unknown relation id {label['r']!r} (not in rel_info.json)",
-                                     path=path, position=where)
+        try:
+            _check_document(doc, known, path, where)
+        except (KeyError, TypeError, ValueError, IndexError) as err:
+            raise CorefBertError(f"malformed mention or label ({type(err).__name__}: {err}); expected the "
+                                 "official DocRED fields", path=path, position=where) from None
     return documents
+
+
+def _check_document(doc: dict, known: set[str], path: str, where: str) -> None:
+    """The checks of :func:`read_docred` on one document."""
+    sents, entities = doc["sents"], doc["vertexSet"]
+    for e, entity in enumerate(entities):
+        if not entity:
+            raise CorefBertError(f"entity {e} has no mention", path=path, position=where)
+        for mention in entity:
+            sent_id, (start, end) = mention["sent_id"], mention["pos"]
+            if not 0 <= sent_id < len(sents):
+                raise CorefBertError(f"entity {e}: mention sent_id {sent_id} is not a sentence of the "
+                                     f"document ({len(sents)} sentences)", path=path, position=where)
+            if not 0 <= start < end <= len(sents[sent_id]):
+                raise CorefBertError(f"entity {e}: mention pos [{start}, {end}) lies beyond sentence "
+                                     f"{sent_id} ({len(sents[sent_id])} tokens)", path=path, position=where)
+    for label in doc.get("labels", []):
+        for side in ("h", "t"):
+            if not 0 <= label[side] < len(entities):
+                raise CorefBertError(f"label {side}={label[side]} is not an entity index (0..{len(entities) - 1})",
+                                     path=path, position=where)
+        if label["r"] not in known:
+            raise CorefBertError(f"unknown relation id {label['r']!r} (not in rel_info.json)",
+                                 path=path, position=where)
 
 
 def _space_prefixed(tokenizer) -> bool:
