@@ -184,7 +184,7 @@ class DataCollatorForMentionReferencePrediction:
         else:
             order = np.argsort(key, axis=1)
         order = order + row_offset[:, None]  # [B, K] flat indices, candidates first in random order
-        sorted_len = np.where(candidate, word_len, 0).ravel()[order]  # [B, W+1]
+        sorted_len = np.where(candidate, word_len, 0).ravel()[order]  # [B, K]
         chosen = candidate.ravel()[order] & (np.cumsum(sorted_len, axis=1) <= remaining[:, None])
         word_masked = word_mrp.copy()
         word_masked.ravel()[order[chosen]] = True
