@@ -38,7 +38,8 @@ def bert_tokenizer(tmp_path_factory):
     trainer = BertWordPieceTokenizer(lowercase=True)
     trainer.train_from_iterator(_training_text(), vocab_size=600, min_frequency=1)
     trainer.save_model(str(out))
-    tok = BertTokenizerFast(vocab_file=str(out / "vocab.txt"), do_lower_case=True)
+    # transformers 5 ignores vocab_file=/merges_file= silently (a 5-token vocabulary): pass vocab=/merges=.
+    tok = BertTokenizerFast(vocab=str(out / "vocab.txt"), do_lower_case=True)
     tok.save_pretrained(str(out))
     return BertTokenizerFast.from_pretrained(str(out))
 
@@ -56,7 +57,7 @@ def roberta_tokenizer(tmp_path_factory):
         special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
     )
     trainer.save_model(str(out))
-    tok = RobertaTokenizerFast(vocab_file=str(out / "vocab.json"), merges_file=str(out / "merges.txt"))
+    tok = RobertaTokenizerFast(vocab=str(out / "vocab.json"), merges=str(out / "merges.txt"))
     tok.save_pretrained(str(out))
     return RobertaTokenizerFast.from_pretrained(str(out))
 

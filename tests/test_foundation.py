@@ -40,8 +40,13 @@ def test_unreadable_config_names_position(tmp_path):
 def test_tokenizer_fixtures(bert_tokenizer, roberta_tokenizer):
     for tok in (bert_tokenizer, roberta_tokenizer):
         assert tok.is_fast and tok.mask_token_id is not None
+        assert len(tok) > 300, "the trained vocabulary was not loaded"
         enc = tok("Marta kept a lighthouse", return_offsets_mapping=True)
-        assert enc["input_ids"][0] == tok.cls_token_id
+        ids = enc["input_ids"]
+        assert ids[0] == tok.cls_token_id and ids[-1] == tok.sep_token_id
+        assert tok.unk_token_id not in ids and len(ids) >= 6
+        # A round trip through the vocabulary gives the text back (lower-cased for the uncased WordPiece).
+        assert tok.decode(ids, skip_special_tokens=True).strip().lower() == "marta kept a lighthouse"
 
 
 def test_cli_defaults_sit_between_dataclass_and_config(tmp_path):
