@@ -243,7 +243,7 @@ def test_cli_bad_input_is_one_line(tmp_path, bert_dir, capsys):
     bad.write_text(json.dumps({"version": "1"}))
     with pytest.raises(SystemExit) as exit_info:
         run_cli("run_quoref.py", "--model_name_or_path", str(bert_dir), "--train_file", str(bad),
-                "--do_train", "--output_dir", str(tmp_path / "out"))
+                "--do_train", "--max_seq_length", "64", "--output_dir", str(tmp_path / "out"))
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("error: ") and 'bad.json:root: no top-level "data" list' in err[-1]
