@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import _training_text, shared_data, tiny_config
+from conftest import shared_data, tiny_config
 
 from corefbert.errors import CorefBertError
 from corefbert.metrics.gap import accuracy, gap_metrics, read_gap_system_tsv
@@ -22,22 +22,6 @@ from corefbert.tasks.coref_readers import PronounExample, read_pronoun_file
 
 FIX = Path(__file__).parent / "fixtures" / "coref"
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def wordpiece(tmp_path_factory):
-    """A working WordPiece tokenizer: conftest's ``wordpiece`` passes ``vocab_file=``, which
-    transformers 5 ignores (it ends up with the 5 special tokens only), so build one with ``vocab=``."""
-    from tokenizers import BertWordPieceTokenizer
-    from transformers import BertTokenizerFast
-
-    out = tmp_path_factory.mktemp("coref_tok")
-    trainer = BertWordPieceTokenizer(lowercase=True)
-    trainer.train_from_iterator(_training_text(), vocab_size=600, min_frequency=1)
-    trainer.save_model(str(out))
-    tokenizer = BertTokenizerFast(vocab=str(out / "vocab.txt"), do_lower_case=True)
-    assert len(tokenizer) > 100
-    return tokenizer
 
 
 # ----------------------------------------------------------------------------------------------- readers
@@ -195,52 +179,52 @@ def test_eq5_loss_ignores_unanswerable_and_padding():
 # ----------------------------------------------------------------------------------- MLM candidate scoring
 
 
-def _tiny_mlm(wordpiece):
+def _tiny_mlm(bert_tokenizer):
     from transformers import BertForMaskedLM
 
     torch.manual_seed(0)
-    return BertForMaskedLM(tiny_config("bert", wordpiece)).eval()
+    return BertForMaskedLM(tiny_config("bert", bert_tokenizer)).eval()
 
 
-def test_encode_candidates_masks_as_many_tokens_as_the_candidate(wordpiece):
+def test_encode_candidates_masks_as_many_tokens_as_the_candidate(bert_tokenizer):
     example = PronounExample("x", "Marta met Desmond because she liked the harbour.", 26, 29,
                              ["Marta", "the harbour master"], 0)
-    features = encode_candidates(example, wordpiece, max_length=64)
+    features = encode_candidates(example, bert_tokenizer, max_length=64)
     for candidate, ids, targets in zip(example.candidates, features["input_ids"], features["target_ids"]):
-        cand_ids = wordpiece(candidate, add_special_tokens=False)["input_ids"]
-        assert ids.count(wordpiece.mask_token_id) == len(cand_ids)
+        cand_ids = bert_tokenizer(candidate, add_special_tokens=False)["input_ids"]
+        assert ids.count(bert_tokenizer.mask_token_id) == len(cand_ids)
         assert [t for t in targets if t != -100] == cand_ids
-        assert ids[0] == wordpiece.cls_token_id and ids[-1] == wordpiece.sep_token_id
+        assert ids[0] == bert_tokenizer.cls_token_id and ids[-1] == bert_tokenizer.sep_token_id
         restored = [i if t == -100 else t for i, t in zip(ids, targets)]
-        assert restored == wordpiece(example.text.replace("she", candidate))["input_ids"]
-    short = encode_candidates(example, wordpiece, max_length=8)
-    assert all(len(ids) <= 8 and wordpiece.mask_token_id in ids for ids in short["input_ids"])
+        assert restored == bert_tokenizer(example.text.replace("she", candidate))["input_ids"]
+    short = encode_candidates(example, bert_tokenizer, max_length=8)
+    assert all(len(ids) <= 8 and bert_tokenizer.mask_token_id in ids for ids in short["input_ids"])
 
 
-def test_mlm_scoring_picks_the_candidate_the_model_is_rigged_to_prefer(wordpiece):
-    mlm = _tiny_mlm(wordpiece)
+def test_mlm_scoring_picks_the_candidate_the_model_is_rigged_to_prefer(bert_tokenizer):
+    mlm = _tiny_mlm(bert_tokenizer)
     examples = [
         PronounExample("a", "Marta rowed to the boat because she was brave.", 32, 35, ["Marta", "the boat"], 0),
         PronounExample("b", "Marta rowed to the boat because it was sinking.", 32, 34, ["Marta", "the boat"], 1),
     ]
-    favoured = wordpiece("the boat", add_special_tokens=False)["input_ids"]
+    favoured = bert_tokenizer("the boat", add_special_tokens=False)["input_ids"]
     with torch.no_grad():
         mlm.cls.predictions.bias.zero_()
         mlm.cls.predictions.bias[favoured] = 25.0
     model = CandidateScoringModel(mlm)
-    scores = score_examples(model, wordpiece, examples)
+    scores = score_examples(model, bert_tokenizer, examples)
     assert all(row[1] > row[0] for row in scores)
     with torch.no_grad():
         mlm.cls.predictions.bias.zero_()
-        mlm.cls.predictions.bias[wordpiece.convert_tokens_to_ids(wordpiece.tokenize("Marta"))] = 25.0
-    assert all(row[0] > row[1] for row in score_examples(model, wordpiece, examples))
+        mlm.cls.predictions.bias[bert_tokenizer.convert_tokens_to_ids(bert_tokenizer.tokenize("Marta"))] = 25.0
+    assert all(row[0] > row[1] for row in score_examples(model, bert_tokenizer, examples))
 
 
-def test_scores_equal_full_logits_computation_and_sum_reduction(wordpiece):
-    mlm = _tiny_mlm(wordpiece)
+def test_scores_equal_full_logits_computation_and_sum_reduction(bert_tokenizer):
+    mlm = _tiny_mlm(bert_tokenizer)
     example = PronounExample("a", "Desmond pulled on his boots while Marta ran.", 16, 19,
                              ["Desmond", "the harbour master", "Marta"], 0)
-    batch = collate_candidates([encode_candidates(example, wordpiece)], wordpiece.pad_token_id)
+    batch = collate_candidates([encode_candidates(example, bert_tokenizer)], bert_tokenizer.pad_token_id)
     with torch.no_grad():
         mean = CandidateScoringModel(mlm)(**batch).scores[0]
         total = CandidateScoringModel(mlm, reduction="sum")(**batch).scores[0]
@@ -253,11 +237,11 @@ def test_scores_equal_full_logits_computation_and_sum_reduction(wordpiece):
             assert mean[n].item() == pytest.approx(sum(picked) / len(picked), abs=1e-4)
 
 
-def test_scoring_model_pads_candidates_and_trains(wordpiece):
-    mlm = _tiny_mlm(wordpiece).train()
+def test_scoring_model_pads_candidates_and_trains(bert_tokenizer):
+    mlm = _tiny_mlm(bert_tokenizer).train()
     examples, _ = read_pronoun_file(str(FIX / "pdp.txt"))
-    features = [dict(encode_candidates(e, wordpiece), label=e.label) for e in examples]
-    batch = collate_candidates(features, wordpiece.pad_token_id)
+    features = [dict(encode_candidates(e, bert_tokenizer), label=e.label) for e in examples]
+    batch = collate_candidates(features, bert_tokenizer.pad_token_id)
     assert batch["input_ids"].shape[:2] == (2, 3) and batch["candidate_mask"].tolist() == [[1, 1, 1], [1, 1, 0]]
     out = CandidateScoringModel(mlm)(**batch)
     assert out.scores[1, 2].item() == float("-inf") and torch.isfinite(out.loss)
@@ -300,13 +284,13 @@ def load_cli():
 
 
 @pytest.fixture(scope="module")
-def tiny_mlm_dir(tmp_path_factory, wordpiece):
+def tiny_mlm_dir(tmp_path_factory, bert_tokenizer):
     from transformers import BertForMaskedLM
 
     out = tmp_path_factory.mktemp("tiny_mlm")
     torch.manual_seed(0)
-    BertForMaskedLM(tiny_config("bert", wordpiece)).save_pretrained(str(out))
-    wordpiece.save_pretrained(str(out))
+    BertForMaskedLM(tiny_config("bert", bert_tokenizer)).save_pretrained(str(out))
+    bert_tokenizer.save_pretrained(str(out))
     return out
 
 
@@ -379,17 +363,9 @@ def test_cli_counts_skipped_problems_per_file(tiny_mlm_dir, tmp_path):
     assert results["eval_blocks_skipped"] == 0 and results["eval_blocks_examples"] == 4
 
 
-def test_encode_candidates_byte_level_bpe_keeps_the_space_with_the_candidate(tmp_path):
+def test_encode_candidates_byte_level_bpe_keeps_the_space_with_the_candidate(roberta_tokenizer):
     """RoBERTa's BPE is space-sensitive: the masked candidate must be tokenized as in running text."""
-    from tokenizers import ByteLevelBPETokenizer
-    from transformers import RobertaTokenizerFast
-
-    trainer = ByteLevelBPETokenizer()
-    trainer.train_from_iterator(_training_text(), vocab_size=700, min_frequency=1,
-                                special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
-    trainer.save_model(str(tmp_path))
-    tokenizer = RobertaTokenizerFast(vocab=str(tmp_path / "vocab.json"), merges=str(tmp_path / "merges.txt"))
-    assert len(tokenizer) > 100
+    tokenizer = roberta_tokenizer
     text = "Marta met Desmond because she liked the harbour."
     example = PronounExample("x", text, 26, 29, ["Marta", "the harbour master"], 0)
     features = encode_candidates(example, tokenizer, max_length=64)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import _training_text, tiny_config
+from conftest import tiny_config
 
 from corefbert.errors import CorefBertError
 from corefbert.resolver import CopyResolver, read_copy_vector, resolve
@@ -19,19 +19,12 @@ TEXT = "Marta rowed out to the fishing boat because she saw that the boat was si
 
 
 @pytest.fixture(scope="module")
-def coref_checkpoint(tmp_path_factory):
-    """A tiny CorefBertForPreTraining checkpoint (copy head included) with a working WordPiece tokenizer
-    (conftest's bert_tokenizer ends up with only the special tokens under transformers 5)."""
-    from tokenizers import BertWordPieceTokenizer
-    from transformers import BertTokenizerFast
-
+def coref_checkpoint(tmp_path_factory, bert_tokenizer):
+    """A tiny CorefBertForPreTraining checkpoint (copy head included, V set to a ramp) with its tokenizer."""
     from corefbert.modeling import CorefBertForPreTraining
 
     out = tmp_path_factory.mktemp("coref_ckpt")
-    trainer = BertWordPieceTokenizer(lowercase=True)
-    trainer.train_from_iterator(_training_text(), vocab_size=600, min_frequency=1)
-    trainer.save_model(str(out))
-    tokenizer = BertTokenizerFast(vocab=str(out / "vocab.txt"), do_lower_case=True)
+    tokenizer = bert_tokenizer
     torch.manual_seed(0)
     model = CorefBertForPreTraining(tiny_config("bert", tokenizer))
     with torch.no_grad():
