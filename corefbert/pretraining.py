@@ -248,11 +248,14 @@ def run_pretraining(args: PretrainingArguments, data_args=None, splits=None) -> 
         parameter_groups(model, args.weight_decay), lr=args.learning_rate,
         betas=(args.adam_beta1, args.adam_beta2), eps=args.adam_epsilon,
     )
-    warmup_steps = math.ceil(args.warmup_ratio * args.max_steps)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_linear(args.max_steps, warmup_steps))
     _set_deepspeed_clipping(accelerator, args.max_grad_norm)
-    model, optimizer, train_dl, eval_dl, scheduler = accelerator.prepare(
-        model, optimizer, train_dl, eval_dl, scheduler
+    _register_zero3_external_parameters(accelerator, model)
+    model, optimizer, train_dl, eval_dl = accelerator.prepare(model, optimizer, train_dl, eval_dl)
+    # Built on the prepared optimizer: DeepSpeed ZeRO-3 regroups the parameters it was handed, and a
+    # scheduler made on the original groups then fails at its first step.
+    warmup_steps = math.ceil(args.warmup_ratio * args.max_steps)
+    scheduler = accelerator.prepare_scheduler(
+        torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_linear(args.max_steps, warmup_steps))
     )
 
     state = {"epoch": 0, "batches_in_epoch": 0, "tokens": 0}
@@ -373,6 +376,20 @@ def _set_deepspeed_clipping(accelerator, max_grad_norm: float) -> None:
     plugin = getattr(accelerator.state, "deepspeed_plugin", None)
     if plugin is not None and plugin.deepspeed_config.get("gradient_clipping", "auto") == "auto":
         plugin.deepspeed_config["gradient_clipping"] = max_grad_norm
+
+
+def _register_zero3_external_parameters(accelerator, model) -> None:
+    """Under ZeRO-3 a parameter read outside its own module's forward is an empty shard unless registered.
+
+    The pretraining model's forward adds ``0 * V.sum()`` (keeps V in the graph when a batch has no MRP
+    target) outside the MRP head's forward; after a resume that read hit the empty shard.
+    """
+    plugin = getattr(accelerator.state, "deepspeed_plugin", None)
+    if plugin is None or plugin.zero_stage != 3:
+        return
+    import deepspeed
+
+    deepspeed.zero.register_external_parameter(model, model.mrp.copy_vector)
 
 
 def _train_record(accelerator, window, step, state, scheduler, grad_norm) -> dict:

@@ -1,18 +1,16 @@
 """Data side of the pretraining loop: the prepared corpus, and masking that is a pure function of the batch.
 
-Dynamic masking draws random numbers. If those came from the global RNG, a resumed run (or a run on a
-different number of processes) would mask differently from an uninterrupted one. Here each batch is
-masked under an RNG seeded from ``(seed, epoch, the batch's row indices)``, and the global RNG is left
-exactly as it was, so dropout draws do not depend on data loading either.
+Dynamic masking draws random numbers. If those came from a stream shared across batches, a resumed run
+(or a run on a different number of processes) would mask differently from an uninterrupted one. Here each
+batch is masked by a generator seeded from ``(seed, epoch, the batch's row indices)``, and data loading
+never draws from the global RNG, so dropout draws do not depend on it either.
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import hashlib
 import os
-import random
 
 import numpy as np
 import torch
@@ -73,21 +71,6 @@ class IndexedRows(Dataset):
         return [{**{k: v[n] for k, v in batch.items()}, ROW_KEY: int(i)} for n, i in enumerate(indices)]
 
 
-@contextlib.contextmanager
-def isolated_rng(seed: int):
-    """Run a block under python/numpy/torch-CPU RNGs seeded with ``seed``; restore them afterwards."""
-    py_state, np_state = random.getstate(), np.random.get_state()
-    with torch.random.fork_rng(devices=[]):
-        random.seed(seed)
-        np.random.seed(seed % 2**32)
-        torch.manual_seed(seed)
-        try:
-            yield
-        finally:
-            random.setstate(py_state)
-            np.random.set_state(np_state)
-
-
 def batch_seed(*parts) -> int:
     """A 63-bit seed that is a stable function of ``parts`` (``hash()`` is salted per process)."""
     digest = hashlib.blake2b(repr(parts).encode(), digest_size=8).digest()
@@ -115,8 +98,7 @@ class SeededCollate:
         # worker; a copy whose generator is keyed by the batch alone makes masks independent of both.
         collator = copy.copy(self.collator)
         collator._next_rng = lambda: np.random.default_rng(seed)
-        with isolated_rng(seed):  # a collator drawing from the global RNGs would be covered too
-            return collator(features)
+        return collator(features)
 
 
 class PreservedRng:
