@@ -7,7 +7,8 @@ Public API (imported lazily, so ``import corefbert`` stays cheap):
     PrepareArguments, prepare_corpus            raw text -> packed Arrow sequences    (corpus.py)
     DataCollatorForMentionReferencePrediction   dynamic MLM + MRP masking, WWM        (collator.py)
     CorefBertForPreTraining,                    copy-based MRP head on BERT / RoBERTa (modeling.py)
-    CorefRobertaForPreTraining, mrp_loss
+    CorefRobertaForPreTraining, mrp_loss,
+    load_pretraining_model                      picks the class from a checkpoint's model_type
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ _EXPORTS = {
     "CorefRobertaForPreTraining": "corefbert.modeling",
     "CorefBertPreTrainingOutput": "corefbert.modeling",
     "mrp_loss": "corefbert.modeling",
+    "load_pretraining_model": "corefbert.modeling",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
