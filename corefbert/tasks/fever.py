@@ -91,18 +91,24 @@ def _read_jsonl(path: str) -> list[tuple[int, dict]]:
     if not path or not os.path.isfile(path):
         raise CorefBertError("file not found", path=path)
     rows = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise CorefBertError(f"not valid JSON ({err.msg}); one object per line expected",
-                                     path=path, position=number) from None
-            if not isinstance(row, dict) or "claim" not in row:
-                raise CorefBertError("a line must be an object with a 'claim'", path=path, position=number)
-            rows.append((number, row))
+    number = 0
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as err:
+                    raise CorefBertError(f"not valid JSON ({err.msg}); one object per line expected",
+                                         path=path, position=number) from None
+                if not isinstance(row, dict) or not isinstance(row.get("claim"), str):
+                    raise CorefBertError("a line must be an object with a 'claim' string", path=path,
+                                         position=number)
+                rows.append((number, row))
+    except UnicodeDecodeError as err:
+        raise CorefBertError(f"not UTF-8 text ({err.reason}); re-encode it as UTF-8", path=path,
+                             position=number + 1) from None
     if not rows:
         raise CorefBertError("no claims in the file", path=path)
     return rows
@@ -124,7 +130,8 @@ def read_claims(path: str) -> tuple[list[Claim], str]:
     evidence = first.get("evidence")
     if isinstance(evidence, str):
         form = "pairs"
-    elif evidence and isinstance(evidence[0], list) and evidence[0] and isinstance(evidence[0][0], list):
+    elif (isinstance(evidence, list) and evidence and isinstance(evidence[0], list) and evidence[0]
+          and isinstance(evidence[0][0], list)):
         form = "fever"
     elif isinstance(evidence, list) and "verifiable" not in first:
         form = "retrieved"
@@ -138,19 +145,39 @@ def read_claims(path: str) -> tuple[list[Claim], str]:
         elif form == "retrieved":
             claim.candidates = _retrieved(row, path, number)
         else:
-            claim.evidence_sets = row.get("evidence") or []
+            claim.evidence_sets = _gold_sets(row.get("evidence") or [], path, number)
         claims.append(claim)
     return claims, form
 
 
+def _gold_sets(sets: object, path: str, number: int) -> list:
+    """Official evidence: a list of sets, each a list of ``[annotation, evidence, page, sentence]``."""
+    def item_ok(item) -> bool:
+        return (isinstance(item, list) and len(item) == 4 and (item[2] is None or isinstance(item[2], str))
+                and (item[3] is None or (isinstance(item[3], int) and not isinstance(item[3], bool))))
+
+    if not (isinstance(sets, list) and all(isinstance(s, list) and all(map(item_ok, s)) for s in sets)):
+        raise CorefBertError("'evidence' must be a list of sets of [annotation, evidence, page, sentence]",
+                             path=path, position=number)
+    return sets
+
+
 def _retrieved(row: dict, path: str, number: int) -> list[Evidence]:
     candidates = []
-    for item in row.get("evidence") or []:
+    items = row.get("evidence") or []
+    if not isinstance(items, list):
+        raise CorefBertError("retrieved 'evidence' must be a list of [page, sentence, text, score]",
+                             path=path, position=number)
+    for item in items:
         if not isinstance(item, list) or len(item) < 3:
             raise CorefBertError("retrieved evidence items must be [page, sentence, text, score]",
                                  path=path, position=number)
-        score = float(item[3]) if len(item) > 3 else 0.0
-        candidates.append(Evidence(str(item[2]), str(item[0]), int(item[1]), score))
+        try:
+            score = float(item[3]) if len(item) > 3 else 0.0
+            candidates.append(Evidence(str(item[2]), str(item[0]), int(item[1]), score))
+        except (TypeError, ValueError):
+            raise CorefBertError(f"retrieved evidence item {item!r}: sentence must be an integer and score a "
+                                 "number", path=path, position=number) from None
     return candidates
 
 
@@ -172,18 +199,40 @@ def load_wiki_sentences(wiki_dir: str, pages: set[str]) -> dict[str, dict[int, s
         raise CorefBertError("no *.jsonl files; pass the FEVER wiki-pages directory", path=wiki_dir)
     found: dict[str, dict[int, str]] = {}
     for name in files:
-        with open(name, encoding="utf-8") as handle:
-            for line in handle:
-                page = json.loads(line)
-                if page.get("id") not in pages:
-                    continue
-                sentences = {}
-                for entry in page.get("lines", "").split("\n"):
-                    parts = entry.split("\t")
-                    if len(parts) > 1 and parts[0].isdigit() and parts[1].strip():
-                        sentences[int(parts[0])] = parts[1]
-                found[page["id"]] = sentences
+        for page in _wiki_pages(name):
+            if page.get("id") not in pages:
+                continue
+            sentences = {}
+            for entry in page["lines"].split("\n"):
+                parts = entry.split("\t")
+                if len(parts) > 1 and parts[0].isdigit() and parts[1].strip():
+                    sentences[int(parts[0])] = parts[1]
+            found[page["id"]] = sentences
     return found
+
+
+def _wiki_pages(name: str):
+    """The pages of one wiki-pages JSONL file, each checked to be ``{"id": str, "lines": str, ...}``."""
+    number = 0
+    try:
+        with open(name, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    page = json.loads(line)
+                except json.JSONDecodeError as err:
+                    raise CorefBertError(f"not valid JSON ({err.msg}); a wiki-pages file has one page object "
+                                         "per line", path=name, position=number) from None
+                if not (isinstance(page, dict) and isinstance(page.get("id"), str)
+                        and isinstance(page.get("lines", ""), str)):
+                    raise CorefBertError("a wiki page must be an object with an 'id' and a 'lines' string",
+                                         path=name, position=number)
+                page.setdefault("lines", "")
+                yield page
+    except UnicodeDecodeError as err:
+        raise CorefBertError(f"not UTF-8 text ({err.reason}); re-encode it as UTF-8", path=name,
+                             position=number + 1) from None
 
 
 def attach_wiki_evidence(claims: list[Claim], wiki_dir: str, path: str) -> int:
