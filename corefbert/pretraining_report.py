@@ -21,7 +21,7 @@ def load_lines(final_dir: str | Path) -> list[str]:
     ]
 
 
-def model_card(args, num_processes: int, before: dict, after: dict, final_dir: Path) -> str:
+def model_card(args, num_processes: int, precision: str, before: dict, after: dict, final_dir: Path) -> str:
     """A README.md for ``final/``: what it is, the settings, held-out metrics before/after, how to load."""
     settings = "\n".join(f"| `{name}` | `{getattr(args, name)}` |" for name in CARD_SETTINGS)
     rows = "\n".join(
@@ -30,21 +30,21 @@ def model_card(args, num_processes: int, before: dict, after: dict, final_dir: P
                            ("mlm_accuracy", "MLM accuracy"), ("mlm_loss", "MLM loss"))
     )
     batch = args.per_device_train_batch_size * args.gradient_accumulation_steps * num_processes
-    code = "\n".join(load_lines(final_dir.name))
+    code = "\n".join(load_lines(final_dir))
     return f"""---
 library_name: transformers
 tags: [corefbert, coreference, fill-mask]
 ---
 # CorefBERT checkpoint
 
-Pretrained with [corefbert](https://github.com/) (Ye et al., EMNLP 2020): masked-language modelling plus
+Pretrained with corefbert (CorefBERT, Ye et al., EMNLP 2020): masked-language modelling plus
 Mention Reference Prediction, a copy-based objective over repeated nouns. An ordinary checkpoint of the
 backbone type: `AutoModel`, `AutoModelForMaskedLM`, `AutoModelForQuestionAnswering` and
 `AutoModelForSequenceClassification` load it; the MRP head (`mrp.copy_vector`) travels with it.
 
 ## Settings
 
-Effective batch: {batch} sequences ({num_processes} process(es)).
+Effective batch: {batch} sequences ({num_processes} process(es)); precision used: {precision}.
 
 | setting | value |
 |---|---|
@@ -81,7 +81,7 @@ def final_save(accelerator, model, tokenizer, args, before: dict, after: dict) -
         unwrapped.save_pretrained(final_dir, state_dict=state_dict, save_function=accelerator.save)
         tokenizer.save_pretrained(final_dir)
         (final_dir / "README.md").write_text(
-            model_card(args, accelerator.num_processes, before, after, final_dir), encoding="utf-8"
+            model_card(args, accelerator.num_processes, str(accelerator.mixed_precision), before, after, final_dir), encoding="utf-8"
         )
         results = {**{f"eval_{k}": v for k, v in after.items()}, **{f"init_{k}": v for k, v in before.items()}}
         (Path(args.output_dir) / "all_results.json").write_text(json.dumps(results, indent=2), encoding="utf-8")
