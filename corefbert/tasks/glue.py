@@ -79,8 +79,12 @@ def read_glue_tsv(path: str, task_name: str, with_labels: bool, subset: str = ""
     spec = GLUE_TASKS[task]
     if not os.path.isfile(path):
         raise CorefBertError(f"GLUE {task} file not found; check --data_dir or the file argument", path=path)
-    with open(path, encoding="utf-8-sig") as handle:  # MRPC's files start with a byte-order mark
-        lines = handle.read().split("\n")
+    try:
+        with open(path, encoding="utf-8-sig") as handle:  # MRPC's files start with a byte-order mark
+            lines = handle.read().split("\n")
+    except UnicodeDecodeError as err:
+        raise CorefBertError(f"not UTF-8 text ({err.reason} at byte {err.start}); re-encode it as UTF-8",
+                             path=path) from None
     if lines and lines[-1] == "":
         lines.pop()
     if not lines:
