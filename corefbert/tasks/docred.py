@@ -85,6 +85,8 @@ def load_relation_ids(path: str) -> list[str]:
     try:
         with open(path, encoding="utf-8") as handle:
             info = json.load(handle)
+    except UnicodeDecodeError as err:
+        raise CorefBertError(f"not UTF-8 text ({err.reason} at byte {err.start})", path=path) from None
     except json.JSONDecodeError as err:
         raise CorefBertError(f"not valid JSON ({err.msg})", path=path, position=err.lineno) from None
     if not isinstance(info, dict) or not info or not all(isinstance(k, str) for k in info):
@@ -103,6 +105,8 @@ def read_docred(path: str, relations: list[str]) -> list[dict]:
     try:
         with open(path, encoding="utf-8") as handle:
             documents = json.load(handle)
+    except UnicodeDecodeError as err:
+        raise CorefBertError(f"not UTF-8 text ({err.reason} at byte {err.start})", path=path) from None
     except json.JSONDecodeError as err:
         raise CorefBertError(f"not valid JSON ({err.msg})", path=path, position=err.lineno) from None
     if not isinstance(documents, list):
