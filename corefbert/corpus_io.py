@@ -25,6 +25,7 @@ import io
 import json
 import os
 import re
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -120,7 +121,7 @@ def unreadable_reason(path: str) -> str | None:
             decoder.decode(b"", final=True)
     except UnicodeDecodeError as err:
         return f"not UTF-8 (truncated sequence at byte {position - pending + err.start}); re-encode it as UTF-8"
-    except (OSError, EOFError) as err:
+    except (OSError, EOFError, zlib.error) as err:  # zlib.error: a .gz whose deflate data is corrupt
         return f"unreadable ({err.__class__.__name__}: {err})"
     return None if has_text else "empty file"
 
