@@ -21,6 +21,7 @@ import gzip
 import json
 import logging
 import os
+import zlib
 from dataclasses import dataclass, field
 
 from corefbert.errors import CorefBertError
@@ -117,6 +118,8 @@ def read_squad_json(path: str, keep_unanswered: bool = False) -> list[QAExample]
     try:
         with open(path, encoding="utf-8") as handle:
             root = json.load(handle)
+    except UnicodeDecodeError as err:
+        raise CorefBertError(f"not UTF-8 text ({err.reason} at byte {err.start})", path=path) from None
     except json.JSONDecodeError as err:
         raise CorefBertError(f"not valid JSON ({err.msg})", path=path, position=f"{err.lineno}:{err.colno}") from None
     _require(isinstance(root, dict) and isinstance(root.get("data"), list), 'no top-level "data" list', path, "root")
@@ -157,6 +160,11 @@ def read_squad_json(path: str, keep_unanswered: bool = False) -> list[QAExample]
     return examples
 
 
+def _text_lines(path: str):
+    with _open_text(path) as handle:
+        yield from handle
+
+
 def _open_text(path: str):
     if path.endswith(".gz"):
         return gzip.open(path, "rt", encoding="utf-8")
@@ -169,8 +177,9 @@ def read_mrqa_jsonl(path: str, keep_unanswered: bool = False) -> list[QAExample]
         raise CorefBertError("file not found; check the path", path=path)
     stats = ReadStats()
     examples: list[QAExample] = []
-    with _open_text(path) as handle:
-        for line_number, line in enumerate(handle, start=1):
+    line_number = 0
+    try:
+        for line_number, line in enumerate(_text_lines(path), start=1):
             if not line.strip():
                 continue
             try:
@@ -207,9 +216,17 @@ def read_mrqa_jsonl(path: str, keep_unanswered: bool = False) -> list[QAExample]
                             if span is not None:
                                 example.answers.append(span)
                 if not example.gold_texts:
-                    example.gold_texts = [detected.get("text", "") for detected in qa.get("detected_answers", [])]
+                    example.gold_texts = [str(detected.get("text", "")) for detected in qa.get("detected_answers", [])]
                 example.answers.sort(key=lambda span: (span.start, span.end))
                 examples.append(example)
+    except UnicodeDecodeError as err:
+        raise CorefBertError(f"not UTF-8 text ({err.reason})", path=path, position=line_number + 1) from None
+    except (OSError, EOFError, zlib.error) as err:
+        raise CorefBertError(f"unreadable compressed file ({err})", path=path, position=line_number + 1) from None
+    except (TypeError, ValueError, AttributeError):
+        # A field of the wrong type (answers not a list, char_spans not [start, end] integer pairs, ...).
+        raise CorefBertError("a question's answers, detected_answers or char_spans have the wrong type; "
+                             "expected MRQA JSONL", path=path, position=line_number) from None
     if not examples:
         raise CorefBertError("no question in the file; expected MRQA JSONL", path=path)
     stats.report(path)
@@ -225,8 +242,11 @@ def detect_format(path: str) -> str:
         return "squad"
     if not os.path.isfile(path):
         raise CorefBertError("file not found; check the path", path=path)
-    with _open_text(path) as handle:
-        first = handle.readline()
+    try:
+        with _open_text(path) as handle:
+            first = handle.readline()
+    except (UnicodeDecodeError, OSError, EOFError, zlib.error):
+        return "squad"  # the reader then names what is wrong with the file
     try:
         record = json.loads(first)
     except json.JSONDecodeError:
