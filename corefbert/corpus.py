@@ -403,7 +403,13 @@ def _prepare(args, tokenizer, nlp, train_sources, validation_sources, fingerprin
     splits, stats = {}, {}
     for split, split_docs in (("train", docs), ("validation", validation_docs)):
         if args.num_shards > 1:
-            split_docs = split_docs.shard(args.num_shards, args.shard_index, contiguous=True)
+            # Own contiguous bounds: datasets' shard() raises when there are fewer rows than shards.
+            size = len(split_docs)
+            split_docs = split_docs.select(range(size * args.shard_index // args.num_shards,
+                                                 size * (args.shard_index + 1) // args.num_shards))
+            if split == "train" and len(split_docs) == 0:
+                raise CorefBertError(f"shard {args.shard_index} of {args.num_shards} holds no training document "
+                                     f"(the corpus has {len(docs)}); use fewer --num_shards")
         stats_dir = os.path.join(work, f"{split}-stats")
         os.makedirs(stats_dir)
         packer = SequencePacker(tokenizer, extractor, spacy_model=args.spacy_model, group_by=args.group_by,

@@ -347,3 +347,8 @@ def test_train_file_flag_repeats_and_overrides_the_config(tmp_path):
     config.write_text("train_file: [x, y]\nmax_seq_length: 128\n")
     (args,) = parse_args([PrepareArguments], ["--config", str(config), "--train_file", "z"])
     assert args.train_file == ["z"] and args.max_seq_length == 128
+
+
+def test_a_shard_without_documents_is_one_line(tmp_path, bert_tokenizer):
+    with pytest.raises(CorefBertError, match=r"shard 0 of 50 holds no training document \(the corpus has 8\)"):
+        prepare(tmp_path, bert_tokenizer, [TINY], validation_split_percentage=0, num_shards=50, shard_index=0)
