@@ -14,7 +14,6 @@ guarantees, each backed by a test in tests/test_pretraining.py:
 
 from __future__ import annotations
 
-import json
 import math
 import signal
 import time
@@ -34,6 +33,7 @@ from corefbert.pretraining_data import (
     check_corpus,
     load_prepared_corpus,
 )
+from corefbert.pretraining_report import append_log, evaluate, truncate_log
 
 LOG_FILE = "log.jsonl"
 
@@ -94,61 +94,6 @@ def _any_process(accelerator, flag: bool) -> bool:
         return flag
     value = torch.tensor([1.0 if flag else 0.0], device=accelerator.device)
     return bool(accelerator.reduce(value, reduction="sum").item() > 0)
-
-
-@torch.no_grad()
-def evaluate(model, dataloader, accelerator) -> dict[str, float]:
-    """Held-out MLM loss/accuracy and MRP loss/accuracy, summed over all processes.
-
-    The eval set is cut to a multiple of (batch size x processes) when several processes share it, so no
-    sequence is counted twice; the MRP counts of the model are per batch, which ``gather_for_metrics``
-    could not de-duplicate.
-    """
-    model.eval()
-    # mlm_loss_sum, mlm_correct, mlm_total, mrp_loss_sum, mrp_correct, mrp_total
-    totals = torch.zeros(6, dtype=torch.float64, device=accelerator.device)
-    for batch in PreservedRng(dataloader):
-        out = model(**batch)
-        labels = batch["labels"]
-        targets = labels != -100  # [batch, seq]
-        n_mlm = targets.sum()
-        predicted = out.logits.argmax(dim=-1)  # [batch, seq]
-        totals[0] += out.mlm_loss.double() * n_mlm
-        totals[1] += (predicted[targets] == labels[targets]).sum()
-        totals[2] += n_mlm
-        if out.mrp_total is not None:
-            totals[3] += out.mrp_loss.double() * out.mrp_total
-            totals[4] += out.mrp_correct
-            totals[5] += out.mrp_total
-    totals = accelerator.reduce(totals, reduction="sum").tolist()
-    model.train()
-    return {
-        "mlm_loss": totals[0] / max(totals[2], 1),
-        "mlm_accuracy": totals[1] / max(totals[2], 1),
-        "mrp_loss": totals[3] / max(totals[5], 1),
-        "mrp_accuracy": totals[4] / max(totals[5], 1),
-        "mrp_mentions": int(totals[5]),
-    }
-
-
-def _append_log(path: Path, record: dict) -> None:
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write(json.dumps(record) + "\n")
-
-
-def _truncate_log(path: Path, step: int) -> None:
-    """After a resume from ``step``, drop the records the killed run wrote past it."""
-    if not path.is_file():
-        return
-    kept = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue  # a line cut by the kill
-        if record.get("step", 0) <= step:
-            kept.append(line)
-    path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
 
 
 def _build_accelerator(args: PretrainingArguments):
@@ -268,7 +213,7 @@ def run_pretraining(args: PretrainingArguments, data_args=None, splits=None) -> 
         before = state.get("before")
         accelerator.print(f"resumed from {checkpoint} at step {step} (epoch {state['epoch']})")
         if accelerator.is_main_process:
-            _truncate_log(log_path, step)
+            truncate_log(log_path, step)
     elif args.resume_from_checkpoint == "latest":
         accelerator.print(f"no checkpoint under {output_dir}/checkpoints yet: starting from scratch")
     if before is None:
@@ -277,7 +222,7 @@ def run_pretraining(args: PretrainingArguments, data_args=None, splits=None) -> 
         if accelerator.is_main_process:
             if log_path.exists() and checkpoint is None:
                 log_path.unlink()  # a fresh run starts a fresh log
-            _append_log(log_path, {"split": "eval", "step": step, **before})
+            append_log(log_path, {"split": "eval", "step": step, **before})
     if args.with_tracking:
         accelerator.init_trackers("corefbert_pretraining", config=_flat_config(args))
 
@@ -337,7 +282,7 @@ def run_pretraining(args: PretrainingArguments, data_args=None, splits=None) -> 
                 if step % args.logging_steps == 0 or step == args.max_steps:
                     record = _train_record(accelerator, window, step, state, scheduler, grad_norm)
                     if accelerator.is_main_process:
-                        _append_log(log_path, record)
+                        append_log(log_path, record)
                     if args.with_tracking:
                         accelerator.log({f"train/{k}": v for k, v in record.items() if k != "split"}, step=step)
                     progress.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_s']:.0f}")
@@ -413,7 +358,7 @@ def _train_record(accelerator, window, step, state, scheduler, grad_norm) -> dic
 
 def _log_eval(accelerator, args, log_path, step, metrics) -> None:
     if accelerator.is_main_process:
-        _append_log(log_path, {"split": "eval", "step": step, **metrics})
+        append_log(log_path, {"split": "eval", "step": step, **metrics})
     if args.with_tracking:
         accelerator.log({f"eval/{k}": v for k, v in metrics.items()}, step=step)
     accelerator.print(

@@ -1,9 +1,70 @@
-"""End of a pretraining run: the final Hugging Face checkpoint, its model card, and the summary printed."""
+"""What a pretraining run reports: held-out evaluation, log.jsonl, the final checkpoint and its model card."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+
+import torch
+
+from corefbert.pretraining_data import PreservedRng
+
+
+@torch.no_grad()
+def evaluate(model, dataloader, accelerator) -> dict[str, float]:
+    """Held-out MLM loss/accuracy and MRP loss/accuracy, summed over all processes.
+
+    The eval set is cut to a multiple of (batch size x processes) when several processes share it, so no
+    sequence is counted twice; the MRP counts of the model are per batch, which ``gather_for_metrics``
+    could not de-duplicate.
+    """
+    model.eval()
+    # mlm_loss_sum, mlm_correct, mlm_total, mrp_loss_sum, mrp_correct, mrp_total
+    totals = torch.zeros(6, dtype=torch.float64, device=accelerator.device)
+    for batch in PreservedRng(dataloader):
+        out = model(**batch)
+        labels = batch["labels"]
+        targets = labels != -100  # [batch, seq]
+        n_mlm = targets.sum()
+        predicted = out.logits.argmax(dim=-1)  # [batch, seq]
+        totals[0] += out.mlm_loss.double() * n_mlm
+        totals[1] += (predicted[targets] == labels[targets]).sum()
+        totals[2] += n_mlm
+        if out.mrp_total is not None:
+            totals[3] += out.mrp_loss.double() * out.mrp_total
+            totals[4] += out.mrp_correct
+            totals[5] += out.mrp_total
+    totals = accelerator.reduce(totals, reduction="sum").tolist()
+    model.train()
+    return {
+        "mlm_loss": totals[0] / max(totals[2], 1),
+        "mlm_accuracy": totals[1] / max(totals[2], 1),
+        "mrp_loss": totals[3] / max(totals[5], 1),
+        "mrp_accuracy": totals[4] / max(totals[5], 1),
+        "mrp_mentions": int(totals[5]),
+    }
+
+
+def append_log(path: Path, record: dict) -> None:
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(record) + "\n")
+
+
+def truncate_log(path: Path, step: int) -> None:
+    """After a resume from ``step``, drop the records the killed run wrote past it."""
+    if not path.is_file():
+        return
+    kept = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # a line cut by the kill
+        if record.get("step", 0) <= step:
+            kept.append(line)
+    path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+
+
 
 CARD_SETTINGS = (
     "model_name_or_path", "max_steps", "per_device_train_batch_size", "gradient_accumulation_steps",

@@ -139,14 +139,14 @@ def test_no_weight_decay_on_bias_layernorm_and_copy_vector(tiny_bert_dir):
 
 def _stop_at(monkeypatch, step: int):
     """Send ourselves SIGTERM right after the train record of ``step`` is logged."""
-    real = pretraining._append_log
+    real = pretraining.append_log
 
     def append(path, record):
         real(path, record)
         if record["split"] == "train" and record["step"] == step:
             signal.raise_signal(signal.SIGTERM)
 
-    monkeypatch.setattr(pretraining, "_append_log", append)
+    monkeypatch.setattr(pretraining, "append_log", append)
 
 
 @pytest.mark.parametrize("accumulation", [1, 2])
