@@ -175,6 +175,7 @@ class _Evaluator:
         self.task, self.args, self.accelerator, self.logger = task, args, accelerator, logger
         self.best_metric: float | None = None
         self.best_step: int | None = None
+        self.best_evaluation: tuple[dict, object] | None = None  # the best model's, from this process's run
         self.best_dir = os.path.join(args.output_dir, "best")
 
     def run(self, model, dataloader, split: str) -> tuple[dict[str, float], Any]:
@@ -202,6 +203,7 @@ class _Evaluator:
         self.logger.log({"step": step, "epoch": round(epoch, 4), **metrics})
         if self.is_better(metrics[key]):
             self.best_metric, self.best_step = float(metrics[key]), step
+            self.best_evaluation = (metrics, predictions)
             save_model(self.task, model, self.accelerator, self.best_dir)
             if self.accelerator.is_main_process:
                 write_json(os.path.join(self.best_dir, "eval_results.json"), {"step": step, **metrics})
@@ -247,6 +249,7 @@ def run_finetuning(task: FinetuningTask, args: FinetuningArguments) -> dict[str,
     predict_loader = loader(predict_set, args.per_device_eval_batch_size, False) if predict_set is not None else None
     evaluator = _Evaluator(task, args, accelerator, logger)
     results: dict[str, float] = {}
+    reloaded_best = False
 
     if args.do_train:
         train_loader = loader(train_set, args.per_device_train_batch_size, True)
@@ -267,15 +270,18 @@ def run_finetuning(task: FinetuningTask, args: FinetuningArguments) -> dict[str,
         results.update(_train(task, args, accelerator, model, optimizer, scheduler, train_loader, eval_loader,
                               evaluator, logger, updates_per_epoch, total_updates, num_epochs, show_bars))
         save_model(task, model, accelerator, os.path.join(args.output_dir, "last"))
-        if args.load_best_model_at_end and evaluator.best_step is not None:
+        reloaded_best = args.load_best_model_at_end and evaluator.best_step is not None
+        if reloaded_best:
             task.load_weights(accelerator.unwrap_model(model), evaluator.best_dir)
             accelerator.print(f"loaded the best model (step {evaluator.best_step}) from {evaluator.best_dir}")
     else:
         model = accelerator.prepare(model)
 
     if args.do_eval:
-        eval_loader = accelerator.prepare(eval_loader)
-        metrics, predictions = evaluator.run(model, eval_loader, "eval")
+        if reloaded_best and evaluator.best_evaluation is not None:
+            metrics, predictions = evaluator.best_evaluation  # the same weights: no second pass over dev
+        else:
+            metrics, predictions = evaluator.run(model, accelerator.prepare(eval_loader), "eval")
         results.update(metrics)
         logger.log({"split": "eval", **metrics})
         if accelerator.is_main_process:

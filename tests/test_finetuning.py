@@ -142,7 +142,9 @@ def test_loss_goes_down_and_best_is_kept(tmp_path, toy_bert_dir):
     best = max(evals, key=lambda r: r["eval_accuracy"])  # first of equals wins: strictly better replaces
     assert results["best_step"] == best["step"]
     assert results["best_eval_accuracy"] == pytest.approx(best["eval_accuracy"])
-    assert results["eval_accuracy"] == pytest.approx(best["eval_accuracy"])  # best reloaded at the end
+    assert results["eval_accuracy"] == pytest.approx(best["eval_accuracy"])
+    # do_predict runs the reloaded best weights over the same rows: the best's accuracy again
+    assert results["predict_accuracy"] == pytest.approx(best["eval_accuracy"])
     assert results["best_eval_accuracy"] >= 0.9
     reloaded = AutoModelForSequenceClassification.from_pretrained(os.path.join(args.output_dir, "best"))
     assert reloaded.config.num_labels == 2
