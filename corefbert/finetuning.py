@@ -152,6 +152,8 @@ def _check_args(args: FinetuningArguments) -> None:
         raise CorefBertError(f"--checkpointing_steps {steps!r} must be a positive integer or 'epoch'")
     if not (args.do_train or args.do_eval or args.do_predict):
         raise CorefBertError("nothing to do: pass at least one of --do_train, --do_eval, --do_predict")
+    if os.path.exists(args.output_dir) and not os.path.isdir(args.output_dir):
+        raise CorefBertError("--output_dir is a file, not a directory; pass a directory path", path=args.output_dir)
     if (
         args.do_train and not args.overwrite_output_dir and not args.resume_from_checkpoint
         and os.path.isdir(args.output_dir) and os.listdir(args.output_dir)
