@@ -10,6 +10,11 @@ from pathlib import Path
 
 import pytest
 
+# The suite runs as `pytest -n 2` on 2 cores: one thread per worker (and per spawned training process)
+# avoids the oversubscription that made tiny-model tests several times slower.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+
 FIXTURES = Path(__file__).parent / "fixtures"
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 TINY_HIDDEN = 32
@@ -110,4 +115,7 @@ def _offline_env():
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    import torch
+
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     yield
