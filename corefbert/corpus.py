@@ -338,6 +338,8 @@ def prepare_corpus(args: PrepareArguments, tokenizer=None, nlp=None):
             print(f"reusing the prepared corpus in {output_dir} (same inputs, tokenizer and settings)")
             print(format_summary(_read_json(os.path.join(output_dir, SUMMARY_FILE))))
             return datasets.load_from_disk(output_dir)
+    if os.path.exists(output_dir) and not os.path.isdir(output_dir):
+        raise CorefBertError("--output_dir is a file, not a directory; pass a directory path", path=output_dir)
     if os.path.isdir(output_dir) and os.listdir(output_dir) and not os.path.isfile(fingerprint_path):
         raise CorefBertError("output_dir exists and is not a prepared corpus; choose a new or empty --output_dir",
                              path=output_dir)
