@@ -1,0 +1,396 @@
+"""Every CLI x every kind of bad input: exit status 2 and exactly one ``error:`` line, no traceback.
+
+The CLIs run in-process (their ``main(argv)``, wrapped by ``cli_entry``): a subprocess pays 5-10 s of
+torch + transformers start-up per case here. The observed table (CLI, bad input, message) is compared
+with the one in ``docs/readme/hardening.md`` so the README cannot drift; regenerate it with
+
+    COREFBERT_WRITE_BAD_INPUT_TABLE=1 pytest tests/test_bad_input.py
+
+which rewrites the table between the markers in that file.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).parent / "fixtures"
+README = ROOT / "docs" / "readme" / "hardening.md"
+START, END = "<!-- bad-input-table:start -->", "<!-- bad-input-table:end -->"
+BINARY = bytes(range(256)) * 4
+NOT_UTF8 = "Gauß und Café\tx\n".encode("latin-1")
+
+
+@dataclass
+class Case:
+    cli: str  # path of the script, relative to the repository root
+    bad: str  # the kind of bad input, as the README table names it
+    argv: Callable[[Path, Path], list[str]]  # (workdir, tiny model dir) -> arguments
+
+
+def _file(work: Path, name: str, data: bytes | str) -> str:
+    path = work / name
+    path.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+    return str(path)
+
+
+def _truncated(path: Path, work: Path, name: str) -> str:
+    data = path.read_bytes()
+    return _file(work, name, data[: len(data) // 2])
+
+
+def _a_file(work: Path) -> str:
+    return _file(work, "not_a_dir", "I am a file\n")
+
+
+def _mutated_json(path: Path, work: Path, name: str, change: Callable[[object], None]) -> str:
+    document = json.loads(path.read_text(encoding="utf-8"))
+    change(document)
+    return _file(work, name, json.dumps(document))
+
+
+def _mutated_jsonl(path: Path, work: Path, name: str, change: Callable[[dict], None], key: str = "claim") -> str:
+    """``change`` applied to the first line that has ``key`` (MRQA files open with a header line)."""
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    change(next(row for row in rows if key in row))
+    return _file(work, name, "\n".join(json.dumps(r) for r in rows) + "\n")
+
+
+# --- per-CLI argument builders ----------------------------------------------------------------------------
+
+def glue(*extra):
+    return lambda w, m: ["--model_name_or_path", str(m), "--output_dir", str(w / "out"), *extra]
+
+
+def glue_file(task, make, split="--train_file", flag="--do_train"):
+    return lambda w, m: glue("--task_name", task, split, make(w), flag)(w, m)
+
+
+RTE = FIXTURES / "glue" / "RTE" / "train.tsv"
+QUOREF = FIXTURES / "quoref" / "quoref_tiny.json"
+MRQA = FIXTURES / "mrqa" / "mrqa_tiny.jsonl"
+DOCRED = FIXTURES / "docred" / "dev.json"
+REL_INFO = FIXTURES / "docred" / "rel_info.json"
+FEVER = FIXTURES / "fever" / "train.jsonl"
+GAP = FIXTURES / "coref" / "gap.tsv"
+
+
+def finetune(*extra):
+    return lambda w, m: ["--model_name_or_path", str(m), "--output_dir", str(w / "out"), *extra]
+
+
+def qa(flag, make, *extra):
+    # The tiny model has 258 positions: a smaller window so the data, not the model, is what fails.
+    return with_file(flag, make, "--max_seq_length", "128", "--doc_stride", "32", *extra)
+
+
+def with_file(flag, make, *extra):
+    return lambda w, m: finetune(flag, make(w), *extra)(w, m)
+
+
+def docred(make_train=None, *extra):
+    def argv(w, m):
+        train = make_train(w) if make_train else str(DOCRED)
+        return finetune("--train_file", train, "--rel_info_file", str(REL_INFO), "--do_train", *extra)(w, m)
+    return argv
+
+
+def fever(make, *extra):
+    return with_file("--train_file", make, "--do_train", *extra)
+
+
+def prepare(*extra):
+    return lambda w, m: ["--model_name_or_path", str(m), "--output_dir", str(w / "prepared"), *extra]
+
+
+def prepare_file(make, *extra):
+    return lambda w, m: prepare("--train_file", make(w), *extra)(w, m)
+
+
+def mrp(*extra):
+    return lambda w, m: ["--model_name_or_path", str(m), "--output_dir", str(w / "run"), "--max_steps", "1", *extra]
+
+
+def _tsv_bad_label(w):
+    return _file(w, "rte_label.tsv", RTE.read_text().replace("not_entailment", "maybe", 1))
+
+
+def _tsv_short_row(w):
+    lines = RTE.read_text().splitlines()
+    return _file(w, "rte_short.tsv", "\n".join([lines[0], lines[1].rsplit("\t", 1)[0], *lines[2:]]) + "\n")
+
+
+def _gap_offset(w):
+    lines = GAP.read_text().splitlines()
+    fields = lines[1].split("\t")
+    fields[3] = "9999"
+    return _file(w, "gap_offset.tsv", "\n".join([lines[0], "\t".join(fields), *lines[2:]]) + "\n")
+
+
+def _gap_columns(w):
+    lines = GAP.read_text().splitlines()
+    return _file(w, "gap_columns.tsv", "\n".join([lines[0], lines[1].rsplit("\t", 2)[0], *lines[2:]]) + "\n")
+
+
+def _docred_offset(w):
+    def change(docs):
+        docs[0]["vertexSet"][0][0]["pos"] = [500, 501]
+    return _mutated_json(DOCRED, w, "docred_offset.json", change)
+
+
+def _docred_relation(w):
+    def change(docs):
+        docs[0]["labels"][0]["r"] = "P_unknown"
+    return _mutated_json(DOCRED, w, "docred_relation.json", change)
+
+
+def _quoref_wrong_type(w):
+    def change(doc):
+        doc["data"][0]["paragraphs"][0]["context"] = 7
+    return _mutated_json(QUOREF, w, "quoref_type.json", change)
+
+
+def _mrqa_wrong_type(w):
+    def change(row):
+        row["qas"] = "not a list"
+    return _mutated_jsonl(MRQA, w, "mrqa_type.jsonl", change, key="context")
+
+
+def _fever_label(w):
+    def change(row):
+        row["label"] = "PERHAPS"
+    return _mutated_jsonl(FEVER, w, "fever_label.jsonl", change)
+
+
+def _fever_evidence(w):
+    def change(row):
+        row["evidence"] = [[["x"]]]
+    return _mutated_jsonl(FEVER, w, "fever_evidence.jsonl", change)
+
+
+def _jsonl_no_text(w):
+    return _file(w, "corpus.jsonl", '{"body": "Anna met Bob."}\n')
+
+
+def _bad_yaml(w):
+    return _file(w, "bad.yaml", "max_steps: [1\n")
+
+
+def _yaml_unknown(w):
+    return _file(w, "unknown.yaml", "no_such_argument: 1\n")
+
+
+def _missing(w):
+    return str(w / "missing.txt")
+
+
+def _empty(w):
+    return _file(w, "empty.txt", "")
+
+
+def _binary(w):
+    return _file(w, "binary.txt", BINARY)
+
+
+def _latin1(w):
+    return _file(w, "latin1.txt", NOT_UTF8)
+
+
+GLUE_CLI, QUOREF_CLI, MRQA_CLI = "finetune/run_glue.py", "finetune/run_quoref.py", "finetune/run_mrqa.py"
+DOCRED_CLI, FEVER_CLI, COREF_CLI = "finetune/run_docred.py", "finetune/run_fever.py", "finetune/run_coref.py"
+PREP_CLI, MRP_CLI = "pretrain/prepare_corpus.py", "pretrain/run_mrp.py"
+
+CASES = [
+    # GLUE
+    Case(GLUE_CLI, "missing file", glue_file("rte", _missing)),
+    Case(GLUE_CLI, "empty file", glue_file("rte", _empty)),
+    Case(GLUE_CLI, "binary file", glue_file("rte", _binary)),
+    Case(GLUE_CLI, "non-UTF-8 file", glue_file("rte", _latin1)),
+    Case(GLUE_CLI, "wrong format (SQuAD JSON as TSV)", glue_file("rte", lambda w: str(QUOREF))),
+    Case(GLUE_CLI, "wrong column count", glue_file("rte", _tsv_short_row)),
+    Case(GLUE_CLI, "unknown label", glue_file("rte", _tsv_bad_label)),
+    Case(GLUE_CLI, "unknown task", glue_file("rtx", lambda w: str(RTE))),
+    Case(GLUE_CLI, "conflicting arguments (--do_eval, no dev file)", glue("--task_name", "rte", "--do_eval")),
+    Case(GLUE_CLI, "unknown argument", glue("--task_name", "rte", "--no_such_flag", "1")),
+    Case(GLUE_CLI, "output dir is a file",
+         lambda w, m: ["--model_name_or_path", str(m), "--output_dir", _a_file(w), "--task_name", "rte",
+                       "--train_file", str(RTE), "--do_train"]),
+    # Quoref (SQuAD JSON)
+    Case(QUOREF_CLI, "missing file", qa("--train_file", _missing, "--do_train")),
+    Case(QUOREF_CLI, "empty file", qa("--train_file", lambda w: _file(w, "empty.json", ""), "--do_train")),
+    Case(QUOREF_CLI, "binary file", qa("--train_file", lambda w: _file(w, "bin.json", BINARY), "--do_train")),
+    Case(QUOREF_CLI, "non-UTF-8 file",
+         qa("--train_file", lambda w: _file(w, "latin1.json", b'{"data": "caf\xe9"}'), "--do_train")),
+    Case(QUOREF_CLI, "truncated JSON", qa("--train_file", lambda w: _truncated(QUOREF, w, "cut.json"),
+                                                 "--do_train")),
+    Case(QUOREF_CLI, "wrong type in a JSON field", qa("--train_file", _quoref_wrong_type, "--do_train")),
+    Case(QUOREF_CLI, "unknown data format", qa("--train_file", lambda w: str(QUOREF), "--do_train",
+                                                      "--data_format", "csv")),
+    Case(QUOREF_CLI, "output dir is a file",
+         lambda w, m: ["--model_name_or_path", str(m), "--output_dir", _a_file(w), "--train_file", str(QUOREF),
+                       "--do_train", "--max_seq_length", "128", "--doc_stride", "32"]),
+    # MRQA (JSONL)
+    Case(MRQA_CLI, "missing file", qa("--train_file", _missing, "--do_train")),
+    Case(MRQA_CLI, "truncated JSON", qa("--train_file", lambda w: _truncated(MRQA, w, "cut.jsonl"),
+                                               "--do_train")),
+    Case(MRQA_CLI, "wrong type in a JSON field", qa("--train_file", _mrqa_wrong_type, "--do_train")),
+    Case(MRQA_CLI, "non-UTF-8 file",
+         qa("--train_file", lambda w: _file(w, "latin1.jsonl", b'{"context": "caf\xe9"}\n'), "--do_train")),
+    # DocRED
+    Case(DOCRED_CLI, "missing file", docred(_missing)),
+    Case(DOCRED_CLI, "truncated JSON", docred(lambda w: _truncated(DOCRED, w, "cut.json"))),
+    Case(DOCRED_CLI, "non-UTF-8 file", docred(lambda w: _file(w, "latin1.json", b'["caf\xe9"]'))),
+    Case(DOCRED_CLI, "offsets out of range", docred(_docred_offset)),
+    Case(DOCRED_CLI, "unknown label (relation)", docred(_docred_relation)),
+    Case(DOCRED_CLI, "conflicting arguments (--do_predict, no test file)", docred(None, "--do_predict")),
+    # FEVER
+    Case(FEVER_CLI, "missing file", fever(_missing)),
+    Case(FEVER_CLI, "empty file", fever(_empty)),
+    Case(FEVER_CLI, "non-UTF-8 file", fever(lambda w: _file(w, "latin1.jsonl", b'{"claim": "caf\xe9"}\n'))),
+    Case(FEVER_CLI, "truncated JSON", fever(lambda w: _truncated(FEVER, w, "cut.jsonl"))),
+    Case(FEVER_CLI, "unknown label", fever(_fever_label)),
+    Case(FEVER_CLI, "wrong type in a JSON field", fever(_fever_evidence)),
+    Case(FEVER_CLI, "unknown model type", fever(lambda w: str(FEVER), "--model_type", "gnn")),
+    # Pronoun coreference
+    Case(COREF_CLI, "missing file", with_file("--train_file", _missing, "--do_train")),
+    Case(COREF_CLI, "non-UTF-8 file", with_file("--train_file", _latin1, "--do_train")),
+    Case(COREF_CLI, "wrong column count (GAP)", with_file("--train_file", _gap_columns, "--do_train")),
+    Case(COREF_CLI, "offsets out of range (GAP)", with_file("--train_file", _gap_offset, "--do_train")),
+    Case(COREF_CLI, "unknown format", with_file("--train_file", lambda w: str(GAP), "--do_train",
+                                                "--data_format", "conll")),
+    Case(COREF_CLI, "unknown option value", with_file("--train_file", lambda w: str(GAP), "--do_train",
+                                                      "--score_reduction", "max")),
+    # Corpus preparation
+    Case(PREP_CLI, "missing file", prepare_file(_missing)),
+    Case(PREP_CLI, "empty file", prepare_file(_empty)),
+    Case(PREP_CLI, "binary file", prepare_file(_binary)),
+    Case(PREP_CLI, "non-UTF-8 file", prepare_file(_latin1)),
+    Case(PREP_CLI, "JSONL without the text field", prepare_file(_jsonl_no_text)),
+    Case(PREP_CLI, "missing spaCy pipeline",
+         prepare_file(lambda w: str(FIXTURES / "tiny_corpus.txt"), "--spacy_model", "xx_no_such_pipeline")),
+    Case(PREP_CLI, "output dir is a file",
+         lambda w, m: ["--model_name_or_path", str(m), "--output_dir", _a_file(w), "--train_file",
+                       str(FIXTURES / "tiny_corpus.txt")]),
+    Case(PREP_CLI, "no --output_dir", lambda w, m: ["--model_name_or_path", str(m), "--train_file",
+                                                     str(FIXTURES / "tiny_corpus.txt")]),
+    Case(PREP_CLI, "malformed YAML config", lambda w, m: ["--config", _bad_yaml(w)]),
+    Case(PREP_CLI, "unknown name in YAML config", lambda w, m: ["--config", _yaml_unknown(w)]),
+    # Pretraining
+    Case(MRP_CLI, "missing corpus (--dataset_dir)", mrp("--dataset_dir", "{work}/none")),
+    Case(MRP_CLI, "conflicting arguments (--dataset_dir and --train_file)",
+         mrp("--dataset_dir", "{work}", "--train_file", "x.txt")),
+    Case(MRP_CLI, "missing model folder", lambda w, m: mrp("--train_file", "x.txt")(w, w / "no_model")),
+    Case(MRP_CLI, "out-of-range option", mrp("--dataset_dir", "{work}", "--mrp_ratio", "1.5")),
+    Case(MRP_CLI, "malformed YAML config", lambda w, m: ["--config", _bad_yaml(w)]),
+    Case(MRP_CLI, "missing file", mrp("--train_file", "{work}/missing.txt")),
+    Case(MRP_CLI, "output dir is a file",
+         lambda w, m: ["--model_name_or_path", str(m), "--output_dir", _a_file(w), "--max_steps", "1",
+                       "--train_file", str(FIXTURES / "tiny_corpus.txt")]),
+]
+
+
+def _load_cli(relative: str):
+    path = ROOT / relative
+    spec = importlib.util.spec_from_file_location(f"cli_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+_CLIS: dict[str, object] = {}
+
+
+def _normalize(line: str, work: Path, model: Path) -> str:
+    for path, name in ((work, "<tmp>"), (model, "<model>"), (ROOT, "<repo>")):
+        line = line.replace(os.path.realpath(path), name).replace(str(path), name)
+    return re.sub(r"\s+", " ", line).strip()
+
+
+def _run(case: Case, work: Path, model: Path, capsys) -> tuple[int, str, list[str]]:
+    if case.cli not in _CLIS:
+        _CLIS[case.cli] = _load_cli(case.cli)
+    argv = [a.replace("{work}", str(work)) for a in case.argv(work, model)]
+    capsys.readouterr()
+    try:
+        _CLIS[case.cli].main(argv)
+        code = 0
+    except SystemExit as exit_info:
+        code = exit_info.code
+    err = capsys.readouterr().err
+    return code, err, [line for line in err.splitlines() if line.startswith("error:")]
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory, bert_tokenizer):
+    """A tiny BERT with the conftest tokenizer: bad inputs that pass the readers die on data, not model."""
+    import torch
+    from conftest import tiny_config
+    from transformers import BertModel
+
+    out = tmp_path_factory.mktemp("bad_input_model")
+    torch.manual_seed(0)
+    BertModel(tiny_config("bert", bert_tokenizer)).save_pretrained(str(out))
+    bert_tokenizer.save_pretrained(str(out))
+    return out
+
+
+OBSERVED: list[tuple[str, str, str]] = []
+
+
+@pytest.fixture(autouse=True)
+def _fresh_accelerate_state():
+    from accelerate.state import AcceleratorState, GradientState
+
+    AcceleratorState._reset_state(True)
+    GradientState._reset_state()
+    yield
+    AcceleratorState._reset_state(True)
+    GradientState._reset_state()
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{Path(c.cli).stem}:{c.bad}")
+def test_bad_input_is_one_error_line(case, tmp_path, model_dir, capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    work = tmp_path / "work"
+    work.mkdir()
+    code, err, errors = _run(case, work, model_dir, capsys)
+    assert code == 2, f"exit status {code}, stderr:\n{err[-3000:]}"
+    assert len(errors) == 1, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    assert err.strip().splitlines()[-1] == errors[0], "the error line must be the last thing printed"
+    OBSERVED.append((case.cli, case.bad, _normalize(errors[0][len("error: "):], work, model_dir)))
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def _table(rows: list[tuple[str, str, str]]) -> str:
+    lines = ["| CLI | bad input | message (`error: ...`, exit status 2) |", "|---|---|---|"]
+    for cli, bad, message in rows:
+        lines.append(f"| `{cli}` | {bad} | `{message.replace('|', '&#124;').replace('`', chr(39))}` |")
+    return "\n".join(lines)
+
+
+def test_readme_table_matches_observed():
+    """Runs after the cases (file order): the README's table is what the CLIs print."""
+    if len(OBSERVED) != len(CASES):
+        pytest.skip("the bad-input cases did not all run in this session (-k or -x); nothing to compare")
+    table = _table(OBSERVED)
+    text = README.read_text(encoding="utf-8")
+    head, rest = text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    if os.environ.get("COREFBERT_WRITE_BAD_INPUT_TABLE") == "1":
+        README.write_text(f"{head}{START}\n{table}\n{END}{tail}", encoding="utf-8")
+        return
+    documented = rest.split(END, 1)[0].strip()
+    assert documented == table, ("docs/readme/hardening.md's bad-input table differs from what the CLIs print; "
+                                 "regenerate it with COREFBERT_WRITE_BAD_INPUT_TABLE=1 pytest tests/test_bad_input.py")
