@@ -110,14 +110,16 @@ def test_features_map_mentions_to_their_tokens(bert_tokenizer):
 
 def test_truncation_drops_late_mentions_and_sliding_window_keeps_them(bert_tokenizer):
     doc = _load("train.json")[0]
-    short = _features(bert_tokenizer, doc, max_seq_length=8)  # 6 content tokens: only sentence 0
-    assert short["num_tokens"] == 6 and short["truncated_entities"] == 1  # Norway is only mentioned later
+    # A window of exactly sentence 0's subwords (plus [CLS]/[SEP]): Norway is only mentioned later.
+    first_sentence = len(bert_tokenizer(doc["sents"][0], is_split_into_words=True, add_special_tokens=False)["input_ids"])
+    short = _features(bert_tokenizer, doc, max_seq_length=first_sentence + 2)
+    assert short["num_tokens"] == first_sentence and short["truncated_entities"] == 1
     assert [len(s) for s in short["mention_spans"]] == [1, 1, 0]
-    slid = _features(bert_tokenizer, doc, max_seq_length=8, sliding_window=True, stride=4)
+    slid = _features(bert_tokenizer, doc, max_seq_length=first_sentence + 2, sliding_window=True, stride=4)
     assert slid["truncated_entities"] == 0 and [len(s) for s in slid["mention_spans"]] == [2, 2, 2]
     covered = set()
     for offset, ids in slid["windows"]:
-        assert len(ids) <= 6
+        assert len(ids) <= first_sentence
         covered.update(range(offset, offset + len(ids)))
     assert covered == set(range(slid["num_tokens"]))
 
