@@ -8,7 +8,6 @@ never draws from the global RNG, so dropout draws do not depend on it either.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import os
 
@@ -94,11 +93,9 @@ class SeededCollate:
         rows = tuple(sorted(f[ROW_KEY] for f in features))
         features = [{k: v for k, v in f.items() if k != ROW_KEY} for f in features]
         seed = batch_seed(self.seed, self.epoch, rows)
-        # The MRP collator draws from its own numpy generator, keyed by a call counter and the DataLoader
-        # worker; a copy whose generator is keyed by the batch alone makes masks independent of both.
-        collator = copy.copy(self.collator)
-        collator._next_rng = lambda: np.random.default_rng(seed)
-        return collator(features)
+        # The collator's own stream is keyed by a call counter and the DataLoader worker; a generator keyed
+        # by the batch alone makes the masks independent of both.
+        return self.collator(features, generator=np.random.default_rng(seed))
 
 
 class PreservedRng:
