@@ -68,7 +68,7 @@ def parse_args(
                 f"unknown argument(s) {', '.join(unknown)}; run with --help for the valid names",
                 path=known.config,
             )
-        for key, value in values.items():
+        for key in values:
             dests[key].required = False
         parser.set_defaults(**values)
 
