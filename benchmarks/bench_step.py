@@ -103,6 +103,8 @@ def main() -> None:
     parser.add_argument("--dtype", choices=["bf16", "fp32"], default=None, help="autocast; default bf16 on CUDA")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads; default torch's own")
+    parser.add_argument("--full_logits", action="store_true",
+                        help="run our MLM head over every position, as BertForMaskedLM does (the trainer does not)")
     parser.add_argument("--peak_tflops", type=float, default=None, help="for MFU; default from the GPU name")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -129,7 +131,9 @@ def main() -> None:
     plain_keys = ("input_ids", "attention_mask", "labels")
 
     def step(name: str, batch: dict) -> tuple[float, float]:
-        inputs = batch if name == "ours" else {k: batch[k] for k in plain_keys}
+        # Ours runs as the trainer runs it: the MLM head on the masked rows only (unless --full_logits).
+        inputs = ({**batch, "masked_logits_only": not args.full_logits} if name == "ours"
+                  else {k: batch[k] for k in plain_keys})
         _sync(device)
         wall, cpu = time.perf_counter(), time.process_time()
         optimizers[name].zero_grad(set_to_none=True)

@@ -243,7 +243,7 @@ def run_pretraining(args: PretrainingArguments, data_args=None, splits=None) -> 
             for batch in PreservedRng(batches):
                 state["batches_in_epoch"] += 1
                 with accelerator.accumulate(model):
-                    out = model(**batch)
+                    out = model(**batch, masked_logits_only=True)
                     loss = out.loss
                     bad_loss |= not bool(torch.isfinite(loss.detach()))
                     accelerator.backward(loss)

@@ -22,13 +22,13 @@ def evaluate(model, dataloader, accelerator) -> dict[str, float]:
     # mlm_loss_sum, mlm_correct, mlm_total, mrp_loss_sum, mrp_correct, mrp_total
     totals = torch.zeros(6, dtype=torch.float64, device=accelerator.device)
     for batch in PreservedRng(dataloader):
-        out = model(**batch)
+        out = model(**batch, masked_logits_only=True)
         labels = batch["labels"]
         targets = labels != -100  # [batch, seq]
         n_mlm = targets.sum()
-        predicted = out.logits.argmax(dim=-1)  # [batch, seq]
+        predicted = out.logits.argmax(dim=-1)  # [masked], in labels != -100 order
         totals[0] += out.mlm_loss.double() * n_mlm
-        totals[1] += (predicted[targets] == labels[targets]).sum()
+        totals[1] += (predicted == labels[targets]).sum()
         totals[2] += n_mlm
         if out.mrp_total is not None:
             totals[3] += out.mrp_loss.double() * out.mrp_total

@@ -243,6 +243,32 @@ def test_no_targets_gives_zero_losses_and_touches_every_parameter(bert_config):
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
 
 
+def test_masked_logits_only_gives_the_same_loss_gradients_and_masked_rows(bert_config):
+    torch.manual_seed(0)
+    model = CorefBertForPreTraining(bert_config)
+    batch = make_batch(torch.Generator().manual_seed(8), 2, 24, bert_config.vocab_size)
+    targets = batch["labels"] != -100
+    full = model(**batch)
+    full.loss.backward()
+    full_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    masked = model(**batch, masked_logits_only=True)
+    masked.loss.backward()
+    assert masked.logits.shape == (int(targets.sum()), bert_config.vocab_size)
+    torch.testing.assert_close(masked.logits, full.logits[targets])
+    assert masked.loss.item() == pytest.approx(full.loss.item(), rel=1e-6)
+    for name, param in model.named_parameters():
+        if name in full_grads:
+            torch.testing.assert_close(param.grad, full_grads[name], rtol=1e-5, atol=1e-7)
+    # Nothing masked at all: still a 0 loss and every parameter in the graph (DDP).
+    model.zero_grad()
+    batch["labels"].fill_(-100)
+    empty = model(**batch, masked_logits_only=True)
+    assert empty.mlm_loss.item() == 0.0 and empty.logits.shape == (0, bert_config.vocab_size)
+    empty.loss.backward()
+    assert [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None] == []
+
+
 def test_zero_mrp_weight_keeps_copy_vector_in_graph(bert_config):
     torch.manual_seed(0)
     model = CorefBertForPreTraining(bert_config)
