@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import shared_data
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from corefbert.collator import DataCollatorForMentionReferencePrediction
 from corefbert.errors import CorefBertError
-from tests.conftest import shared_data
 
 STORIES = Path(__file__).parent / "fixtures" / "collator" / "stories.txt"
 

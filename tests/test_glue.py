@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES, shared_data
 
 from corefbert.errors import CorefBertError
 from corefbert.tasks.glue import GlueTask, glue_files, read_glue_tsv
-from tests.conftest import FIXTURES, shared_data
 
 GLUE = FIXTURES / "glue"
 ROOT = Path(__file__).resolve().parents[1]
