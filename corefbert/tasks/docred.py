@@ -30,6 +30,7 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer
 from corefbert.errors import CorefBertError
 from corefbert.finetuning import FinetuningTask
 from corefbert.metrics.docred import best_threshold, docred_scores, training_facts
+from corefbert.readers import read_json_file
 
 NA_RELATION = "Na"
 HEAD_CONFIG = "docred_head.json"
@@ -80,15 +81,7 @@ def distance_bucket(distance: np.ndarray | int) -> np.ndarray:
 
 def load_relation_ids(path: str) -> list[str]:
     """Relation classes from ``rel_info.json``: ``["Na", "P6", "P17", ...]`` in file order (index 0 = NA)."""
-    if not os.path.isfile(path):
-        raise CorefBertError("rel_info file not found; pass the DocRED rel_info.json", path=path)
-    try:
-        with open(path, encoding="utf-8") as handle:
-            info = json.load(handle)
-    except UnicodeDecodeError as err:
-        raise CorefBertError(f"not UTF-8 text ({err.reason} at byte {err.start})", path=path) from None
-    except json.JSONDecodeError as err:
-        raise CorefBertError(f"not valid JSON ({err.msg})", path=path, position=err.lineno) from None
+    info = read_json_file(path, missing="rel_info file not found; pass the DocRED rel_info.json")
     if not isinstance(info, dict) or not info or not all(isinstance(k, str) for k in info):
         raise CorefBertError("expected a JSON object of relation id -> name", path=path)
     return [NA_RELATION] + list(info)
@@ -100,15 +93,7 @@ def read_docred(path: str, relations: list[str]) -> list[dict]:
     Every mention must lie inside its sentence, every label must name existing entities and a relation
     of ``relations``; anything else is a :class:`CorefBertError` naming the document.
     """
-    if not os.path.isfile(path):
-        raise CorefBertError("DocRED file not found", path=path)
-    try:
-        with open(path, encoding="utf-8") as handle:
-            documents = json.load(handle)
-    except UnicodeDecodeError as err:
-        raise CorefBertError(f"not UTF-8 text ({err.reason} at byte {err.start})", path=path) from None
-    except json.JSONDecodeError as err:
-        raise CorefBertError(f"not valid JSON ({err.msg})", path=path, position=err.lineno) from None
+    documents = read_json_file(path, missing="DocRED file not found; check the path")
     if not isinstance(documents, list):
         raise CorefBertError("expected a JSON list of documents (official DocRED format)", path=path)
     known = set(relations)

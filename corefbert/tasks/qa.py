@@ -25,6 +25,7 @@ import zlib
 from dataclasses import dataclass, field
 
 from corefbert.errors import CorefBertError
+from corefbert.readers import read_json_file
 
 logger = logging.getLogger(__name__)
 
@@ -113,15 +114,7 @@ def read_squad_json(path: str, keep_unanswered: bool = False) -> list[QAExample]
     Questions without answers (SQuAD 2.0 ``is_impossible``, or a test file) are skipped and counted,
     unless ``keep_unanswered`` (to predict on a test file without gold answers).
     """
-    if not os.path.isfile(path):
-        raise CorefBertError("file not found; check the path", path=path)
-    try:
-        with open(path, encoding="utf-8") as handle:
-            root = json.load(handle)
-    except UnicodeDecodeError as err:
-        raise CorefBertError(f"not UTF-8 text ({err.reason} at byte {err.start})", path=path) from None
-    except json.JSONDecodeError as err:
-        raise CorefBertError(f"not valid JSON ({err.msg})", path=path, position=f"{err.lineno}:{err.colno}") from None
+    root = read_json_file(path)
     _require(isinstance(root, dict) and isinstance(root.get("data"), list), 'no top-level "data" list', path, "root")
     stats = ReadStats()
     examples: list[QAExample] = []
