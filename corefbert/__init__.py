@@ -9,6 +9,10 @@ Public API (imported lazily, so ``import corefbert`` stays cheap):
     CorefBertForPreTraining,                    copy-based MRP head on BERT / RoBERTa (modeling.py)
     CorefRobertaForPreTraining, mrp_loss,
     load_pretraining_model                      picks the class from a checkpoint's model_type
+    FinetuningArguments, FinetuningTask,        the one fine-tuning loop every CLI uses (finetuning.py)
+    run_finetuning
+    load_metric                                 offline `evaluate` modules (metrics/)
+    CopyResolver                                zero-shot pronoun resolution with the copy head (resolver.py)
 """
 
 from __future__ import annotations
@@ -29,6 +33,11 @@ _EXPORTS = {
     "CorefBertPreTrainingOutput": "corefbert.modeling",
     "mrp_loss": "corefbert.modeling",
     "load_pretraining_model": "corefbert.modeling",
+    "FinetuningArguments": "corefbert.finetuning",
+    "FinetuningTask": "corefbert.finetuning",
+    "run_finetuning": "corefbert.finetuning",
+    "load_metric": "corefbert.metrics",
+    "CopyResolver": "corefbert.resolver",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

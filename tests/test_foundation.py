@@ -56,3 +56,14 @@ def test_cli_defaults_sit_between_dataclass_and_config(tmp_path):
     cfg.write_text("learning_rate: 0.25\n")
     (args,) = parse_args([_Args], ["--config", str(cfg), "--model_name_or_path", "m"], defaults={"learning_rate": 2e-5})
     assert args.learning_rate == 0.25
+
+
+def test_public_api_resolves():
+    import corefbert
+
+    names = [name for name in corefbert.__all__ if name != "__version__"]
+    assert {"DataCollatorForMentionReferencePrediction", "CorefBertForPreTraining", "run_finetuning"} <= set(names)
+    for name in names:
+        assert getattr(corefbert, name) is not None
+    with pytest.raises(AttributeError):
+        corefbert.not_a_name  # noqa: B018
