@@ -42,21 +42,25 @@ def _fresh_accelerate_state():
     GradientState._reset_state()
 
 
-def _save_tiny_bert(out: Path, dropout: float = 0.1) -> Path:
+def _save_tiny_bert(out: Path, dropout: float = 0.1, tokenizer_from: Path | None = None) -> Path:
     """A tiny random BERT with a WordPiece vocabulary trained on the fixture text.
 
-    Built here rather than from conftest's ``bert_tokenizer``: under transformers 5 that fixture's
-    ``BertTokenizerFast(vocab_file=...)`` ignores the file and leaves a 5-token vocabulary.
+    ``tokenizer_from``: reuse that checkpoint's tokenizer instead. A model meant for a corpus prepared
+    with another checkpoint's tokenizer must share it: WordPiece training breaks frequency ties in hash
+    order, so two trainings on the same text can number (and even size) the vocabulary differently.
     """
     from conftest import FIXTURES, tiny_config
     from tokenizers import BertWordPieceTokenizer
-    from transformers import BertModel, BertTokenizerFast
+    from transformers import AutoTokenizer, BertModel, BertTokenizerFast
 
     out.mkdir(parents=True, exist_ok=True)
-    trainer = BertWordPieceTokenizer(lowercase=True)
-    trainer.train_from_iterator((FIXTURES / "tiny_corpus.txt").read_text().splitlines(), vocab_size=600)
-    trainer.save_model(str(out))
-    tokenizer = BertTokenizerFast(vocab=str(out / "vocab.txt"), do_lower_case=True)
+    if tokenizer_from is not None:
+        tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_from))
+    else:
+        trainer = BertWordPieceTokenizer(lowercase=True)
+        trainer.train_from_iterator((FIXTURES / "tiny_corpus.txt").read_text().splitlines(), vocab_size=600)
+        trainer.save_model(str(out))
+        tokenizer = BertTokenizerFast(vocab=str(out / "vocab.txt"), do_lower_case=True)
     assert len(tokenizer) > 100
     config = tiny_config("bert", tokenizer)
     config.hidden_dropout_prob = config.attention_probs_dropout_prob = dropout
@@ -392,10 +396,10 @@ def _subprocess_env() -> dict:
 
 @pytest.mark.slow
 @pytest.mark.distributed
-def test_two_cpu_processes_match_one_process_with_doubled_accumulation(tmp_path, corpus_dir, capsys):
+def test_two_cpu_processes_match_one_process_with_doubled_accumulation(tmp_path, tiny_bert_dir, corpus_dir, capsys):
     import subprocess
 
-    nodrop = _save_tiny_bert(tmp_path / "nodrop", dropout=0.0)  # dropout draws differ per process
+    nodrop = _save_tiny_bert(tmp_path / "nodrop", dropout=0.0, tokenizer_from=tiny_bert_dir)  # dropout draws differ per process
     common = ["--model_name_or_path", str(nodrop), "--dataset_dir", str(corpus_dir), "--max_steps", "4",
               "--per_device_train_batch_size", "2", "--logging_steps", "1", "--learning_rate", "1e-3",
               "--warmup_ratio", "0.5", "--mixed_precision", "no", "--eval_steps", "2", "--checkpointing_steps", "4",
@@ -422,7 +426,7 @@ def test_two_cpu_processes_match_one_process_with_doubled_accumulation(tmp_path,
 @pytest.mark.slow
 @pytest.mark.deepspeed
 @pytest.mark.parametrize("stage", [2, 3])
-def test_deepspeed_single_cpu_process_saves_and_resumes(tmp_path, corpus_dir, stage):
+def test_deepspeed_single_cpu_process_saves_and_resumes(tmp_path, tiny_bert_dir, corpus_dir, stage):
     """ZeRO-2/3 on one CPU process (gloo, bf16): checkpoints, an exact resume, and full final weights."""
     import subprocess
 
@@ -430,7 +434,7 @@ def test_deepspeed_single_cpu_process_saves_and_resumes(tmp_path, corpus_dir, st
     from safetensors.torch import load_file
     from transformers import AutoModelForMaskedLM
 
-    nodrop = _save_tiny_bert(tmp_path / "nodrop", dropout=0.0)
+    nodrop = _save_tiny_bert(tmp_path / "nodrop", dropout=0.0, tokenizer_from=tiny_bert_dir)
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
            str(ROOT / "accelerate_configs" / f"deepspeed_zero{stage}.yaml"), "--num_processes", "1",
