@@ -213,6 +213,26 @@ class _Evaluator:
         return metrics
 
 
+def check_data_flags(args: FinetuningArguments, train_file, validation_file, test_file, can_split: bool,
+                     kind: str = "") -> None:
+    """Fail before any model loads when a ``--do_*`` flag has no data. ``can_split``: ``--split_seed``
+    may hold out part of ``--train_file`` for evaluation. ``kind`` names the expected format."""
+    hint = f" ({kind})" if kind else ""
+    if args.do_train and not train_file:
+        raise CorefBertError(f"--do_train needs --train_file{hint}")
+    if args.do_predict and not test_file:
+        raise CorefBertError(f"--do_predict needs --test_file{hint}")
+    if args.do_eval and not (validation_file or can_split):
+        raise CorefBertError("--do_eval needs --validation_file, or --split_seed to hold out part of --train_file")
+
+
+def report_results(results: dict[str, float]) -> dict[str, float]:
+    """Print ``results`` as JSON once (main process only: every rank of a DDP run holds the same dict)."""
+    if int(os.environ.get("RANK", "0")) == 0:
+        print(json.dumps(results, indent=2, sort_keys=True))
+    return results
+
+
 def run_finetuning(task: FinetuningTask, args: FinetuningArguments) -> dict[str, float]:
     """Train / evaluate / predict ``task`` as ``args`` say; returns what ``all_results.json`` holds."""
     _check_args(args)

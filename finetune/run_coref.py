@@ -23,12 +23,11 @@ score, and for GAP files ``<split>_<file>_gap.tsv`` in the official system forma
 
 from __future__ import annotations
 
-import json
 import logging
 
 from corefbert.arguments import parse_args
 from corefbert.errors import cli_entry
-from corefbert.finetuning import FinetuningArguments, run_finetuning
+from corefbert.finetuning import FinetuningArguments, report_results, run_finetuning
 from corefbert.tasks.coref_task import COREF_DEFAULTS, CorefArguments, CorefTask
 
 
@@ -37,9 +36,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.INFO)
     data_args, args = parse_args([CorefArguments, FinetuningArguments], argv, prog="run_coref.py",
                                  defaults=COREF_DEFAULTS)
-    results = run_finetuning(CorefTask(data_args, args), args)
-    print(json.dumps(results, indent=2))
-    return results
+    return report_results(run_finetuning(CorefTask(data_args, args), args))
 
 
 if __name__ == "__main__":

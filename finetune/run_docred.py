@@ -18,8 +18,8 @@ Predict with a fine-tuned model (its relation classes and dev threshold travel w
 from __future__ import annotations
 
 from corefbert.arguments import parse_args
-from corefbert.errors import CorefBertError, cli_entry
-from corefbert.finetuning import FinetuningArguments, run_finetuning
+from corefbert.errors import cli_entry
+from corefbert.finetuning import FinetuningArguments, check_data_flags, report_results, run_finetuning
 from corefbert.tasks.docred import DocredArguments, DocredTask
 
 # The paper's DocRED settings (appendix): LR 4e-5, batch 32; evaluation every few epochs keeps the best.
@@ -30,17 +30,10 @@ DEFAULTS = {"learning_rate": 4e-5, "per_device_train_batch_size": 32, "per_devic
 def main(argv: list[str] | None = None) -> dict[str, float]:
     data_args, train_args = parse_args((DocredArguments, FinetuningArguments), argv, prog="run_docred.py",
                                        defaults=DEFAULTS)
-    if train_args.do_train and not data_args.train_file:
-        raise CorefBertError("--do_train needs --train_file (official DocRED JSON)")
-    if train_args.do_predict and not data_args.test_file:
-        raise CorefBertError("--do_predict needs --test_file (official DocRED JSON)")
-    if train_args.do_eval and not (data_args.validation_file or data_args.split_seed is not None):
-        raise CorefBertError("--do_eval needs --validation_file, or --split_seed to hold out part of --train_file")
+    check_data_flags(train_args, data_args.train_file, data_args.validation_file, data_args.test_file,
+                     can_split=data_args.split_seed is not None, kind="official DocRED JSON")
     task = DocredTask(data_args, train_args.model_name_or_path, seed=train_args.seed)
-    results = run_finetuning(task, train_args)
-    for key in sorted(results):
-        print(f"{key} = {results[key]}")
-    return results
+    return report_results(run_finetuning(task, train_args))
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ import argparse
 
 from corefbert.arguments import load_yaml_config, parse_args
 from corefbert.errors import CorefBertError, cli_entry
-from corefbert.finetuning import FinetuningArguments, run_finetuning
+from corefbert.finetuning import FinetuningArguments, check_data_flags, report_results, run_finetuning
 from corefbert.tasks.fever import FeverArguments, FeverTask
 
 # Paper settings (KGAT setup): 3 epochs, LR 2e-5 for BERT-concat, 5e-5 for KGAT; 5 sentences of 130 tokens.
@@ -51,17 +51,10 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         raise CorefBertError(f"--model_type {model_type!r} is not one of {', '.join(DEFAULTS)}")
     data_args, train_args = parse_args((FeverArguments, FinetuningArguments), argv, prog="run_fever.py",
                                        defaults=DEFAULTS[model_type])
-    if train_args.do_train and not data_args.train_file:
-        raise CorefBertError("--do_train needs --train_file")
-    if train_args.do_predict and not data_args.test_file:
-        raise CorefBertError("--do_predict needs --test_file")
-    if train_args.do_eval and not (data_args.validation_file or data_args.split_seed is not None):
-        raise CorefBertError("--do_eval needs --validation_file, or --split_seed to hold out part of --train_file")
+    check_data_flags(train_args, data_args.train_file, data_args.validation_file, data_args.test_file,
+                     can_split=data_args.split_seed is not None)
     task = FeverTask(data_args, train_args.model_name_or_path, seed=train_args.seed)
-    results = run_finetuning(task, train_args)
-    for key in sorted(results):
-        print(f"{key} = {results[key]}")
-    return results
+    return report_results(run_finetuning(task, train_args))
 
 
 if __name__ == "__main__":

@@ -12,14 +12,13 @@ Test predictions in the GLUE submission format (``<TASK>.tsv``; MNLI writes MNLI
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from dataclasses import dataclass, field
 
 from corefbert.arguments import parse_args
 from corefbert.errors import cli_entry
-from corefbert.finetuning import FinetuningArguments, run_finetuning
+from corefbert.finetuning import FinetuningArguments, report_results, run_finetuning
 from corefbert.tasks.glue import GlueTask, glue_files
 
 
@@ -63,10 +62,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         tokenizer = AutoTokenizer.from_pretrained(glue_args.tokenizer_name)
     task = GlueTask(glue_args.task_name, args.model_name_or_path, files, tokenizer=tokenizer,
                     max_seq_length=glue_args.max_seq_length)
-    results = run_finetuning(task, args)
-    if int(os.environ.get("RANK", "0")) == 0:
-        print(json.dumps(results, indent=2, sort_keys=True))
-    return results
+    return report_results(run_finetuning(task, args))
 
 
 if __name__ == "__main__":

@@ -17,12 +17,11 @@ Writes ``all_results.json`` and ``eval_predictions.json`` ``{qid: answer}`` (the
 
 from __future__ import annotations
 
-import json
 import logging
 
 from corefbert.arguments import parse_args
 from corefbert.errors import cli_entry
-from corefbert.finetuning import FinetuningArguments, run_finetuning
+from corefbert.finetuning import FinetuningArguments, report_results, run_finetuning
 from corefbert.tasks.extractive_qa import QADataArguments
 from corefbert.tasks.mrqa import MRQA_DEFAULTS, MRQATask
 
@@ -32,9 +31,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.INFO)
     data_args, args = parse_args([QADataArguments, FinetuningArguments], argv, prog="run_mrqa.py",
                                  defaults=MRQA_DEFAULTS)
-    results = run_finetuning(MRQATask(data_args, args), args)
-    print(json.dumps(results, indent=2))
-    return results
+    return report_results(run_finetuning(MRQATask(data_args, args), args))
 
 
 if __name__ == "__main__":

@@ -16,12 +16,11 @@ Writes ``all_results.json`` (EM/F1 by the official DROP-style metric), ``eval_pr
 
 from __future__ import annotations
 
-import json
 import logging
 
 from corefbert.arguments import parse_args
 from corefbert.errors import cli_entry
-from corefbert.finetuning import FinetuningArguments, run_finetuning
+from corefbert.finetuning import FinetuningArguments, report_results, run_finetuning
 from corefbert.tasks.quoref import QUOREF_DEFAULTS, QuorefArguments, QuorefTask
 
 
@@ -30,9 +29,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.INFO)
     data_args, args = parse_args([QuorefArguments, FinetuningArguments], argv, prog="run_quoref.py",
                                  defaults=QUOREF_DEFAULTS)
-    results = run_finetuning(QuorefTask(data_args, args), args)
-    print(json.dumps(results, indent=2))
-    return results
+    return report_results(run_finetuning(QuorefTask(data_args, args), args))
 
 
 if __name__ == "__main__":
