@@ -192,11 +192,21 @@ def document_features(doc: dict, tokenizer, max_seq_length: int, sliding_window:
 
 
 class DocredDataset(torch.utils.data.Dataset):
-    """Documents as features; training draws ``num_na_pairs`` NA pairs per document anew at every access."""
+    """Documents as features; training draws ``num_na_pairs`` NA pairs per document anew in every epoch.
+
+    The draw is a function of (seed, epoch, document) alone, not of a generator advanced by earlier
+    accesses: a run resumed from a checkpoint skips the batches it already did without reading them, and
+    must still draw what the uninterrupted run drew. Accelerate's ``set_epoch`` on the training dataloader
+    passes the epoch on (single process; see :meth:`set_epoch`).
+    """
 
     def __init__(self, features: list[dict], num_na_pairs: int = -1, seed: int | None = None):
-        self.features, self.num_na_pairs = features, num_na_pairs
-        self.rng = random.Random(seed) if seed is not None else None
+        self.features, self.num_na_pairs, self.seed = features, num_na_pairs, seed
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Draw the NA pairs of ``epoch`` from now on."""
+        self.epoch = epoch
 
     def __len__(self) -> int:
         return len(self.features)
@@ -205,10 +215,11 @@ class DocredDataset(torch.utils.data.Dataset):
         feature = self.features[index]
         count = len(feature["mention_spans"])
         pairs = [(h, t) for h in range(count) for t in range(count) if h != t]
-        if self.rng is not None and self.num_na_pairs >= 0:
+        if self.seed is not None and self.num_na_pairs >= 0:
             positive = [p for p in pairs if p in feature["labels"]]
             negative = [p for p in pairs if p not in feature["labels"]]
-            negative = self.rng.sample(negative, min(self.num_na_pairs, len(negative)))
+            rng = random.Random(f"{self.seed}-{self.epoch}-{index}")  # a str seed hashes the same in every process
+            negative = rng.sample(negative, min(self.num_na_pairs, len(negative)))
             pairs = positive + negative
         return {**feature, "doc_index": index, "pairs": pairs}
 
