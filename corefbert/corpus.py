@@ -4,7 +4,9 @@ Per document: spaCy words and noun mentions (:mod:`corefbert.mentions`), one fas
 character offsets, words mapped onto subwords through those offsets (never ``##``/``Ġ``), then greedy
 packing of whole words into sequences of contiguous text. Documents flow through ``datasets.map`` in
 small batches, so memory stays bounded and ``num_proc`` parallelizes; the result is cached by a
-fingerprint of the inputs, the tokenizer and the settings.
+fingerprint of the inputs, the tokenizer and the settings. The work runs in chunks of documents that
+are saved as they finish, so a killed run resumes; saved folders carry an integrity manifest that every
+load checks (:mod:`corefbert.corpus_cache`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,14 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from corefbert.corpus_cache import (
+    VERIFY_MODES,
+    ChunkCache,
+    chunk_ranges,
+    load_verified,
+    remove_stale,
+    write_manifest,
+)
 from corefbert.corpus_io import document_sources, source_fingerprint
 from corefbert.errors import CorefBertError
 from corefbert.mentions import GROUP_BY_CHOICES, MentionExtractor, load_spacy_pipeline
@@ -68,6 +78,12 @@ class PrepareArguments:
     num_shards: int = field(default=1, metadata={"help": "Split the documents into this many shards..."})
     shard_index: int = field(default=0, metadata={"help": "...and prepare only this one (0-based)."})
     preprocessing_batch_size: int = field(default=64, metadata={"help": "Documents per map batch."})
+    documents_per_chunk: int = field(
+        default=10_000, metadata={"help": "Documents per saved chunk: a killed run resumes after the last "
+                                  "finished chunk. No effect on the output."})
+    verify_corpus: str = field(
+        default="auto", metadata={"help": "Check of a cached corpus before reuse: sizes | checksums | auto "
+                                  "(checksums up to 2 GiB, else sizes)."})
     overwrite_cache: bool = field(default=False, metadata={"help": "Prepare again even if cached."})
 
 
@@ -250,6 +266,10 @@ def _check_args(args: PrepareArguments) -> None:
         raise CorefBertError(f"--short_seq_prob must be in [0, 1], not {args.short_seq_prob}")
     if args.num_shards < 1 or not 0 <= args.shard_index < args.num_shards:
         raise CorefBertError(f"--shard_index {args.shard_index} must be in [0, --num_shards {args.num_shards})")
+    if args.documents_per_chunk < 1:
+        raise CorefBertError(f"--documents_per_chunk must be at least 1, not {args.documents_per_chunk}")
+    if args.verify_corpus not in VERIFY_MODES:
+        raise CorefBertError(f"--verify_corpus must be one of {', '.join(VERIFY_MODES)}, not {args.verify_corpus!r}")
 
 
 def load_tokenizer(model_name_or_path: str | None):
@@ -277,7 +297,7 @@ def corpus_fingerprint(args, tokenizer, nlp, train_sources, validation_sources) 
     else:
         tagger = f"{getattr(nlp, '__module__', '')}.{getattr(nlp, '__qualname__', type(nlp).__name__)}"
     ignored = {"train_file", "validation_file", "model_name_or_path", "output_dir", "num_proc",
-               "preprocessing_batch_size", "overwrite_cache", "spacy_model"}
+               "preprocessing_batch_size", "overwrite_cache", "spacy_model", "documents_per_chunk", "verify_corpus"}
     key = {
         "version": CORPUS_FORMAT_VERSION,
         "settings": {k: v for k, v in asdict(args).items() if k not in ignored},
@@ -311,6 +331,14 @@ def format_summary(summary: dict) -> str:
                          + " (documents without nouns are kept for MLM only; over-long words are dropped)")
     for item in summary["skipped_files"]:
         lines.append(f"  skipped file {item['path']}: {item['reason']}")
+    chunks = summary.get("chunks")
+    if chunks:
+        parts = []
+        for split, c in chunks.items():
+            notes = [f"{c['reused']} reused from an interrupted run"] if c["reused"] else []
+            notes += [f"{c['redone']} damaged and redone"] if c["redone"] else []
+            parts.append(f"{split} {c['total']}" + (f" ({', '.join(notes)})" if notes else ""))
+        lines.append(f"  chunks of {summary['documents_per_chunk']} documents: {', '.join(parts)}")
     return "\n".join(lines)
 
 
@@ -320,7 +348,10 @@ def prepare_corpus(args: PrepareArguments, tokenizer=None, nlp=None):
     ``tokenizer``: a fast tokenizer, default ``AutoTokenizer`` of ``args.model_name_or_path``.
     ``nlp``: a spaCy ``Language`` or ``text -> Doc`` callable, default ``args.spacy_model``.
     The result is saved to ``args.output_dir`` with ``prepare_summary.json``; an identical second run
-    (same inputs, tokenizer, tagger and settings) loads it instead of preparing again.
+    (same inputs, tokenizer, tagger and settings) loads it instead of preparing again, after checking
+    its files against ``prepare_manifest.json`` (``args.verify_corpus``). Finished chunks of
+    ``args.documents_per_chunk`` documents are kept in ``<output_dir>.resume/`` until the corpus is in
+    place, so a rerun after a kill tags only the rest.
     """
     import datasets
 
@@ -335,14 +366,18 @@ def prepare_corpus(args: PrepareArguments, tokenizer=None, nlp=None):
     fingerprint_path = os.path.join(output_dir, FINGERPRINT_FILE)
     if not args.overwrite_cache and os.path.isfile(fingerprint_path):
         if _read_json(fingerprint_path).get("fingerprint") == fingerprint:
+            fix = f"rerun prepare_corpus.py with --overwrite_cache, or delete {output_dir}"
+            data = load_verified(output_dir, args.verify_corpus, fix)
             print(f"reusing the prepared corpus in {output_dir} (same inputs, tokenizer and settings)")
             print(format_summary(_read_json(os.path.join(output_dir, SUMMARY_FILE))))
-            return datasets.load_from_disk(output_dir)
+            return data
     if os.path.exists(output_dir) and not os.path.isdir(output_dir):
         raise CorefBertError("--output_dir is a file, not a directory; pass a directory path", path=output_dir)
     if os.path.isdir(output_dir) and os.listdir(output_dir) and not os.path.isfile(fingerprint_path):
         raise CorefBertError("output_dir exists and is not a prepared corpus; choose a new or empty --output_dir",
                              path=output_dir)
+    parent, base = os.path.split(output_dir)
+    remove_stale(parent, f"{base}.work-")  # per-process scratch of runs that were killed
     work = f"{output_dir}.work-{os.getpid()}"
     os.makedirs(work, exist_ok=True)
     try:
@@ -401,8 +436,10 @@ def _prepare(args, tokenizer, nlp, train_sources, validation_sources, fingerprin
     if extractor is None and not (args.num_proc or 1) > 1:
         extractor = MentionExtractor(load_spacy_pipeline(args.spacy_model, lemmas=args.group_by == "lemma"),
                                      group_by=args.group_by)
-    out_features = datasets.Features({name: datasets.List(datasets.Value("int32")) for name in COLUMNS})
-    splits, stats = {}, {}
+    cache = ChunkCache(f"{output_dir}.resume", fingerprint, fresh=args.overwrite_cache)
+    if cache.finished():
+        print(f"resuming: {cache.finished()} finished chunk(s) of an interrupted run in {cache.folder}")
+    splits, stats, chunks = {}, {}, {}
     for split, split_docs in (("train", docs), ("validation", validation_docs)):
         if args.num_shards > 1:
             # Own contiguous bounds: datasets' shard() raises when there are fewer rows than shards.
@@ -412,42 +449,86 @@ def _prepare(args, tokenizer, nlp, train_sources, validation_sources, fingerprin
             if split == "train" and len(split_docs) == 0:
                 raise CorefBertError(f"shard {args.shard_index} of {args.num_shards} holds no training document "
                                      f"(the corpus has {len(docs)}); use fewer --num_shards")
-        stats_dir = os.path.join(work, f"{split}-stats")
-        os.makedirs(stats_dir)
         packer = SequencePacker(tokenizer, extractor, spacy_model=args.spacy_model, group_by=args.group_by,
                                 max_seq_length=args.max_seq_length, short_seq_prob=args.short_seq_prob,
-                                seed=args.seed, text_column="text", stats_dir=stats_dir)
-        num_proc = min(args.num_proc, len(split_docs)) if args.num_proc and args.num_proc > 1 else None
-        splits[split] = split_docs.map(
-            packer, batched=True, batch_size=args.preprocessing_batch_size, num_proc=num_proc or None,
-            remove_columns=split_docs.column_names, features=out_features, load_from_cache_file=False,
-            new_fingerprint=f"{fingerprint}-{split}-{args.shard_index}", desc=f"tagging and packing {split}",
-        )
-        if len(splits[split]) == 0:  # datasets can neither save nor reload an empty map output
-            splits[split] = datasets.Dataset.from_dict({c: [] for c in COLUMNS}, features=out_features)
-        totals = dict.fromkeys(STAT_KEYS, 0)
-        for name in os.listdir(stats_dir):
-            for key, value in _read_json(os.path.join(stats_dir, name)).items():
-                totals[key] += value
+                                seed=args.seed, text_column="text")
+        splits[split], totals, chunks[split] = _pack_in_chunks(split, split_docs, packer, cache, args,
+                                                               fingerprint, work)
         stats[split] = {"empty_documents": empty[split], **totals}
     if stats["train"]["sequences_with_groups"] == 0:
+        cache.clear()
         raise CorefBertError("no noun occurs twice within any training sequence, so MRP has nothing to learn; "
                              "use longer documents or a larger --max_seq_length, and check that the spaCy "
                              "pipeline tags nouns", path=", ".join(s.path for s in train_sources[:3]))
 
     summary = {"fingerprint": fingerprint, "output_dir": output_dir, "seconds": time.time() - started,
                "shard": [args.shard_index, args.num_shards], "skipped_files": skipped_files, "splits": stats,
-               "settings": asdict(args)}
+               "settings": asdict(args), "documents_per_chunk": args.documents_per_chunk, "chunks": chunks}
     staging = os.path.join(work, "staging")
     # An empty split saved with datasets' default sharding cannot be loaded again; one shard can.
     datasets.DatasetDict(splits).save_to_disk(staging, num_shards={k: 1 if len(v) == 0 else None
                                                                    for k, v in splits.items()})
     with open(os.path.join(staging, SUMMARY_FILE), "w") as handle:
         json.dump(summary, handle, indent=2, default=str)
+    write_manifest(staging)
+    # The fingerprint file comes last: a folder is a finished corpus only once it is there.
     with open(os.path.join(staging, FINGERPRINT_FILE), "w") as handle:
         json.dump({"fingerprint": fingerprint}, handle)
     if os.path.isdir(output_dir):
         shutil.rmtree(output_dir)
     os.replace(staging, output_dir)
+    cache.clear()
     print(format_summary(summary))
     return datasets.load_from_disk(output_dir)
+
+
+def _pack_in_chunks(split, docs, packer, cache, args, fingerprint, work):
+    """Tag and pack ``docs`` one chunk of ``args.documents_per_chunk`` at a time, reusing finished chunks.
+
+    Returns the split's rows (the chunks concatenated in document order), its summed statistics, and
+    ``{"total", "reused", "redone"}`` chunk counts. Each document's length draws are seeded by its id,
+    so the rows do not depend on where the chunk boundaries fall.
+    """
+    import datasets
+
+    totals = dict.fromkeys(STAT_KEYS, 0)
+    reused, redone, parts = cache.reused, cache.redone, []
+    ranges = chunk_ranges(len(docs), args.documents_per_chunk)
+    for number, (start, end) in enumerate(ranges, start=1):
+        found = cache.load(split, start, end)
+        if found is None:
+            label = f"{split}-{start}"
+            stats_dir = os.path.join(work, f"stats-{label}")
+            os.makedirs(stats_dir)
+            packer.stats_dir = stats_dir
+            chunk_docs = docs.select(range(start, end))
+            num_proc = min(args.num_proc, len(chunk_docs)) if args.num_proc and args.num_proc > 1 else None
+            where = f" (chunk {number} of {len(ranges)})" if len(ranges) > 1 else ""
+            rows = chunk_docs.map(
+                packer, batched=True, batch_size=args.preprocessing_batch_size, num_proc=num_proc,
+                remove_columns=chunk_docs.column_names, features=_packed_features(), load_from_cache_file=False,
+                new_fingerprint=f"{fingerprint}-{label}-{args.shard_index}",
+                desc=f"tagging and packing {split}{where}",
+            )
+            if len(rows) == 0:  # datasets can neither save nor reload an empty map output
+                rows = datasets.Dataset.from_dict({c: [] for c in COLUMNS}, features=_packed_features())
+            chunk_stats = dict.fromkeys(STAT_KEYS, 0)
+            for name in os.listdir(stats_dir):
+                for key, value in _read_json(os.path.join(stats_dir, name)).items():
+                    chunk_stats[key] += value
+            found = cache.save(split, start, end, rows, chunk_stats)
+            # The map output now lives in the chunk folder; drop the scratch copy to keep disk use at 2x.
+            for item in rows.cache_files:
+                if item["filename"].startswith(work):
+                    os.remove(item["filename"])
+        parts.append(found[0])
+        for key, value in found[1].items():
+            totals[key] += value
+    rows = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
+    return rows, totals, {"total": len(ranges), "reused": cache.reused - reused, "redone": cache.redone - redone}
+
+
+def _packed_features():
+    import datasets
+
+    return datasets.Features({name: datasets.List(datasets.Value("int32")) for name in COLUMNS})

@@ -21,20 +21,24 @@ CORPUS_COLUMNS = ("input_ids", "word_ids", "mention_starts", "mention_ends", "me
 ROW_KEY = "__row__"
 
 
-def load_prepared_corpus(dataset_dir: str):
-    """An already prepared corpus (``DatasetDict`` with train and validation) from ``save_to_disk``."""
-    import datasets
+def load_prepared_corpus(dataset_dir: str, verify: str | None = None):
+    """An already prepared corpus (``DatasetDict`` with train and validation) from ``save_to_disk``.
+
+    Its files are checked against the ``prepare_manifest.json`` that ``prepare_corpus`` writes: sizes
+    always, SHA-256 too under ``verify="checksums"``, or ``"auto"`` (the default, overridden by
+    ``$COREFBERT_VERIFY_CORPUS``) for corpora up to 2 GiB. A truncated or altered file is one error line
+    instead of a crash inside pyarrow or training on fewer rows; a folder without a manifest loads with
+    a warning.
+    """
+    from corefbert.corpus_cache import load_verified
 
     if not os.path.isdir(dataset_dir):
         raise CorefBertError("prepared corpus folder not found; check --dataset_dir", path=dataset_dir)
-    try:
-        splits = datasets.load_from_disk(dataset_dir)
-    except (FileNotFoundError, ValueError, OSError) as err:
-        reason = " ".join(str(err).split())[:160]
-        raise CorefBertError(
-            f"not a saved datasets corpus ({reason}); prepare one with the corpus flags", path=dataset_dir
-        ) from None
-    return splits
+    if not any(os.path.isfile(os.path.join(dataset_dir, name)) for name in ("dataset_dict.json", "state.json")):
+        raise CorefBertError("not a saved datasets corpus (no dataset_dict.json or state.json); prepare one "
+                             "with the corpus flags", path=dataset_dir)
+    fix = f"prepare it again (prepare_corpus.py with the same flags and --overwrite_cache, or delete {dataset_dir})"
+    return load_verified(dataset_dir, verify, fix)
 
 
 def check_corpus(splits, where: str):
