@@ -69,6 +69,10 @@ CASES = {
     "glue": ("run_glue", lambda tmp: [
         "--task_name", "rte", "--data_dir", str(FIXTURES / "glue" / "RTE"), "--max_seq_length", "48",
         "--per_device_train_batch_size", "8"]),
+    # Regression head; evaluation (and the best-model choice) after every update, between checkpoints too.
+    "glue_stsb_eval_every_update": ("run_glue", lambda tmp: [
+        "--task_name", "stsb", "--data_dir", str(FIXTURES / "glue" / "STS-B"), "--max_seq_length", "48",
+        "--per_device_train_batch_size", "4", "--eval_steps", "1"]),
     "quoref": ("run_quoref", lambda tmp: [
         "--train_file", str(FIXTURES / "quoref" / "quoref_tiny.json"),
         "--validation_file", str(FIXTURES / "quoref" / "quoref_tiny.json"),
