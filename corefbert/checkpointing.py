@@ -4,15 +4,24 @@ A checkpoint is written by :meth:`accelerate.Accelerator.save_state` into a temp
 (``step_N.tmp``), completed with ``trainer_state.json`` (written last, fsynced), and only then renamed to
 ``step_N``. A rename within one directory is atomic, so a kill at any moment leaves either the previous
 checkpoints or the new one, never a half-written "latest". Leftover ``.tmp`` folders of a killed save are
-ignored and removed on the next save.
+ignored and removed on the next save. Old checkpoints are renamed out of the ``step_N`` namespace before
+they are deleted, so an interrupted deletion never looks like a checkpoint either.
+
+A save that fails for lack of space or permission removes its partial folder (freeing what it took) and
+stops the run with one line naming the checkpoint that is still intact; :func:`check_writable` fails a run
+before any loading when its output directory cannot take files at all.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import re
 import shutil
+import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 from corefbert.errors import CorefBertError
@@ -80,6 +89,97 @@ def read_trainer_state(path: str | os.PathLike) -> dict:
     return json.loads((Path(path) / STATE_FILE).read_text(encoding="utf-8"))
 
 
+def check_writable(output_dir: str | os.PathLike, flag: str = "--output_dir") -> None:
+    """Create ``output_dir`` and write a probe file in it; one error line if the filesystem refuses.
+
+    Run before loading models or data: a read-only mount or a full disk should cost seconds, not the hour
+    it takes to reach the first checkpoint.
+    """
+    path = Path(output_dir)
+    if path.is_file():
+        raise CorefBertError(f"{flag} is a file, not a directory; pass a directory path", path=path)
+    probe = path / f".write_probe_{os.getpid()}"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with open(probe, "wb") as handle:
+            handle.write(b"corefbert")
+            handle.flush()
+            os.fsync(handle.fileno())
+        probe.unlink()
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            probe.unlink()
+        raise CorefBertError(
+            f"{flag} cannot be written ({_reason(err)}); free space, fix its permissions or choose another "
+            f"{flag}", path=path,
+        ) from None
+
+
+def _reason(err: OSError) -> str:
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "disk full"
+    if err.errno == errno.EROFS:
+        return "read-only file system"
+    if err.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied"
+    return err.strerror or type(err).__name__
+
+
+@contextlib.contextmanager
+def writing(partial: str | os.PathLike, what: str, fallback: str) -> Iterator[None]:
+    """Turn an ``OSError`` while writing ``partial`` into one error line, after deleting ``partial``.
+
+    ``fallback`` says what is still intact (e.g. the previous checkpoint), so the message tells the user
+    exactly where to resume from once space is freed.
+    """
+    try:
+        yield
+    except OSError as err:
+        remove_folder(Path(partial))
+        raise CorefBertError(
+            f"could not write {what} ({_reason(err)}); removed the partial copy, {fallback}. Free space or "
+            "choose another --output_dir, then rerun with --resume_from_checkpoint latest",
+            path=partial,
+        ) from None
+
+
+def remove_folder(path: Path) -> None:
+    """Delete a folder so that no interruption leaves a half-deleted one under its old name."""
+    if not path.exists():
+        return
+    trash = path.with_name(path.name + ".deleting")
+    try:
+        os.replace(path, trash)
+    except OSError:
+        trash = path
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def atomic_save_state(accelerator, final: Path, trainer_state: dict, fallback: str) -> Path:
+    """``accelerator.save_state`` + ``trainer_state.json`` (written last) into ``final``, via ``final.tmp``.
+
+    Every process must call this (DeepSpeed and FSDP shard the state). ``fallback`` names what survives a
+    failed save, for the error line.
+    """
+    tmp = final.with_name(final.name + ".tmp")
+    if accelerator.is_main_process:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        for stale in [*final.parent.glob("*.tmp"), *final.parent.glob("*.deleting")]:
+            remove_folder(stale)
+    accelerator.wait_for_everyone()
+    with writing(tmp, f"checkpoint {final.name}", fallback):
+        accelerator.save_state(str(tmp))
+        accelerator.wait_for_everyone()
+        if accelerator.is_main_process:
+            _write_json_durably(tmp / STATE_FILE, trainer_state)
+            # The same step saved twice (a signal right after a periodic save): keep the newer copy.
+            remove_folder(final)
+            os.replace(tmp, final)
+            _fsync_dir(final.parent)
+    accelerator.wait_for_everyone()
+    return final
+
+
 def _write_json_durably(path: Path, values: dict) -> None:
     with open(path, "w", encoding="utf-8") as handle:
         json.dump(values, handle, indent=2)
@@ -104,29 +204,15 @@ def save_checkpoint(accelerator, output_dir: str | os.PathLike, step: int, train
                     save_total_limit: int | None = None) -> Path:
     """Save model, optimizer, scheduler, scaler, RNG and registered state as ``checkpoints/step_<step>``.
 
-    Every process must call this (DeepSpeed and FSDP shard the state). Keeps the newest
-    ``save_total_limit`` complete checkpoints when given.
+    Every process must call this. Keeps the newest ``save_total_limit`` complete checkpoints when given.
     """
-    root = checkpoints_root(output_dir)
-    final = root / f"step_{step}"
-    tmp = root / f"step_{step}.tmp"
-    if accelerator.is_main_process:
-        root.mkdir(parents=True, exist_ok=True)
-        for stale in root.glob("*.tmp"):
-            shutil.rmtree(stale, ignore_errors=True)
-    accelerator.wait_for_everyone()
-    accelerator.save_state(str(tmp))
-    accelerator.wait_for_everyone()
-    if accelerator.is_main_process:
-        _write_json_durably(tmp / STATE_FILE, {**trainer_state, "step": step})
-        if final.exists():
-            # The same step saved twice (a signal right after a periodic save): keep the newer copy.
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-        _fsync_dir(root)
-        if save_total_limit is not None and save_total_limit > 0:
-            for _, old in list_checkpoints(output_dir)[:-save_total_limit]:
-                shutil.rmtree(old, ignore_errors=True)
+    previous = list_checkpoints(output_dir)
+    fallback = f"the last complete checkpoint is {previous[-1][1]}" if previous else "no earlier checkpoint exists"
+    final = atomic_save_state(accelerator, checkpoints_root(output_dir) / f"step_{step}",
+                              {**trainer_state, "step": step}, fallback)
+    if accelerator.is_main_process and save_total_limit is not None and save_total_limit > 0:
+        for _, old in list_checkpoints(output_dir)[:-save_total_limit]:
+            remove_folder(old)
     accelerator.wait_for_everyone()
     return final
 
@@ -136,3 +222,37 @@ def load_checkpoint(accelerator, path: str | os.PathLike) -> dict:
     state = read_trainer_state(path)
     accelerator.load_state(str(path))
     return state
+
+
+class StopSignal:
+    """Remembers SIGTERM/SIGINT (what clusters send before preemption) so a training loop can save at its
+    next optimizer step and exit, instead of dying with the work since the last checkpoint."""
+
+    def __init__(self):
+        self.received: int | None = None
+        self._previous = {}
+
+    def __enter__(self):
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            try:
+                self._previous[signum] = signal.signal(signum, self._handle)
+            except ValueError:  # not the main thread (e.g. a notebook worker): keep default handling
+                pass
+        return self
+
+    def _handle(self, signum, frame):
+        self.received = signum
+
+    def __exit__(self, *exc):
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+
+def any_process(accelerator, flag: bool) -> bool:
+    """True when ``flag`` is set on any process (every process must call this at the same point)."""
+    if accelerator.num_processes == 1:
+        return flag
+    import torch
+
+    value = torch.tensor([1.0 if flag else 0.0], device=accelerator.device)
+    return bool(accelerator.reduce(value, reduction="sum").item() > 0)

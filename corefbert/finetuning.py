@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -29,6 +30,7 @@ from torch.utils.data import DataLoader, Dataset
 from tqdm.auto import tqdm
 from transformers import get_linear_schedule_with_warmup
 
+from corefbert.checkpointing import StopSignal, any_process, check_writable
 from corefbert.errors import CorefBertError
 from corefbert.finetuning_io import (
     TRAINER_STATE,
@@ -236,6 +238,7 @@ def report_results(results: dict[str, float]) -> dict[str, float]:
 def run_finetuning(task: FinetuningTask, args: FinetuningArguments) -> dict[str, float]:
     """Train / evaluate / predict ``task`` as ``args`` say; returns what ``all_results.json`` holds."""
     _check_args(args)
+    check_writable(args.output_dir)
     # Accelerate keeps its state in process-wide singletons; a second run in one process (tests, notebooks)
     # with another mixed precision would be refused, and a crashed run leaves stale dataloader state.
     AcceleratorState._reset_state(reset_partial_state=False)
@@ -350,59 +353,76 @@ def _train(task, args, accelerator, model, optimizer, scheduler, train_loader, e
     interval_loss = torch.full((), state["interval_loss"], device=accelerator.device)
     interval_batches = state["interval_batches"]
     start_time = time.time()
-    bar = tqdm(total=total_updates, initial=state["completed_steps"], desc=f"train {task.name}",
-               disable=not show_bars)
     model.train()
     step = state["completed_steps"]
-    for epoch in range(state["epoch"], num_epochs):
-        if step >= total_updates:
-            break
-        train_loader.set_epoch(epoch)
-        skip = state["updates_in_epoch"] * args.gradient_accumulation_steps if epoch == state["epoch"] else 0
-        epoch_loader = accelerator.skip_first_batches(train_loader, skip) if skip else train_loader
-        updates_in_epoch = state["updates_in_epoch"] if epoch == state["epoch"] else 0
-        for batch in epoch_loader:
-            if rng_after_load is not None:
-                torch.set_rng_state(rng_after_load)  # undo the seed draw of the new iterator (module doc)
-                rng_after_load = None
-            with accelerator.accumulate(model):
-                loss = model(**batch).loss
-                interval_loss += loss.detach().float()
-                interval_batches += 1
-                accelerator.backward(loss)
-                if accelerator.sync_gradients and args.max_grad_norm > 0:
-                    accelerator.clip_grad_norm_(model.parameters(), args.max_grad_norm)
-                optimizer.step()
-                optimizer.zero_grad()
-            if not accelerator.sync_gradients:
-                continue
-            if not accelerator.optimizer_step_was_skipped:
-                scheduler.step()
-            step += 1
-            updates_in_epoch += 1
-            bar.update(1)
-            if step % args.logging_steps == 0 or step == total_updates:
-                mean_loss = accelerator.reduce(interval_loss, "mean").item() / max(interval_batches, 1)
-                state["loss_sum"] += mean_loss * interval_batches
-                state["loss_batches"] += interval_batches
-                logger.log({"step": step, "epoch": round(epoch + updates_in_epoch / updates_per_epoch, 4),
-                            "loss": mean_loss, "learning_rate": scheduler.get_last_lr()[0]})
-                bar.set_postfix(loss=f"{mean_loss:.4f}")
-                interval_loss.zero_()
-                interval_batches = 0
-            epoch_done = updates_in_epoch == updates_per_epoch
-            if eval_loader is not None and ((eval_every and step % eval_every == 0) or
-                                            (not eval_every and epoch_done) or step == total_updates):
-                evaluator.evaluate_and_keep_best(model, eval_loader, step, epoch + updates_in_epoch / updates_per_epoch)
-            if (every == "epoch" and epoch_done) or (every not in (None, "epoch") and step % int(every) == 0):
-                state.update(completed_steps=step, epoch=epoch + 1 if epoch_done else epoch,
-                             updates_in_epoch=0 if epoch_done else updates_in_epoch,
-                             interval_loss=interval_loss.item(), interval_batches=interval_batches,
-                             best_metric=evaluator.best_metric, best_step=evaluator.best_step)
-                save_checkpoint(accelerator, args, state)
+
+    def position(epoch: int, epoch_done: bool) -> dict:
+        """The loop state a checkpoint needs to continue exactly after the current update."""
+        state.update(completed_steps=step, epoch=epoch + 1 if epoch_done else epoch,
+                     updates_in_epoch=0 if epoch_done else updates_in_epoch,
+                     interval_loss=interval_loss.item(), interval_batches=interval_batches,
+                     best_metric=evaluator.best_metric, best_step=evaluator.best_step)
+        return state
+
+    # The bar closes on any exit, so an error line starts on a line of its own.
+    with tqdm(total=total_updates, initial=state["completed_steps"], desc=f"train {task.name}",
+              disable=not show_bars) as bar, StopSignal() as stop:
+        for epoch in range(state["epoch"], num_epochs):
             if step >= total_updates:
                 break
-        state["updates_in_epoch"] = 0
+            train_loader.set_epoch(epoch)
+            if hasattr(train_loader.dataset, "set_epoch"):  # accelerate skips the dataset on N processes
+                train_loader.dataset.set_epoch(epoch)
+            skip = state["updates_in_epoch"] * args.gradient_accumulation_steps if epoch == state["epoch"] else 0
+            epoch_loader = accelerator.skip_first_batches(train_loader, skip) if skip else train_loader
+            updates_in_epoch = state["updates_in_epoch"] if epoch == state["epoch"] else 0
+            for batch in epoch_loader:
+                if rng_after_load is not None:
+                    torch.set_rng_state(rng_after_load)  # undo the seed draw of the new iterator (module doc)
+                    rng_after_load = None
+                with accelerator.accumulate(model):
+                    loss = model(**batch).loss
+                    interval_loss += loss.detach().float()
+                    interval_batches += 1
+                    accelerator.backward(loss)
+                    if accelerator.sync_gradients and args.max_grad_norm > 0:
+                        accelerator.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+                    optimizer.step()
+                    optimizer.zero_grad()
+                if not accelerator.sync_gradients:
+                    continue
+                if not accelerator.optimizer_step_was_skipped:
+                    scheduler.step()
+                step += 1
+                updates_in_epoch += 1
+                bar.update(1)
+                if step % args.logging_steps == 0 or step == total_updates:
+                    mean_loss = accelerator.reduce(interval_loss, "mean").item() / max(interval_batches, 1)
+                    state["loss_sum"] += mean_loss * interval_batches
+                    state["loss_batches"] += interval_batches
+                    logger.log({"step": step, "epoch": round(epoch + updates_in_epoch / updates_per_epoch, 4),
+                                "loss": mean_loss, "learning_rate": scheduler.get_last_lr()[0]})
+                    bar.set_postfix(loss=f"{mean_loss:.4f}")
+                    interval_loss.zero_()
+                    interval_batches = 0
+                epoch_done = updates_in_epoch == updates_per_epoch
+                if eval_loader is not None and ((eval_every and step % eval_every == 0) or
+                                                (not eval_every and epoch_done) or step == total_updates):
+                    evaluator.evaluate_and_keep_best(model, eval_loader, step, epoch + updates_in_epoch / updates_per_epoch)
+                periodic = (every == "epoch" and epoch_done) or (every not in (None, "epoch") and step % int(every) == 0)
+                stopping = any_process(accelerator, stop.received is not None)
+                if periodic or stopping:
+                    save_checkpoint(accelerator, args, position(epoch, epoch_done))
+                if stopping:
+                    name = signal.Signals(stop.received or signal.SIGTERM).name
+                    where = os.path.join(args.output_dir, f"checkpoint-{step}")
+                    accelerator.print(f"\n{name}: saved {where}; continue with --resume_from_checkpoint latest")
+                    logger.log({"signal": name, "step": step, "checkpoint": where})
+                    bar.close()
+                    raise SystemExit(128 + (stop.received or signal.SIGTERM))
+                if step >= total_updates:
+                    break
+            state["updates_in_epoch"] = 0
     bar.close()
     if interval_batches:
         state["loss_sum"] += accelerator.reduce(interval_loss, "mean").item()

@@ -7,16 +7,17 @@ import json
 import math
 import os
 import re
-import shutil
 import time
+from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
 
+from corefbert.checkpointing import STATE_FILE as TRAINER_STATE
+from corefbert.checkpointing import atomic_save_state, is_complete, remove_folder, writing
 from corefbert.errors import CorefBertError
 
 CHECKPOINT_PREFIX = "checkpoint-"
-TRAINER_STATE = "trainer_state.json"
 _CHECKPOINT_RE = re.compile(rf"^{CHECKPOINT_PREFIX}(\d+)$")
 
 
@@ -62,7 +63,7 @@ def list_checkpoints(output_dir: str) -> list[tuple[int, str]]:
     found = []
     for name in os.listdir(output_dir):
         match = _CHECKPOINT_RE.match(name)
-        if match and os.path.isdir(os.path.join(output_dir, name)):
+        if match and is_complete(os.path.join(output_dir, name)):
             found.append((int(match.group(1)), os.path.join(output_dir, name)))
     return sorted(found)
 
@@ -87,7 +88,7 @@ def prune_checkpoints(output_dir: str, keep: int) -> None:
     if keep <= 0:
         return
     for _, path in list_checkpoints(output_dir)[:-keep]:
-        shutil.rmtree(path, ignore_errors=True)
+        remove_folder(Path(path))
 
 
 def load_weights(model: torch.nn.Module, directory: str) -> None:
@@ -135,25 +136,21 @@ def save_model(task, model, accelerator, output_dir: str) -> None:
     state_dict = accelerator.get_state_dict(model)  # gathers ZeRO-3 shards; collective, every process
     if accelerator.is_main_process:
         tmp = output_dir.rstrip("/") + ".tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        task.save_pretrained(accelerator.unwrap_model(model), tmp, state_dict=state_dict)
-        shutil.rmtree(output_dir, ignore_errors=True)
-        os.replace(tmp, output_dir)
+        remove_folder(Path(tmp))
+        with writing(tmp, f"the model {os.path.basename(output_dir)}/", "the checkpoints are intact"):
+            task.save_pretrained(accelerator.unwrap_model(model), tmp, state_dict=state_dict)
+            remove_folder(Path(output_dir))
+            os.replace(tmp, output_dir)
     accelerator.wait_for_everyone()
 
 
 def save_checkpoint(accelerator, args, state: dict) -> None:
     """``accelerator.save_state`` + ``trainer_state.json`` into ``output_dir/checkpoint-<update>``, written to
     a ``.tmp`` folder and renamed (a kill mid-save never leaves a half checkpoint), keeping the newest K."""
-    final = os.path.join(args.output_dir, f"{CHECKPOINT_PREFIX}{state['completed_steps']}")
-    tmp = final + ".tmp"
+    previous = list_checkpoints(args.output_dir)
+    fallback = f"the last complete checkpoint is {previous[-1][1]}" if previous else "no earlier checkpoint exists"
+    final = Path(args.output_dir) / f"{CHECKPOINT_PREFIX}{state['completed_steps']}"
+    atomic_save_state(accelerator, final, _plain(state), fallback)
     if accelerator.is_main_process:
-        shutil.rmtree(tmp, ignore_errors=True)
-    accelerator.wait_for_everyone()
-    accelerator.save_state(tmp)
-    if accelerator.is_main_process:
-        write_json(os.path.join(tmp, TRAINER_STATE), state)
-        shutil.rmtree(final, ignore_errors=True)
-        os.replace(tmp, final)
         prune_checkpoints(args.output_dir, args.save_total_limit)
     accelerator.wait_for_everyone()

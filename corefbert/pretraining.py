@@ -23,7 +23,15 @@ from pathlib import Path
 import torch
 from torch.utils.data import DataLoader
 
-from corefbert.checkpointing import list_checkpoints, load_checkpoint, resolve_checkpoint, save_checkpoint
+from corefbert.checkpointing import (
+    StopSignal,
+    any_process,
+    check_writable,
+    list_checkpoints,
+    load_checkpoint,
+    resolve_checkpoint,
+    save_checkpoint,
+)
 from corefbert.errors import CorefBertError
 from corefbert.pretraining_args import PretrainingArguments, resolve_mixed_precision, validate_arguments
 from corefbert.pretraining_data import (
@@ -63,37 +71,6 @@ def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
         else:
             decay.append(param)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-
-
-class _StopSignal:
-    """Remembers SIGTERM/SIGINT so the loop can save at the next optimizer step instead of dying."""
-
-    def __init__(self):
-        self.received: int | None = None
-        self._previous = {}
-
-    def __enter__(self):
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            try:
-                self._previous[signum] = signal.signal(signum, self._handle)
-            except ValueError:  # not the main thread (e.g. a notebook worker): keep default handling
-                pass
-        return self
-
-    def _handle(self, signum, frame):
-        self.received = signum
-
-    def __exit__(self, *exc):
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-
-
-def _any_process(accelerator, flag: bool) -> bool:
-    """True when ``flag`` is set on any process (every process must call this at the same point)."""
-    if accelerator.num_processes == 1:
-        return flag
-    value = torch.tensor([1.0 if flag else 0.0], device=accelerator.device)
-    return bool(accelerator.reduce(value, reduction="sum").item() > 0)
 
 
 def _build_accelerator(args: PretrainingArguments):
@@ -136,6 +113,7 @@ def run_pretraining(args: PretrainingArguments, data_args=None, splits=None) -> 
 
     validate_arguments(args)
     resolve_checkpoint(args.resume_from_checkpoint, args.output_dir)  # a bad path fails before any loading
+    check_writable(args.output_dir)
     accelerator = _build_accelerator(args)
     set_seed(args.seed)
     output_dir = Path(args.output_dir)
@@ -231,10 +209,10 @@ def run_pretraining(args: PretrainingArguments, data_args=None, splits=None) -> 
 
     metrics = dict(before)
     model.train()  # from_pretrained leaves eval mode (no dropout); a resumed run skips the first evaluate
-    progress = _progress(accelerator, args.max_steps, step)
     window = {"loss": 0.0, "mlm_loss": 0.0, "mrp_loss": 0.0, "micro": 0, "tokens": 0, "t0": time.perf_counter()}
     bad_loss = False
-    with _StopSignal() as stop:
+    # The bar closes on any exit, so an error line starts on a line of its own.
+    with _progress(accelerator, args.max_steps, step) as progress, StopSignal() as stop:
         while step < args.max_steps:
             train_dl.set_epoch(state["epoch"])
             train_collate.epoch = state["epoch"]
@@ -249,7 +227,7 @@ def run_pretraining(args: PretrainingArguments, data_args=None, splits=None) -> 
                     accelerator.backward(loss)
                     grad_norm = None
                     if accelerator.sync_gradients:
-                        bad_loss = _any_process(accelerator, bad_loss)
+                        bad_loss = any_process(accelerator, bad_loss)
                         if bad_loss and args.on_nonfinite == "stop":
                             checkpoint_now(step)
                             raise CorefBertError(
@@ -291,10 +269,10 @@ def run_pretraining(args: PretrainingArguments, data_args=None, splits=None) -> 
                 if args.eval_steps and step % args.eval_steps == 0 and step < args.max_steps:
                     metrics = evaluate(model, eval_dl, accelerator)
                     _log_eval(accelerator, args, log_path, step, metrics)
-                if args.checkpointing_steps and step % args.checkpointing_steps == 0:
-                    checkpoint_now(step)
-                if _any_process(accelerator, stop.received is not None):
+                stopping = any_process(accelerator, stop.received is not None)
+                if stopping or (args.checkpointing_steps and step % args.checkpointing_steps == 0):
                     path = checkpoint_now(step)
+                if stopping:
                     name = signal.Signals(stop.received or signal.SIGTERM).name
                     accelerator.print(f"\n{name}: saved {path}; continue with --resume_from_checkpoint latest")
                     progress.close()

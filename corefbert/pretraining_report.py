@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import torch
 
+from corefbert.checkpointing import remove_folder, writing
 from corefbert.pretraining_data import PreservedRng
 
 
@@ -62,7 +64,10 @@ def truncate_log(path: Path, step: int) -> None:
             continue  # a line cut by the kill
         if record.get("step", 0) <= step:
             kept.append(line)
-    path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+    # Rewritten beside and renamed: a kill right after a resume must not cost the log of the whole run.
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+    os.replace(tmp, path)
 
 
 
@@ -139,11 +144,17 @@ def final_save(accelerator, model, tokenizer, args, before: dict, after: dict) -
     state_dict = accelerator.get_state_dict(model)  # every process must take part in the gather
     unwrapped = accelerator.unwrap_model(model)
     if accelerator.is_main_process:
-        unwrapped.save_pretrained(final_dir, state_dict=state_dict, save_function=accelerator.save)
-        tokenizer.save_pretrained(final_dir)
-        (final_dir / "README.md").write_text(
-            model_card(args, accelerator.num_processes, str(accelerator.mixed_precision), before, after, final_dir), encoding="utf-8"
-        )
+        # Written beside and renamed: a kill mid-save leaves the checkpoints and no half-written final/.
+        tmp = final_dir.with_name("final.tmp")
+        remove_folder(tmp)
+        with writing(tmp, "the final model", "the checkpoints are intact"):
+            unwrapped.save_pretrained(tmp, state_dict=state_dict, save_function=accelerator.save)
+            tokenizer.save_pretrained(tmp)
+            card = model_card(args, accelerator.num_processes, str(accelerator.mixed_precision), before, after,
+                              final_dir)
+            (tmp / "README.md").write_text(card, encoding="utf-8")
+            remove_folder(final_dir)
+            os.replace(tmp, final_dir)
         results = {**{f"eval_{k}": v for k, v in after.items()}, **{f"init_{k}": v for k, v in before.items()}}
         (Path(args.output_dir) / "all_results.json").write_text(json.dumps(results, indent=2), encoding="utf-8")
         if args.plot:
