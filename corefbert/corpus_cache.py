@@ -61,8 +61,6 @@ def write_manifest(folder: str, skip: tuple[str, ...] = ()) -> dict:
     manifest = {"format": MANIFEST_FORMAT, "algorithm": "sha256", "files": files}
     with open(os.path.join(folder, MANIFEST_FILE), "w") as handle:
         json.dump(manifest, handle, indent=1, sort_keys=True)
-        handle.flush()
-        os.fsync(handle.fileno())
     return manifest
 
 

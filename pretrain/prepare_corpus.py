@@ -9,8 +9,11 @@
     python pretrain/prepare_corpus.py --config my_corpus.yaml --num_shards 8 --shard_index k --output_dir data/part_k
 
 A second identical run reuses the result (key: input files' size and mtime, tokenizer, spaCy pipeline,
-settings). The output loads with ``datasets.load_from_disk(output_dir)``; ``pretrain/run_mrp.py``
-accepts the same corpus flags and calls the same function.
+settings) after checking its files against ``prepare_manifest.json`` (``--verify_corpus``). A run that
+was killed resumes when started again with the same command: chunks of ``--documents_per_chunk``
+documents finished before the kill (kept in ``<output_dir>.resume/``) are reused, the rest is tagged.
+The output loads with ``datasets.load_from_disk(output_dir)``; ``pretrain/run_mrp.py`` accepts the same
+corpus flags and calls the same function.
 """
 
 from __future__ import annotations
