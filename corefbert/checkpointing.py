@@ -127,20 +127,55 @@ def _reason(err: OSError) -> str:
 
 @contextlib.contextmanager
 def writing(partial: str | os.PathLike, what: str, fallback: str) -> Iterator[None]:
-    """Turn an ``OSError`` while writing ``partial`` into one error line, after deleting ``partial``.
+    """Turn a failed write of ``partial`` (disk full, read-only, no permission) into one error line, after
+    deleting ``partial``; any other exception is a bug and goes up unchanged.
 
     ``fallback`` says what is still intact (e.g. the previous checkpoint), so the message tells the user
     exactly where to resume from once space is freed.
     """
     try:
         yield
-    except OSError as err:
+    except Exception as err:
+        reason = _write_failure(err, Path(partial).parent)
+        if reason is None:
+            raise
         remove_folder(Path(partial))
         raise CorefBertError(
-            f"could not write {what} ({_reason(err)}); removed the partial copy, {fallback}. Free space or "
+            f"could not write {what} ({reason}); removed the partial copy, {fallback}. Free space or "
             "choose another --output_dir, then rerun with --resume_from_checkpoint latest",
             path=partial,
         ) from None
+
+
+# Writers that do not raise OSError: safetensors (Rust) raises SafetensorError naming the OS error, and
+# torch.save's zip writer a RuntimeError ("unexpected pos ...") that names nothing.
+_OS_ERROR_TEXT = {"os error 28": "disk full", "No space left": "disk full", "os error 122": "disk full",
+                  "os error 30": "read-only file system", "os error 13": "permission denied"}
+
+
+def _write_failure(err: Exception, folder: Path) -> str | None:
+    """Why writing into ``folder`` failed, or None when ``err`` is not a failure to write."""
+    if isinstance(err, OSError):
+        return _reason(err)
+    text = str(err)
+    for marker, reason in _OS_ERROR_TEXT.items():
+        if marker in text:
+            return reason
+    if not isinstance(err, RuntimeError | ValueError) and type(err).__name__ != "SafetensorError":
+        return None
+    # Ask the filesystem directly, before the partial copy is deleted and the space is free again.
+    probe = folder / f".write_probe_{os.getpid()}"
+    try:
+        with open(probe, "wb") as handle:
+            handle.write(b"\0" * (1 << 20))
+            handle.flush()
+            os.fsync(handle.fileno())
+    except OSError as probe_err:
+        return _reason(probe_err)
+    finally:
+        with contextlib.suppress(OSError):
+            probe.unlink()
+    return None
 
 
 def remove_folder(path: Path) -> None:
