@@ -150,6 +150,14 @@ def _read_json(path):
         return json.load(handle)
 
 
+def _stored_fingerprint(path: str) -> str | None:
+    """The fingerprint a prepared folder was saved with; None when absent or unreadable (then: prepare again)."""
+    try:
+        return str(_read_json(path).get("fingerprint"))
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def format_summary(summary: dict) -> str:
     """The summary as a few human-readable lines."""
     lines = [f"corpus {summary['output_dir']} (fingerprint {summary['fingerprint']}, {summary['seconds']:.1f} s)"]
@@ -199,20 +207,21 @@ def prepare_corpus(args: PrepareArguments, tokenizer=None, nlp=None):
     output_dir = os.path.abspath(args.output_dir or os.path.join(
         datasets.config.HF_DATASETS_CACHE, "corefbert_prepared", fingerprint))
     fingerprint_path = os.path.join(output_dir, FINGERPRINT_FILE)
-    if not args.overwrite_cache and os.path.isfile(fingerprint_path):
-        if _read_json(fingerprint_path).get("fingerprint") == fingerprint:
-            fix = f"rerun prepare_corpus.py with --overwrite_cache, or delete {output_dir}"
-            data = load_verified(output_dir, args.verify_corpus, fix)
-            print(f"reusing the prepared corpus in {output_dir} (same inputs, tokenizer and settings)")
-            print(format_summary(_read_json(os.path.join(output_dir, SUMMARY_FILE))))
-            return data
+    parent, base = os.path.split(output_dir)
+    remove_stale(parent, f"{base}.work-")  # per-process scratch of runs that were killed
+    if not args.overwrite_cache and _stored_fingerprint(fingerprint_path) == fingerprint:
+        fix = f"rerun prepare_corpus.py with --overwrite_cache, or delete {output_dir}"
+        data = load_verified(output_dir, args.verify_corpus, fix)
+        # Chunks left by a kill during the final cleanup are of no further use.
+        shutil.rmtree(f"{output_dir}.resume", ignore_errors=True)
+        print(f"reusing the prepared corpus in {output_dir} (same inputs, tokenizer and settings)")
+        print(format_summary(_read_json(os.path.join(output_dir, SUMMARY_FILE))))
+        return data
     if os.path.exists(output_dir) and not os.path.isdir(output_dir):
         raise CorefBertError("--output_dir is a file, not a directory; pass a directory path", path=output_dir)
     if os.path.isdir(output_dir) and os.listdir(output_dir) and not os.path.isfile(fingerprint_path):
         raise CorefBertError("output_dir exists and is not a prepared corpus; choose a new or empty --output_dir",
                              path=output_dir)
-    parent, base = os.path.split(output_dir)
-    remove_stale(parent, f"{base}.work-")  # per-process scratch of runs that were killed
     work = f"{output_dir}.work-{os.getpid()}"
     os.makedirs(work, exist_ok=True)
     try:

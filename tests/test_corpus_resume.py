@@ -202,6 +202,18 @@ def test_manifest_problems_and_a_folder_without_one(tmp_path, bert_tokenizer, ca
     assert err.count(f"has no {MANIFEST_FILE}") == 2 and "--overwrite_cache" in err
 
 
+def test_damaged_fingerprint_file_prepares_again_and_a_cache_hit_drops_leftover_chunks(tmp_path, bert_tokenizer):
+    out = tmp_path / "out"
+    good = rows(prepare(out, bert_tokenizer))
+    (out / corpus.FINGERPRINT_FILE).write_text('{"finger')  # unreadable: not a match, never a traceback
+    assert rows(prepare(out, bert_tokenizer)) == good
+    assert json.loads((out / corpus.FINGERPRINT_FILE).read_text())["fingerprint"] == summary(out)["fingerprint"]
+    leftover = Path(f"{out}.resume") / summary(out)["fingerprint"] / "train-0000000000-0000000003"
+    leftover.mkdir(parents=True)  # as a kill between the final rename and the cleanup leaves it
+    assert rows(prepare(out, bert_tokenizer)) == good
+    assert not leftover.parent.parent.exists()
+
+
 # ---- a real SIGKILL in a subprocess -----------------------------------------------------------------------
 
 def _env(**extra) -> dict:
