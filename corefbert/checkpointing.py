@@ -202,7 +202,8 @@ def atomic_save_state(accelerator, final: Path, trainer_state: dict, fallback: s
         for stale in [*final.parent.glob("*.tmp"), *final.parent.glob("*.deleting")]:
             remove_folder(stale)
     accelerator.wait_for_everyone()
-    with writing(tmp, f"checkpoint {final.name}", fallback):
+    what = final.name if final.name.startswith("checkpoint") else f"checkpoint {final.name}"
+    with writing(tmp, what, fallback):
         accelerator.save_state(str(tmp))
         accelerator.wait_for_everyone()
         if accelerator.is_main_process:

@@ -36,6 +36,7 @@ class Case:
     cli: str  # path of the script, relative to the repository root
     bad: str  # the kind of bad input, as the README table names it
     argv: Callable[[Path, Path], list[str]]  # (workdir, tiny model dir) -> arguments
+    fault: Callable[[object], None] | None = None  # injects a fault through pytest's monkeypatch
 
 
 def _file(work: Path, name: str, data: bytes | str) -> str:
@@ -299,6 +300,58 @@ CASES = [
 ]
 
 
+# --- the filesystem refuses: an unwritable output directory, a disk that fills up during the first save ---
+
+TRAINS = {  # the smallest valid training run of each CLI: 1 update, saved at once
+    GLUE_CLI: ["--task_name", "rte", "--train_file", str(RTE), "--do_train", "--max_seq_length", "48"],
+    QUOREF_CLI: ["--train_file", str(QUOREF), "--do_train", "--max_seq_length", "128", "--doc_stride", "32"],
+    MRQA_CLI: ["--train_file", str(MRQA), "--do_train", "--max_seq_length", "128", "--doc_stride", "32"],
+    DOCRED_CLI: ["--train_file", str(DOCRED), "--rel_info_file", str(REL_INFO), "--do_train"],
+    FEVER_CLI: ["--train_file", str(FIXTURES / "fever" / "pairs.jsonl"), "--do_train"],
+    COREF_CLI: ["--train_file", str(GAP), "--do_train"],
+}
+ONE_SAVE = ["--max_steps", "1", "--checkpointing_steps", "1", "--per_device_train_batch_size", "2"]
+UNWRITABLE_ROOT = Path("/sys/corefbert_output")  # root writes anywhere chmod allows, but not under /sys
+
+
+def _unwritable(work: Path) -> str:
+    """A real directory this process cannot create: under /sys for root, under a 0o500 folder otherwise."""
+    if os.geteuid() == 0:
+        return str(UNWRITABLE_ROOT)
+    locked = work / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    return str(locked / "out")
+
+
+def _disk_full(monkeypatch) -> None:
+    """The first checkpoint save writes part of its files and then finds the disk full."""
+    import errno
+
+    from accelerate import Accelerator
+
+    def save_state(self, output_dir=None, **kwargs):
+        Path(output_dir).mkdir(parents=True, exist_ok=True)
+        (Path(output_dir) / "model.safetensors").write_bytes(b"\0" * 1000)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(Accelerator, "save_state", save_state)
+
+
+def _model_out(argv_tail: list[str], out: Callable[[Path], str]):
+    return lambda w, m: ["--model_name_or_path", str(m), "--output_dir", out(w), *argv_tail]
+
+
+for _cli_path, _tail in TRAINS.items():
+    CASES.append(Case(_cli_path, "output dir not writable", _model_out([*_tail, *ONE_SAVE], _unwritable)))
+    CASES.append(Case(_cli_path, "disk full on save", _model_out([*_tail, *ONE_SAVE], lambda w: str(w / "out")),
+                      fault=_disk_full))
+_MRP_TRAIN = ["--train_file", str(FIXTURES / "tiny_corpus.txt"), "--max_steps", "2", "--checkpointing_steps", "1",
+              "--per_device_train_batch_size", "2"]
+CASES.append(Case(MRP_CLI, "output dir not writable", _model_out(_MRP_TRAIN, _unwritable)))
+CASES.append(Case(MRP_CLI, "disk full on save", _model_out(_MRP_TRAIN, lambda w: str(w / "run")), fault=_disk_full))
+
+
 def _load_cli(relative: str):
     path = ROOT / relative
     spec = importlib.util.spec_from_file_location(f"cli_{path.stem}", path)
@@ -312,6 +365,7 @@ _CLIS: dict[str, object] = {}
 
 
 def _normalize(line: str, work: Path, model: Path) -> str:
+    line = line.replace(str(work / "locked" / "out"), "<unwritable>").replace(str(UNWRITABLE_ROOT), "<unwritable>")
     for path, name in ((work, "<tmp>"), (model, "<model>"), (ROOT, "<repo>")):
         line = line.replace(os.path.realpath(path), name).replace(str(path), name)
     return re.sub(r"\s+", " ", line).strip()
@@ -364,6 +418,8 @@ def test_bad_input_is_one_error_line(case, tmp_path, model_dir, capsys, monkeypa
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     work = tmp_path / "work"
     work.mkdir()
+    if case.fault is not None:
+        case.fault(monkeypatch)
     code, err, errors = _run(case, work, model_dir, capsys)
     assert code == 2, f"exit status {code}, stderr:\n{err[-3000:]}"
     assert len(errors) == 1, err[-3000:]
