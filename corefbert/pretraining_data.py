@@ -13,7 +13,7 @@ import os
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset
+from torch.utils.data import DataLoader, Dataset
 
 from corefbert.errors import CorefBertError
 
@@ -100,6 +100,20 @@ class SeededCollate:
         # The collator's own stream is keyed by a call counter and the DataLoader worker; a generator keyed
         # by the batch alone makes the masks independent of both.
         return self.collator(features, generator=np.random.default_rng(seed))
+
+
+def pretraining_dataloader(rows, collate: SeededCollate, batch_size: int, *, train: bool,
+                           num_workers: int = 0) -> DataLoader:
+    """The trainer's DataLoader over ``rows`` (a ``datasets.Dataset`` of packed sequences).
+
+    ``train``: shuffled (accelerate swaps in its seedable sampler on ``prepare``) and only whole
+    batches; otherwise in order, the last batch partial. Workers are not persistent: each epoch's
+    iterator forks them afresh with the ``collate.epoch`` of that moment, and they exit with it.
+    """
+    return DataLoader(
+        IndexedRows(rows), batch_size=batch_size, shuffle=train, drop_last=train, collate_fn=collate,
+        num_workers=num_workers,
+    )
 
 
 class PreservedRng:
