@@ -335,7 +335,8 @@ def _train(task, args, accelerator, model, optimizer, scheduler, train_loader, e
     if eval_loader is not None:
         eval_loader = accelerator.prepare(eval_loader)
     state = {"completed_steps": 0, "epoch": 0, "updates_in_epoch": 0, "loss_sum": 0.0, "loss_batches": 0,
-             "interval_loss": 0.0, "interval_batches": 0, "best_metric": None, "best_step": None}
+             "interval_loss": 0.0, "interval_batches": 0, "best_metric": None, "best_step": None,
+             "overflow_updates": 0}
     resume_dir = find_checkpoint(args.output_dir, args.resume_from_checkpoint)
     rng_after_load = None
     if resume_dir is not None:
@@ -391,7 +392,9 @@ def _train(task, args, accelerator, model, optimizer, scheduler, train_loader, e
                     optimizer.zero_grad()
                 if not accelerator.sync_gradients:
                     continue
-                if not accelerator.optimizer_step_was_skipped:
+                if accelerator.optimizer_step_was_skipped:  # fp16 overflow: update skipped, loss scale halved
+                    state["overflow_updates"] += 1
+                else:
                     scheduler.step()
                 step += 1
                 updates_in_epoch += 1
@@ -427,5 +430,9 @@ def _train(task, args, accelerator, model, optimizer, scheduler, train_loader, e
     if interval_batches:
         state["loss_sum"] += accelerator.reduce(interval_loss, "mean").item()
         state["loss_batches"] += interval_batches
-    return {"train_loss": state["loss_sum"] / max(state["loss_batches"], 1),
-            "train_steps": step, "train_runtime": round(time.time() - start_time, 2)}
+    results = {"train_loss": state["loss_sum"] / max(state["loss_batches"], 1),
+               "train_steps": step, "train_runtime": round(time.time() - start_time, 2)}
+    if accelerator.scaler is not None:
+        results["train_fp16_skipped_updates"] = state["overflow_updates"]
+        results["train_fp16_loss_scale"] = accelerator.scaler.get_scale()
+    return results

@@ -21,7 +21,6 @@ from dataclasses import asdict
 from pathlib import Path
 
 import torch
-from torch.utils.data import DataLoader
 
 from corefbert.checkpointing import (
     StopSignal,
@@ -35,15 +34,18 @@ from corefbert.checkpointing import (
 from corefbert.errors import CorefBertError
 from corefbert.pretraining_args import PretrainingArguments, resolve_mixed_precision, validate_arguments
 from corefbert.pretraining_data import (
-    IndexedRows,
     PreservedRng,
     SeededCollate,
     check_corpus,
     load_prepared_corpus,
+    pretraining_dataloader,
 )
 from corefbert.pretraining_report import append_log, evaluate, truncate_log
 
 LOG_FILE = "log.jsonl"
+# fp16 loss scaling skips a step on overflow and halves its scale; this many skips in a row (a scale 2^25
+# smaller) means the gradients overflow at any scale, and training on would only burn steps.
+MAX_CONSECUTIVE_OVERFLOWS = 25
 
 
 def warmup_linear(max_steps: int, warmup_steps: int):
@@ -128,7 +130,7 @@ def run_pretraining(args: PretrainingArguments, data_args=None, splits=None) -> 
     with accelerator.main_process_first():
         where = args.dataset_dir or "corpus"
         if splits is None and args.dataset_dir:
-            splits = load_prepared_corpus(args.dataset_dir)
+            splits = load_prepared_corpus(args.dataset_dir, verify=getattr(data_args, "verify_corpus", None))
         elif splits is None:
             from corefbert.corpus import prepare_corpus
 
@@ -152,14 +154,10 @@ def run_pretraining(args: PretrainingArguments, data_args=None, splits=None) -> 
     )
     train_collate, eval_collate = SeededCollate(collator, args.seed), SeededCollate(collator, args.seed)
     eval_collate.epoch = "eval"
-    train_dl = DataLoader(
-        IndexedRows(train_rows), batch_size=args.per_device_train_batch_size, shuffle=True, drop_last=True,
-        collate_fn=train_collate, num_workers=args.num_workers,
-    )
-    eval_dl = DataLoader(
-        IndexedRows(eval_rows), batch_size=eval_batch_size, collate_fn=eval_collate,
-        num_workers=args.num_workers,
-    )
+    train_dl = pretraining_dataloader(train_rows, train_collate, args.per_device_train_batch_size, train=True,
+                                      num_workers=args.num_workers)
+    eval_dl = pretraining_dataloader(eval_rows, eval_collate, eval_batch_size, train=False,
+                                     num_workers=args.num_workers)
     if len(train_rows) < args.per_device_train_batch_size * accelerator.num_processes:
         raise CorefBertError(
             f"the train split has {len(train_rows)} sequences, fewer than one batch "
@@ -253,7 +251,20 @@ def run_pretraining(args: PretrainingArguments, data_args=None, splits=None) -> 
                     bad_loss = False
                     window.update(loss=0.0, mlm_loss=0.0, mrp_loss=0.0, micro=0, tokens=0)
                     continue
-                if not accelerator.optimizer_step_was_skipped:
+                if accelerator.optimizer_step_was_skipped:
+                    # fp16: the loss scaler found inf/NaN gradients, skipped the update and halved the scale.
+                    state["overflow_steps"] = state.get("overflow_steps", 0) + 1
+                    state["overflow_run"] = state.get("overflow_run", 0) + 1
+                    if state["overflow_run"] >= MAX_CONSECUTIVE_OVERFLOWS and args.on_nonfinite == "stop":
+                        checkpoint_now(step)
+                        raise CorefBertError(
+                            f"fp16 gradients overflowed in {state['overflow_run']} optimizer steps in a row (up to "
+                            f"step {step + 1}; loss scale now {accelerator.scaler.get_scale():.3g}); saved "
+                            f"{output_dir}/checkpoints/step_{step}. Use bf16, lower --learning_rate, or pass "
+                            "--on_nonfinite skip"
+                        )
+                else:
+                    state["overflow_run"] = 0
                     scheduler.step()
                 step += 1
                 state["tokens"] += window["tokens"]
@@ -287,6 +298,9 @@ def run_pretraining(args: PretrainingArguments, data_args=None, splits=None) -> 
     _log_eval(accelerator, args, log_path, step, metrics)
     if args.checkpointing_steps and not any(s == step for s, _ in list_checkpoints(output_dir)):
         checkpoint_now(step)
+    if accelerator.scaler is not None:
+        accelerator.print(f"fp16: {state.get('overflow_steps', 0)} of {step} optimizer steps skipped for gradient "
+                          f"overflow; final loss scale {accelerator.scaler.get_scale():.3g}")
     final_dir = final_save(accelerator, model, tokenizer, args, before, metrics)
     if args.with_tracking:
         accelerator.end_training()
@@ -331,6 +345,7 @@ def _train_record(accelerator, window, step, state, scheduler, grad_norm) -> dic
         record["grad_norm"] = float(grad_norm)
     if accelerator.scaler is not None:  # fp16: the loss scale tells whether steps are being skipped
         record["loss_scale"] = float(accelerator.scaler.get_scale())
+        record["overflow_steps"] = state.get("overflow_steps", 0)
     return record
 
 

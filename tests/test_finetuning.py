@@ -305,3 +305,23 @@ def test_two_processes_schedule_and_gather(tmp_path, toy_bert_dir):
     with open(tmp_path / "out" / "predict_predictions.json") as f:
         assert len(json.load(f)) == 33
     assert results["eval_accuracy"] * 33 == pytest.approx(round(results["eval_accuracy"] * 33))
+
+
+def test_fp16_overflow_skips_updates_and_reports_them(tmp_path, toy_bert_dir, monkeypatch):
+    """accelerate gives fp16 a GradScaler only on GPUs; a real torch one on CPU (forward under fp16 autocast)
+    overflows at a large scale, so the first updates are skipped until the scale has come down."""
+    from accelerate import Accelerator
+
+    import corefbert.finetuning as finetuning
+
+    class CpuFp16Accelerator(Accelerator):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **{**kwargs, "mixed_precision": "fp16"})
+            self.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**40, growth_interval=1000)
+            self.native_amp = True
+
+    monkeypatch.setattr(finetuning, "Accelerator", CpuFp16Accelerator)
+    results = run_finetuning(ToyTask(toy_bert_dir), _args(tmp_path, toy_bert_dir, num_train_epochs=4, do_eval=False))
+    skipped = results["train_fp16_skipped_updates"]
+    assert 1 <= skipped < results["train_steps"]
+    assert results["train_fp16_loss_scale"] == 2.0 ** (40 - skipped)  # halved once per skipped update

@@ -266,6 +266,48 @@ def test_nonfinite_loss_stops_naming_the_step_after_saving(tmp_path, tiny_bert_d
     assert len(losses) == 5 and all(torch.isfinite(torch.tensor(losses)))
 
 
+def _cpu_loss_scaler(monkeypatch, init_scale: float):
+    """fp16 loss scaling on CPU: accelerate builds a GradScaler only for GPUs, so hand the CPU accelerator a
+    real torch one. With native AMP on, the forward runs under fp16 autocast, so a scaled backward overflows
+    fp16 (max 65504) exactly as on a GPU: at 2^40 every step, at 2^16 none for this model."""
+    build = pretraining._build_accelerator
+
+    def with_scaler(args):
+        accelerator = build(replace(args, mixed_precision="fp16"))  # the CLI refuses fp16 without CUDA
+        accelerator.scaler = torch.amp.GradScaler("cpu", init_scale=init_scale, growth_interval=1000)
+        accelerator.native_amp = True  # so clip_grad_norm_ unscales first, as under CUDA fp16
+        return accelerator
+
+    monkeypatch.setattr(pretraining, "_build_accelerator", with_scaler)
+
+
+def test_fp16_overflow_skips_the_step_reports_it_and_holds_the_schedule(tmp_path, tiny_bert_dir, corpus,
+                                                                        monkeypatch, capsys):
+    _cpu_loss_scaler(monkeypatch, 2.0**20)  # overflows fp16 until the scale has halved a few times
+    run_pretraining(_args(tiny_bert_dir, tmp_path / "run"), splits=corpus)
+    records = _records(tmp_path / "run")
+    skipped = records[-1]["overflow_steps"]
+    assert 1 <= skipped < len(records), records
+    # Every skipped step halved the scale, no other step changed it (growth only after 1000 good steps).
+    assert records[-1]["loss_scale"] == 2.0 ** (20 - skipped)
+    assert [r["overflow_steps"] for r in records] == sorted(r["overflow_steps"] for r in records)
+    # The schedule advances on real updates only: at the end it stands where step (6 - skipped) puts it.
+    factor = warmup_linear(6, 2)(6 - skipped)
+    assert records[-1]["lr"] == pytest.approx(1e-3 * factor)
+    assert f"fp16: {skipped} of 6 optimizer steps skipped for gradient overflow" in capsys.readouterr().out
+
+
+def test_fp16_overflow_at_every_scale_stops_after_saving(tmp_path, tiny_bert_dir, corpus, monkeypatch):
+    _cpu_loss_scaler(monkeypatch, float("inf"))  # overflows at any scale: a broken run
+    monkeypatch.setattr(pretraining, "MAX_CONSECUTIVE_OVERFLOWS", 3)
+    out = tmp_path / "run"
+    with pytest.raises(CorefBertError) as error:
+        run_pretraining(_args(tiny_bert_dir, out), splits=corpus)
+    assert str(error.value).startswith("fp16 gradients overflowed in 3 optimizer steps in a row (up to step 3;")
+    assert f"saved {out}/checkpoints/step_2" in str(error.value) and "bf16" in str(error.value)
+    assert [step for step, _ in list_checkpoints(out)] == [2]
+
+
 def test_latest_ignores_interrupted_saves(tmp_path):
     root = tmp_path / "checkpoints"
     (root / "step_2").mkdir(parents=True)
