@@ -99,6 +99,7 @@ def check_writable(output_dir: str | os.PathLike, flag: str = "--output_dir") ->
     if path.is_file():
         raise CorefBertError(f"{flag} is a file, not a directory; pass a directory path", path=path)
     probe = path / f".write_probe_{os.getpid()}"
+    created = not path.exists()
     try:
         path.mkdir(parents=True, exist_ok=True)
         with open(probe, "wb") as handle:
@@ -106,6 +107,8 @@ def check_writable(output_dir: str | os.PathLike, flag: str = "--output_dir") ->
             handle.flush()
             os.fsync(handle.fileno())
         probe.unlink()
+        if created:
+            path.rmdir()  # a check leaves nothing behind; the run creates the folder when it writes
     except OSError as err:
         with contextlib.suppress(OSError):
             probe.unlink()
@@ -126,7 +129,8 @@ def _reason(err: OSError) -> str:
 
 
 @contextlib.contextmanager
-def writing(partial: str | os.PathLike, what: str, fallback: str) -> Iterator[None]:
+def writing(partial: str | os.PathLike, what: str, fallback: str,
+            then: str = "rerun with --resume_from_checkpoint latest") -> Iterator[None]:
     """Turn a failed write of ``partial`` (disk full, read-only, no permission) into one error line, after
     deleting ``partial``; any other exception is a bug and goes up unchanged.
 
@@ -142,7 +146,7 @@ def writing(partial: str | os.PathLike, what: str, fallback: str) -> Iterator[No
         remove_folder(Path(partial))
         raise CorefBertError(
             f"could not write {what} ({reason}); removed the partial copy, {fallback}. Free space or "
-            "choose another --output_dir, then rerun with --resume_from_checkpoint latest",
+            f"choose another --output_dir, then {then}",
             path=partial,
         ) from None
 

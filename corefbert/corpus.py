@@ -18,6 +18,7 @@ import shutil
 import time
 from dataclasses import asdict, dataclass, field
 
+from corefbert.checkpointing import check_writable, writing
 from corefbert.corpus_cache import (
     VERIFY_MODES,
     ChunkCache,
@@ -222,6 +223,7 @@ def prepare_corpus(args: PrepareArguments, tokenizer=None, nlp=None):
     if os.path.isdir(output_dir) and os.listdir(output_dir) and not os.path.isfile(fingerprint_path):
         raise CorefBertError("output_dir exists and is not a prepared corpus; choose a new or empty --output_dir",
                              path=output_dir)
+    check_writable(output_dir)  # before hours of tagging, not after
     work = f"{output_dir}.work-{os.getpid()}"
     os.makedirs(work, exist_ok=True)
     try:
@@ -309,18 +311,20 @@ def _prepare(args, tokenizer, nlp, train_sources, validation_sources, fingerprin
                "shard": [args.shard_index, args.num_shards], "skipped_files": skipped_files, "splits": stats,
                "settings": asdict(args), "documents_per_chunk": args.documents_per_chunk, "chunks": chunks}
     staging = os.path.join(work, "staging")
-    # An empty split saved with datasets' default sharding cannot be loaded again; one shard can.
-    datasets.DatasetDict(splits).save_to_disk(staging, num_shards={k: 1 if len(v) == 0 else None
-                                                                   for k, v in splits.items()})
-    with open(os.path.join(staging, SUMMARY_FILE), "w") as handle:
-        json.dump(summary, handle, indent=2, default=str)
-    write_manifest(staging)
-    # The fingerprint file comes last: a folder is a finished corpus only once it is there.
-    with open(os.path.join(staging, FINGERPRINT_FILE), "w") as handle:
-        json.dump({"fingerprint": fingerprint}, handle)
-    if os.path.isdir(output_dir):
-        shutil.rmtree(output_dir)
-    os.replace(staging, output_dir)
+    with writing(staging, "the prepared corpus", "the finished chunks are kept",
+                 then="rerun the same command (it reuses them)"):
+        # An empty split saved with datasets' default sharding cannot be loaded again; one shard can.
+        datasets.DatasetDict(splits).save_to_disk(staging, num_shards={k: 1 if len(v) == 0 else None
+                                                                       for k, v in splits.items()})
+        with open(os.path.join(staging, SUMMARY_FILE), "w") as handle:
+            json.dump(summary, handle, indent=2, default=str)
+        write_manifest(staging)
+        # The fingerprint file comes last: a folder is a finished corpus only once it is there.
+        with open(os.path.join(staging, FINGERPRINT_FILE), "w") as handle:
+            json.dump({"fingerprint": fingerprint}, handle)
+        if os.path.isdir(output_dir):
+            shutil.rmtree(output_dir)
+        os.replace(staging, output_dir)
     cache.clear()
     print(format_summary(summary))
     return datasets.load_from_disk(output_dir)

@@ -21,6 +21,7 @@ import os
 import shutil
 import sys
 
+from corefbert.checkpointing import writing
 from corefbert.errors import CorefBertError
 
 MANIFEST_FILE = "prepare_manifest.json"
@@ -199,16 +200,18 @@ class ChunkCache:
         shutil.rmtree(tmp, ignore_errors=True)
         quiet = datasets.are_progress_bars_disabled()
         datasets.disable_progress_bars()  # one "Saving" bar per chunk would bury the tagging progress
-        try:
-            rows.save_to_disk(tmp, num_shards=1)
-        finally:
-            if not quiet:
-                datasets.enable_progress_bars()
-        with open(os.path.join(tmp, self.STATS), "w") as handle:
-            json.dump(stats, handle)
-        write_manifest(tmp)
-        shutil.rmtree(path, ignore_errors=True)
-        os.replace(tmp, path)
+        with writing(tmp, f"chunk {os.path.basename(path)} of the prepared corpus", "the finished chunks are kept",
+                     then="rerun the same command (it reuses them)"):
+            try:
+                rows.save_to_disk(tmp, num_shards=1)
+            finally:
+                if not quiet:
+                    datasets.enable_progress_bars()
+            with open(os.path.join(tmp, self.STATS), "w") as handle:
+                json.dump(stats, handle)
+            write_manifest(tmp)
+            shutil.rmtree(path, ignore_errors=True)
+            os.replace(tmp, path)
         return datasets.load_from_disk(path), stats
 
     def clear(self) -> None:

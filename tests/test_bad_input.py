@@ -348,6 +348,27 @@ for _cli_path, _tail in TRAINS.items():
                       fault=_disk_full))
 _MRP_TRAIN = ["--train_file", str(FIXTURES / "tiny_corpus.txt"), "--max_steps", "2", "--checkpointing_steps", "1",
               "--per_device_train_batch_size", "2"]
+
+
+def _disk_full_corpus(monkeypatch) -> None:
+    """Saving the prepared corpus (a chunk or the final folder) finds the disk full after part of a file."""
+    import errno
+
+    import datasets
+
+    def save_to_disk(self, dataset_path, *args, **kwargs):
+        Path(dataset_path).mkdir(parents=True, exist_ok=True)
+        (Path(dataset_path) / "data-00000-of-00001.arrow").write_bytes(b"\0" * 1000)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(datasets.Dataset, "save_to_disk", save_to_disk)
+    monkeypatch.setattr(datasets.DatasetDict, "save_to_disk", save_to_disk)
+
+
+_PREP = ["--train_file", str(FIXTURES / "tiny_corpus.txt")]
+CASES.append(Case(PREP_CLI, "output dir not writable", _model_out(_PREP, _unwritable)))
+CASES.append(Case(PREP_CLI, "disk full on save", _model_out(_PREP, lambda w: str(w / "prepared")),
+                  fault=_disk_full_corpus))
 CASES.append(Case(MRP_CLI, "output dir not writable", _model_out(_MRP_TRAIN, _unwritable)))
 CASES.append(Case(MRP_CLI, "disk full on save", _model_out(_MRP_TRAIN, lambda w: str(w / "run")), fault=_disk_full))
 
@@ -368,6 +389,8 @@ def _normalize(line: str, work: Path, model: Path) -> str:
     line = line.replace(str(work / "locked" / "out"), "<unwritable>").replace(str(UNWRITABLE_ROOT), "<unwritable>")
     for path, name in ((work, "<tmp>"), (model, "<model>"), (ROOT, "<repo>")):
         line = line.replace(os.path.realpath(path), name).replace(str(path), name)
+    line = re.sub(r"\.tmp-\d+", ".tmp-<pid>", line)  # scratch folders carry the process id
+    line = re.sub(r"\b[0-9a-f]{20}\b", "<fingerprint>", line)  # a corpus cache key: paths and sizes differ by clone
     return re.sub(r"\s+", " ", line).strip()
 
 
