@@ -2,7 +2,7 @@
 
 The CLIs run in-process (their ``main(argv)``, wrapped by ``cli_entry``): a subprocess pays 5-10 s of
 torch + transformers start-up per case here. The observed table (CLI, bad input, message) is compared
-with the one in ``docs/readme/hardening.md`` so the README cannot drift; regenerate it with
+with the one in ``README.md`` so the README cannot drift; regenerate it with
 
     COREFBERT_WRITE_BAD_INPUT_TABLE=1 pytest tests/test_bad_input.py
 
@@ -25,7 +25,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
-README = ROOT / "docs" / "readme" / "hardening.md"
+README = ROOT / "README.md"
 START, END = "<!-- bad-input-table:start -->", "<!-- bad-input-table:end -->"
 BINARY = bytes(range(256)) * 4
 NOT_UTF8 = "Gauß und Café\tx\n".encode("latin-1")
@@ -455,7 +455,7 @@ def test_bad_input_is_one_error_line(case, tmp_path, model_dir, capsys, monkeypa
         # Row by row, so the check also holds under pytest-xdist, where cases run in several workers.
         documented = _documented_rows().get((case.cli, case.bad))
         assert documented == _row(case.cli, case.bad, message), (
-            "docs/readme/hardening.md's bad-input table differs from what the CLI prints; regenerate it with "
+            "README.md's bad-input table differs from what the CLI prints; regenerate it with "
             "COREFBERT_WRITE_BAD_INPUT_TABLE=1 pytest tests/test_bad_input.py")
 
 

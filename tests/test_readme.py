@@ -33,3 +33,26 @@ def test_every_cli_and_accelerate_config_is_documented():
     configs = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "accelerate_configs").glob("*.yaml"))
     missing = [name for name in scripts + configs if name not in README]
     assert not missing, f"not mentioned in README.md: {missing}"
+
+
+def _survival_table() -> list[str]:
+    section = README.split("## Bad input and what survives what", 1)[1]
+    return [line for line in section.split("\n\n")[2].splitlines() if line.startswith("| **")]
+
+
+def test_every_survival_claim_names_tests_that_exist():
+    """Each "what survives what" row cites `tests/file.py::test` (a bare `::test` continues the last file);
+    every one must be a test function defined in that file, and every row must cite at least one."""
+    import ast
+
+    rows = _survival_table()
+    assert len(rows) >= 10, rows
+    for row in rows:
+        cited = re.findall(r"`(tests/[\w/]+\.py)?::(\w+)`", row)
+        assert cited, f"no test backs this row: {row[:80]}"
+        current = None
+        for path, name in cited:
+            current = path or current
+            tree = ast.parse((ROOT / current).read_text(encoding="utf-8"))
+            defined = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+            assert name in defined, f"{current}::{name} (cited in the README) does not exist"
