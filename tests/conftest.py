@@ -20,6 +20,22 @@ SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 TINY_HIDDEN = 32
 
 
+def load_cli(script: str):
+    """A CLI script (``finetune/run_glue.py``, ``pretrain/run_mrp.py``) imported as a module, once per process:
+    in-process runs of ``main(argv)`` skip the 5-10 s of torch + transformers start-up a subprocess pays."""
+    import importlib.util
+    import sys
+
+    path = Path(__file__).resolve().parents[1] / script
+    name = f"cli_{path.stem}"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses look their module up there
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
 def shared_data(*parts: str) -> Path:
     """Path under ../shared/data; the calling test is skipped when it is absent."""
     path = SHARED_DATA.joinpath(*parts)
@@ -119,3 +135,16 @@ def _offline_env():
 
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     yield
+
+
+@pytest.fixture
+def fresh_accelerate_state():
+    """A run builds its own Accelerator, but accelerate keeps process-wide singletons: without a reset, a
+    second run in the same process inherits the first one's mixed precision and dataloader state."""
+    from accelerate.state import AcceleratorState, GradientState
+
+    AcceleratorState._reset_state(True)
+    GradientState._reset_state()
+    yield
+    AcceleratorState._reset_state(True)
+    GradientState._reset_state()

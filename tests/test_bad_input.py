@@ -11,17 +11,18 @@ which rewrites the table between the markers in that file.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
 import shutil
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from conftest import load_cli
+
+pytestmark = pytest.mark.usefixtures("fresh_accelerate_state")
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -373,18 +374,6 @@ CASES.append(Case(MRP_CLI, "output dir not writable", _model_out(_MRP_TRAIN, _un
 CASES.append(Case(MRP_CLI, "disk full on save", _model_out(_MRP_TRAIN, lambda w: str(w / "run")), fault=_disk_full))
 
 
-def _load_cli(relative: str):
-    path = ROOT / relative
-    spec = importlib.util.spec_from_file_location(f"cli_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-_CLIS: dict[str, object] = {}
-
-
 def _normalize(line: str, work: Path, model: Path) -> str:
     line = line.replace(str(work / "locked" / "out"), "<unwritable>").replace(str(UNWRITABLE_ROOT), "<unwritable>")
     for path, name in ((work, "<tmp>"), (model, "<model>"), (ROOT, "<repo>")):
@@ -395,12 +384,10 @@ def _normalize(line: str, work: Path, model: Path) -> str:
 
 
 def _run(case: Case, work: Path, model: Path, capsys) -> tuple[int, str, list[str]]:
-    if case.cli not in _CLIS:
-        _CLIS[case.cli] = _load_cli(case.cli)
     argv = [a.replace("{work}", str(work)) for a in case.argv(work, model)]
     capsys.readouterr()
     try:
-        _CLIS[case.cli].main(argv)
+        load_cli(case.cli).main(argv)
         code = 0
     except SystemExit as exit_info:
         code = exit_info.code
@@ -423,17 +410,6 @@ def model_dir(tmp_path_factory, bert_tokenizer):
 
 
 OBSERVED: list[tuple[str, str, str]] = []
-
-
-@pytest.fixture(autouse=True)
-def _fresh_accelerate_state():
-    from accelerate.state import AcceleratorState, GradientState
-
-    AcceleratorState._reset_state(True)
-    GradientState._reset_state()
-    yield
-    AcceleratorState._reset_state(True)
-    GradientState._reset_state()
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{Path(c.cli).stem}:{c.bad}")

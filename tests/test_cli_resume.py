@@ -14,15 +14,13 @@ weights (``last/``, ``best/``) and its ``train_loss`` must equal run A's.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import FIXTURES
+from conftest import FIXTURES, load_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 RTOL = 1e-6
@@ -30,12 +28,7 @@ RTOL = 1e-6
 
 def _cli(name: str):
     """``finetune/<name>.py``'s ``main``, imported in-process once."""
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, ROOT / "finetune" / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # dataclasses look their module up there
-        spec.loader.exec_module(module)
-    return sys.modules[name].main
+    return load_cli(f"finetune/{name}.py").main
 
 
 @pytest.fixture(scope="module")

@@ -24,6 +24,7 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "pretraining"))
+from conftest import load_cli  # noqa: E402
 from synthetic_corpus import synthetic_corpus  # noqa: E402
 from test_pretraining import _save_tiny_bert  # noqa: E402
 
@@ -36,29 +37,10 @@ from corefbert.checkpointing import (  # noqa: E402
 )
 from corefbert.errors import CorefBertError  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("fresh_accelerate_state")
+
 ROOT = Path(__file__).resolve().parents[1]
 GLUE_RTE = Path(__file__).parent / "fixtures" / "glue" / "RTE"
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """The in-process reference runs must use the thread count of the subprocesses (OMP_NUM_THREADS=1):
-    float sums in another order would differ in the last bits."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture(autouse=True)
-def _fresh_accelerate_state():
-    from accelerate.state import AcceleratorState, GradientState
-
-    AcceleratorState._reset_state(True)
-    GradientState._reset_state()
-    yield
-    AcceleratorState._reset_state(True)
-    GradientState._reset_state()
 
 
 @pytest.fixture(scope="module")
@@ -76,20 +58,9 @@ def corpus_dir(tmp_path_factory, model_dir):
 
 
 def _env() -> dict:
-    return {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
-            "PYTHONUNBUFFERED": "1"}
-
-
-def _cli(script: str):
-    """Import a CLI script as a module (for the in-process reference runs)."""
-    import importlib.util
-
-    path = ROOT / script
-    spec = importlib.util.spec_from_file_location(f"crash_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    # The subprocesses keep the thread count of the in-process reference runs (conftest sets it from
+    # OMP_NUM_THREADS): float sums in another order would differ in the last bits.
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
 
 
 def _start(script: str, argv: list[str], log: Path) -> subprocess.Popen:
@@ -176,7 +147,7 @@ def test_sigkill_at_random_moments_and_mid_save_then_resume_repeats_the_uninterr
             "--warmup_ratio", "0.2", "--mixed_precision", "no", "--checkpointing_steps", "1",
             "--save_total_limit", "2", "--seed", "5"]
     reference = tmp_path / "reference"
-    _cli("pretrain/run_mrp.py").main([*args, "--output_dir", str(reference)])
+    load_cli("pretrain/run_mrp.py").main([*args, "--output_dir", str(reference)])
     want = {r["step"]: r for r in _train_records(reference)}
     assert sorted(want) == list(range(1, 11))
 
@@ -244,7 +215,7 @@ def _losses(out: Path) -> dict[int, float]:
 @pytest.mark.slow
 def test_sigterm_makes_a_finetuning_cli_save_and_exit_and_resume_is_exact(tmp_path, model_dir):
     reference = tmp_path / "reference"
-    _cli("finetune/run_glue.py").main(_glue_args(model_dir, reference))
+    load_cli("finetune/run_glue.py").main(_glue_args(model_dir, reference))
     want = _losses(reference)
     assert len(want) >= 6
 
@@ -308,12 +279,12 @@ def test_disk_full_during_a_checkpoint_keeps_the_previous_one_and_resume_continu
             "--mixed_precision", "no", "--checkpointing_steps", "1", "--seed", "5",
             "--output_dir", str(tmp_path / "run")]
     reference = tmp_path / "reference"
-    _cli("pretrain/run_mrp.py").main([*args[:-1], str(reference)])
+    load_cli("pretrain/run_mrp.py").main([*args[:-1], str(reference)])
     want = {r["step"]: r["loss"] for r in _train_records(reference)}
 
     monkeypatch.setattr(Accelerator, "save_state", _fail_after(3, Accelerator.save_state))
     with pytest.raises(SystemExit) as exit_info:
-        _cli("pretrain/run_mrp.py").main(args)
+        load_cli("pretrain/run_mrp.py").main(args)
     assert exit_info.value.code == 2
     error = capsys.readouterr().err.strip().splitlines()[-1]
     run = tmp_path / "run"
@@ -325,7 +296,7 @@ def test_disk_full_during_a_checkpoint_keeps_the_previous_one_and_resume_continu
         "the partial save must be removed (it holds the space the disk lacks)"
 
     monkeypatch.undo()
-    _cli("pretrain/run_mrp.py").main([*args, "--resume_from_checkpoint", "latest"])
+    load_cli("pretrain/run_mrp.py").main([*args, "--resume_from_checkpoint", "latest"])
     got = {r["step"]: r["loss"] for r in _train_records(run)}
     assert got == pytest.approx(want, rel=1e-6)
 
@@ -352,7 +323,7 @@ def test_a_real_full_disk_during_a_checkpoint(tmp_path, model_dir, corpus_dir):
             "--per_device_train_batch_size", "4", "--logging_steps", "1", "--learning_rate", "1e-3",
             "--mixed_precision", "no", "--checkpointing_steps", "1", "--save_total_limit", "1", "--seed", "5"]
     reference = tmp_path / "reference"
-    _cli("pretrain/run_mrp.py").main([*args, "--output_dir", str(reference)])
+    load_cli("pretrain/run_mrp.py").main([*args, "--output_dir", str(reference)])
     want = {r["step"]: r["loss"] for r in _train_records(reference)}
     checkpoint = sum(f.stat().st_size for f in (checkpoints_root(reference) / "step_3").iterdir())
     size_kib = (checkpoint * 3 // 2 + 64 * 1024) // 1024
@@ -374,7 +345,7 @@ def test_a_real_full_disk_during_a_checkpoint(tmp_path, model_dir, corpus_dir):
     assert [p.name for p in checkpoints_root(copy).iterdir()] == ["step_1"]
     assert _files(checkpoints_root(copy) / "step_1") == _files(checkpoints_root(reference) / "step_3")
 
-    _cli("pretrain/run_mrp.py").main([*args, "--output_dir", str(copy), "--resume_from_checkpoint", "latest"])
+    load_cli("pretrain/run_mrp.py").main([*args, "--output_dir", str(copy), "--resume_from_checkpoint", "latest"])
     got = {r["step"]: r["loss"] for r in _train_records(copy)}
     assert got == pytest.approx(want, rel=1e-6)
 
@@ -385,7 +356,7 @@ def test_disk_full_while_saving_the_finetuned_model_keeps_the_old_one(tmp_path, 
     out = tmp_path / "ft"
     argv = _glue_args(model_dir, out)
     argv[argv.index("--num_train_epochs") + 1] = "1"
-    _cli("finetune/run_glue.py").main(argv)
+    load_cli("finetune/run_glue.py").main(argv)
     before = (out / "last" / "model.safetensors").read_bytes()
 
     real_save = PreTrainedModel.save_pretrained
@@ -399,7 +370,7 @@ def test_disk_full_while_saving_the_finetuned_model_keeps_the_old_one(tmp_path, 
 
     monkeypatch.setattr(PreTrainedModel, "save_pretrained", no_space_for_last)
     with pytest.raises(SystemExit) as exit_info:
-        _cli("finetune/run_glue.py").main([*argv, "--overwrite_output_dir", "true"])
+        load_cli("finetune/run_glue.py").main([*argv, "--overwrite_output_dir", "true"])
     assert exit_info.value.code == 2
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert error.startswith(f"error: {out}/last.tmp: could not write the model last/ (disk full)"), error
@@ -434,7 +405,7 @@ def test_clis_refuse_an_unwritable_output_dir_in_one_line(tmp_path, model_dir, s
             else _glue_args(model_dir, target))
     started = time.perf_counter()
     with pytest.raises(SystemExit) as exit_info:
-        _cli(script).main(argv)
+        load_cli(script).main(argv)
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == f"error: {target}: --output_dir cannot be written (permission denied); free space, fix " \

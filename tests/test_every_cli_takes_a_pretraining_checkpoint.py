@@ -6,25 +6,18 @@ GLUE and QUOREF have their own such tests (tests/test_glue.py, tests/test_quoref
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, tiny_config
+from conftest import FIXTURES, load_cli, tiny_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _cli(name: str):
     """``finetune/<name>.py``'s ``main``, imported in-process once."""
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, ROOT / "finetune" / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # dataclasses look their module up there
-        spec.loader.exec_module(module)
-    return sys.modules[name].main
+    return load_cli(f"finetune/{name}.py").main
 
 
 @pytest.fixture(scope="module")

@@ -84,17 +84,6 @@ class ToyTask(FinetuningTask):
         return [path]
 
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models run several times faster on one thread than on 2 oversubscribed cores."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 @pytest.fixture(scope="module")
 def toy_bert_dir(tmp_path_factory):
     """A tiny random BERT with a 64-token vocabulary (the toy task needs ids, not a tokenizer)."""

@@ -26,6 +26,8 @@ from synthetic_corpus import synthetic_corpus  # noqa: E402
 
 from corefbert.pretraining_data import PreservedRng, SeededCollate, pretraining_dataloader  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("fresh_accelerate_state")
+
 DEMO_CORPUS = Path(__file__).resolve().parents[1] / "corefbert" / "resources" / "demo_corpus.txt"
 # Documents per datasets.map batch in the memory test. spaCy's transient memory for one batch grows with
 # the batch (measured: ~+190 MB for 64 demo documents at once against 16), and the demo corpus holds only
@@ -190,17 +192,6 @@ def rows(bert_tokenizer):
     data = synthetic_corpus(bert_tokenizer, n_train=72, n_eval=1, seed=11)["train"]
     assert len({tuple(ids) for ids in data["input_ids"]}) == len(data)
     return data
-
-
-@pytest.fixture(autouse=True)
-def _fresh_accelerate_state():
-    from accelerate.state import AcceleratorState, GradientState
-
-    AcceleratorState._reset_state(True)
-    GradientState._reset_state()
-    yield
-    AcceleratorState._reset_state(True)
-    GradientState._reset_state()
 
 
 def _trainer_loader(rows, tokenizer, num_workers: int, seed: int = 5):

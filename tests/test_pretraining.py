@@ -20,26 +20,7 @@ from corefbert.errors import CorefBertError  # noqa: E402
 from corefbert.pretraining import parameter_groups, run_pretraining, warmup_linear  # noqa: E402
 from corefbert.pretraining_args import PretrainingArguments  # noqa: E402
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models on a shared 2-core machine: one intra-op thread is ~7x faster than two contending."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture(autouse=True)
-def _fresh_accelerate_state():
-    """Each run builds its own Accelerator; accelerate keeps process-wide singletons between them."""
-    from accelerate.state import AcceleratorState, GradientState
-
-    AcceleratorState._reset_state(True)
-    GradientState._reset_state()
-    yield
-    AcceleratorState._reset_state(True)
-    GradientState._reset_state()
+pytestmark = pytest.mark.usefixtures("fresh_accelerate_state")
 
 
 def _save_tiny_bert(out: Path, dropout: float = 0.1, tokenizer_from: Path | None = None) -> Path:
