@@ -20,6 +20,7 @@ import os
 import signal
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -30,7 +31,7 @@ from torch.utils.data import DataLoader, Dataset
 from tqdm.auto import tqdm
 from transformers import get_linear_schedule_with_warmup
 
-from corefbert.checkpointing import StopSignal, any_process, check_writable
+from corefbert.checkpointing import StopSignal, any_process, check_writable, truncate_log
 from corefbert.errors import CorefBertError
 from corefbert.finetuning_io import (
     TRAINER_STATE,
@@ -347,6 +348,8 @@ def _train(task, args, accelerator, model, optimizer, scheduler, train_loader, e
         if state["updates_in_epoch"]:
             rng_after_load = torch.get_rng_state()
         accelerator.print(f"resumed from {resume_dir} at update {state['completed_steps']}")
+        if accelerator.is_main_process:
+            truncate_log(Path(logger.path), state["completed_steps"])
         logger.log({"resumed_from": resume_dir, "step": state["completed_steps"]})
 
     every = args.checkpointing_steps

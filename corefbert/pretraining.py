@@ -30,6 +30,7 @@ from corefbert.checkpointing import (
     load_checkpoint,
     resolve_checkpoint,
     save_checkpoint,
+    truncate_log,
 )
 from corefbert.errors import CorefBertError
 from corefbert.pretraining_args import PretrainingArguments, resolve_mixed_precision, validate_arguments
@@ -40,7 +41,7 @@ from corefbert.pretraining_data import (
     load_prepared_corpus,
     pretraining_dataloader,
 )
-from corefbert.pretraining_report import append_log, evaluate, truncate_log
+from corefbert.pretraining_report import append_log, evaluate
 
 LOG_FILE = "log.jsonl"
 # fp16 loss scaling skips a step on overflow and halves its scale; this many skips in a row (a scale 2^25

@@ -52,25 +52,6 @@ def append_log(path: Path, record: dict) -> None:
         handle.write(json.dumps(record) + "\n")
 
 
-def truncate_log(path: Path, step: int) -> None:
-    """After a resume from ``step``, drop the records the killed run wrote past it."""
-    if not path.is_file():
-        return
-    kept = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue  # a line cut by the kill
-        if record.get("step", 0) <= step:
-            kept.append(line)
-    # Rewritten beside and renamed: a kill right after a resume must not cost the log of the whole run.
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
-    os.replace(tmp, path)
-
-
-
 CARD_SETTINGS = (
     "model_name_or_path", "max_steps", "per_device_train_batch_size", "gradient_accumulation_steps",
     "learning_rate", "weight_decay", "warmup_ratio", "max_grad_norm", "mlm_probability", "mrp_ratio",

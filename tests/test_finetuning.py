@@ -182,6 +182,8 @@ def _resume_equals_uninterrupted(tmp_path, model_dir, accumulation, crash_at, re
             torch.testing.assert_close(a[key], b[key], atol=1e-6, rtol=0)
     full_log = _read_log(full.output_dir)
     log = _read_log(interrupted.output_dir)
+    logged = [r["step"] for r in log if "loss" in r]
+    assert logged == sorted(set(logged)), "the crashed run's records past the checkpoint must be dropped"
     resumed = [i for i, r in enumerate(log) if "resumed_from" in r]
     assert len(resumed) == 1 and log[resumed[0]]["step"] == resumed_at
     after = [r for r in log[resumed[0]:] if "loss" in r or "eval_accuracy" in r]
