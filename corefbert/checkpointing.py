@@ -207,17 +207,37 @@ def atomic_save_state(accelerator, final: Path, trainer_state: dict, fallback: s
             remove_folder(stale)
     accelerator.wait_for_everyone()
     what = final.name if final.name.startswith("checkpoint") else f"checkpoint {final.name}"
-    with writing(tmp, what, fallback):
-        accelerator.save_state(str(tmp))
-        accelerator.wait_for_everyone()
-        if accelerator.is_main_process:
-            _write_json_durably(tmp / STATE_FILE, trainer_state)
-            # The same step saved twice (a signal right after a periodic save): keep the newer copy.
-            remove_folder(final)
-            os.replace(tmp, final)
-            _fsync_dir(final.parent)
-    accelerator.wait_for_everyone()
+    error = None
+    try:
+        with writing(tmp, what, fallback):
+            accelerator.save_state(str(tmp))
+    except CorefBertError as err:
+        error = err
+    # Every process learns whether any failed (this is also the barrier before the rename): a process that
+    # raised alone would leave the others waiting in the next collective until the launcher's timeout.
+    if any_process(accelerator, error is not None):
+        _raise_everywhere(accelerator, error, tmp, what)
+    if accelerator.is_main_process:
+        try:
+            with writing(tmp, what, fallback):
+                _write_json_durably(tmp / STATE_FILE, trainer_state)
+                # The same step saved twice (a signal right after a periodic save): keep the newer copy.
+                remove_folder(final)
+                os.replace(tmp, final)
+                _fsync_dir(final.parent)
+        except CorefBertError as err:
+            error = err
+    if any_process(accelerator, error is not None):
+        _raise_everywhere(accelerator, error, tmp, what)
     return final
+
+
+def _raise_everywhere(accelerator, error: CorefBertError | None, tmp: Path, what: str):
+    if accelerator.is_main_process:
+        remove_folder(tmp)
+    if error is None:
+        error = CorefBertError(f"another process could not write {what}; its error line says why", path=tmp)
+    raise error
 
 
 def truncate_log(path: Path, step: int) -> None:
@@ -238,13 +258,6 @@ def truncate_log(path: Path, step: int) -> None:
     tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
     os.replace(tmp, path)
 
-
-
-CARD_SETTINGS = (
-    "model_name_or_path", "max_steps", "per_device_train_batch_size", "gradient_accumulation_steps",
-    "learning_rate", "weight_decay", "warmup_ratio", "max_grad_norm", "mlm_probability", "mrp_ratio",
-    "mrp_loss_weight", "mrp_official_loss", "mixed_precision", "seed",
-)
 
 
 def _write_json_durably(path: Path, values: dict) -> None:

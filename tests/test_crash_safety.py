@@ -350,6 +350,42 @@ def test_a_real_full_disk_during_a_checkpoint(tmp_path, model_dir, corpus_dir):
     assert got == pytest.approx(want, rel=1e-6)
 
 
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_a_full_disk_on_one_of_two_processes_stops_both_in_one_line_each(tmp_path, model_dir, corpus_dir):
+    """Under DDP only process 0 writes weights, so its failed save must reach process 1 too. Without that,
+    process 1 dies in its next collective with a gloo traceback (checked by reverting the fix), or under NCCL
+    waits there until the watchdog timeout."""
+    out = tmp_path / "ddp"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+           str(_free_port()), "tests/fixtures/crash/run_mrp_full_disk_on_rank0.py",
+           "--model_name_or_path", str(model_dir), "--dataset_dir", str(corpus_dir), "--max_steps", "4",
+           "--per_device_train_batch_size", "2", "--logging_steps", "1", "--mixed_precision", "no",
+           "--checkpointing_steps", "1", "--output_dir", str(out)]
+    started = time.monotonic()
+    done = subprocess.run(cmd, cwd=ROOT, env={**_env(), "ACCELERATE_USE_CPU": "true"}, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode != 0
+    assert time.monotonic() - started < 300, "a process waited for the one that failed"
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    partial = checkpoints_root(out) / "step_2.tmp"
+    assert sorted(errors) == sorted([
+        f"error: {partial}: could not write checkpoint step_2 (disk full); removed the partial copy, the last "
+        f"complete checkpoint is {checkpoints_root(out) / 'step_1'}. Free space or choose another --output_dir, "
+        "then rerun with --resume_from_checkpoint latest",
+        f"error: {partial}: another process could not write checkpoint step_2; its error line says why",
+    ]), done.stderr[-3000:]
+    assert [p.name for p in checkpoints_root(out).iterdir()] == ["step_1"]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def test_disk_full_while_saving_the_finetuned_model_keeps_the_old_one(tmp_path, model_dir, monkeypatch, capsys):
     from transformers import PreTrainedModel
 
