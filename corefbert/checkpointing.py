@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import signal
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -297,11 +298,35 @@ def save_checkpoint(accelerator, output_dir: str | os.PathLike, step: int, train
     return final
 
 
-def load_checkpoint(accelerator, path: str | os.PathLike) -> dict:
-    """Restore everything :func:`save_checkpoint` wrote; returns the saved trainer state."""
-    state = read_trainer_state(path)
-    accelerator.load_state(str(path))
-    return state
+def load_checkpoint(accelerator, path: str | os.PathLike, fallbacks=()) -> tuple[Path, dict]:
+    """Restore everything a checkpoint holds; returns the folder used and its trainer state.
+
+    A checkpoint whose files cannot be read (cut short by a power loss, damaged on disk) is skipped for the
+    next of ``fallbacks`` (given for ``latest``: the earlier checkpoints, newest first), with a warning;
+    when none can be read, one error line. Every process takes part, so all of them agree on the folder.
+    """
+    candidates = [Path(path), *map(Path, fallbacks)]
+    reason = ""
+    for index, candidate in enumerate(candidates):
+        error = None
+        try:
+            state = read_trainer_state(candidate)
+            accelerator.load_state(str(candidate))
+        except Exception as err:  # noqa: BLE001 - any file that will not load makes the checkpoint unusable
+            error = err
+        if not any_process(accelerator, error is not None):
+            return candidate, state
+        reason = (f"{type(error).__name__}: {str(error).strip().splitlines()[0][:200]}" if error is not None
+                  else "unreadable on another process")
+        if index + 1 < len(candidates) and accelerator.is_main_process:
+            print(f"warning: {candidate}: checkpoint cannot be loaded ({reason}); trying {candidates[index + 1]}",
+                  file=sys.stderr)
+    raise CorefBertError(
+        f"checkpoint cannot be loaded ({reason})"
+        + ("; no earlier checkpoint loads either" if len(candidates) > 1 else "")
+        + "; resume from an earlier checkpoint or delete this one",
+        path=candidates[-1] if len(candidates) > 1 else candidates[0],
+    )
 
 
 class StopSignal:

@@ -31,13 +31,13 @@ from torch.utils.data import DataLoader, Dataset
 from tqdm.auto import tqdm
 from transformers import get_linear_schedule_with_warmup
 
-from corefbert.checkpointing import StopSignal, any_process, check_writable, truncate_log
+from corefbert.checkpointing import StopSignal, any_process, check_writable, load_checkpoint, truncate_log
 from corefbert.errors import CorefBertError
 from corefbert.finetuning_io import (
-    TRAINER_STATE,
     JsonlLogger,
     ProgressLoader,
     find_checkpoint,
+    list_checkpoints,
     load_weights,
     save_checkpoint,
     save_model,
@@ -341,9 +341,12 @@ def _train(task, args, accelerator, model, optimizer, scheduler, train_loader, e
     resume_dir = find_checkpoint(args.output_dir, args.resume_from_checkpoint)
     rng_after_load = None
     if resume_dir is not None:
-        accelerator.load_state(resume_dir)
-        with open(os.path.join(resume_dir, TRAINER_STATE), encoding="utf-8") as handle:
-            state.update(json.load(handle))
+        earlier = [path for _, path in reversed(list_checkpoints(args.output_dir)) if path != resume_dir]
+        resume_dir, saved = load_checkpoint(
+            accelerator, resume_dir, earlier if args.resume_from_checkpoint == "latest" else ()
+        )
+        resume_dir = str(resume_dir)
+        state.update(saved)
         evaluator.best_metric, evaluator.best_step = state["best_metric"], state["best_step"]
         if state["updates_in_epoch"]:
             rng_after_load = torch.get_rng_state()

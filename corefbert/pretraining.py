@@ -185,7 +185,10 @@ def run_pretraining(args: PretrainingArguments, data_args=None, splits=None) -> 
     checkpoint = resolve_checkpoint(args.resume_from_checkpoint, output_dir)
     before = None
     if checkpoint is not None:
-        state = load_checkpoint(accelerator, checkpoint)
+        earlier = [path for _, path in reversed(list_checkpoints(output_dir)) if path != checkpoint]
+        checkpoint, state = load_checkpoint(
+            accelerator, checkpoint, earlier if args.resume_from_checkpoint == "latest" else ()
+        )
         step = state["step"]
         before = state.get("before")
         accelerator.print(f"resumed from {checkpoint} at step {step} (epoch {state['epoch']})")

@@ -471,3 +471,40 @@ def test_an_interrupted_deletion_of_an_old_checkpoint_never_looks_like_one(tmp_p
         shutil.rmtree = real_rmtree
     assert [step for step, _ in list_checkpoints(tmp_path)] == [1]
     assert is_complete(root / "step_2.deleting")  # the leftovers are intact, just no longer a checkpoint
+
+
+def test_a_damaged_latest_checkpoint_falls_back_to_the_one_before_and_the_run_ends_the_same(
+        tmp_path, model_dir, corpus_dir, capsys):
+    """Whole on rename is not whole after a power loss (files are not fsynced one by one) or disk damage:
+    `latest` skips a checkpoint whose files do not load, with a warning; an explicit path gets one line."""
+    args = ["--model_name_or_path", str(model_dir), "--dataset_dir", str(corpus_dir), "--max_steps", "5",
+            "--per_device_train_batch_size", "4", "--logging_steps", "1", "--learning_rate", "1e-3",
+            "--mixed_precision", "no", "--checkpointing_steps", "1", "--save_total_limit", "10", "--seed", "5"]
+    reference = tmp_path / "reference"
+    load_cli("pretrain/run_mrp.py").main([*args, "--output_dir", str(reference)])
+    want = {r["step"]: r["loss"] for r in _train_records(reference)}
+
+    out = tmp_path / "damaged"
+    shutil.copytree(reference, out)
+    root = checkpoints_root(out)
+    for name in ("step_4", "step_5"):
+        shutil.rmtree(root / name)
+    shutil.rmtree(out / "final")
+    weights = next((root / "step_3").glob("*.safetensors"))
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])  # a write the disk never finished
+    capsys.readouterr()
+
+    with pytest.raises(SystemExit) as exit_info:
+        load_cli("pretrain/run_mrp.py").main([*args, "--output_dir", str(out), "--resume_from_checkpoint",
+                                              str(root / "step_3")])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.startswith(f"error: {root / 'step_3'}: checkpoint cannot be loaded (") and error.endswith(
+        "; resume from an earlier checkpoint or delete this one"), error
+
+    load_cli("pretrain/run_mrp.py").main([*args, "--output_dir", str(out), "--resume_from_checkpoint", "latest"])
+    printed = capsys.readouterr()
+    assert f"warning: {root / 'step_3'}: checkpoint cannot be loaded (" in printed.err
+    assert f"resumed from {root / 'step_2'} at step 2" in printed.out
+    got = {r["step"]: r["loss"] for r in _train_records(out)}
+    assert got == pytest.approx(want, rel=1e-6)
