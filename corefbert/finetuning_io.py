@@ -1,5 +1,6 @@
 """Files of the fine-tuning loop: JSON/JSONL output, saving models and checkpoints (temp dir + rename),
-checkpoint discovery and pruning, weight loading, evaluation progress."""
+checkpoint discovery and pruning, weight loading, evaluation progress, and the evaluator that keeps
+``output_dir/best``."""
 
 from __future__ import annotations
 
@@ -154,3 +155,46 @@ def save_checkpoint(accelerator, args, state: dict) -> None:
     if accelerator.is_main_process:
         prune_checkpoints(args.output_dir, args.save_total_limit)
     accelerator.wait_for_everyone()
+
+
+class Evaluator:
+    """Runs the task's evaluation, writes its predictions, and keeps ``output_dir/best``."""
+
+    def __init__(self, task, args, accelerator, logger):
+        self.task, self.args, self.accelerator, self.logger = task, args, accelerator, logger
+        self.best_metric: float | None = None
+        self.best_step: int | None = None
+        self.best_evaluation: tuple[dict, object] | None = None  # the best model's, from this process's run
+        self.best_dir = os.path.join(args.output_dir, "best")
+
+    def run(self, model, dataloader, split: str) -> tuple[dict[str, float], object]:
+        was_training = model.training
+        model.eval()
+        disable = self.args.disable_tqdm or not self.accelerator.is_local_main_process
+        with torch.no_grad():
+            metrics, predictions = self.task.evaluate(
+                model, ProgressLoader(dataloader, f"{split} {self.task.name}", disable), self.accelerator, split)
+        model.train(was_training)
+        return {f"{split}_{k}": v for k, v in metrics.items()}, predictions
+
+    def is_better(self, value: float) -> bool:
+        if self.best_metric is None or math.isnan(self.best_metric):
+            return True
+        if math.isnan(value):  # e.g. a correlation of constant predictions: never the best
+            return False
+        return value > self.best_metric if self.task.greater_is_better else value < self.best_metric
+
+    def evaluate_and_keep_best(self, model, dataloader, step: int, epoch: float) -> dict[str, float]:
+        metrics, predictions = self.run(model, dataloader, "eval")
+        key = f"eval_{self.task.main_metric}"
+        if key not in metrics:
+            raise CorefBertError(f"task {self.task.name} reported no {key}; it gave {sorted(metrics)}")
+        self.logger.log({"step": step, "epoch": round(epoch, 4), **metrics})
+        if self.is_better(metrics[key]):
+            self.best_metric, self.best_step = float(metrics[key]), step
+            self.best_evaluation = (metrics, predictions)
+            save_model(self.task, model, self.accelerator, self.best_dir)
+            if self.accelerator.is_main_process:
+                write_json(os.path.join(self.best_dir, "eval_results.json"), {"step": step, **metrics})
+                self.task.write_predictions(predictions, self.best_dir, "eval")
+        return metrics
