@@ -145,11 +145,13 @@ def writing(partial: str | os.PathLike, what: str, fallback: str,
         if reason is None:
             raise
         remove_folder(Path(partial))
-        raise CorefBertError(
-            f"could not write {what} ({reason}); removed the partial copy, {fallback}. Free space or "
-            f"choose another --output_dir, then {then}",
-            path=partial,
-        ) from None
+        raise _write_error(partial, what, reason, fallback, then) from None
+
+
+def _write_error(partial, what: str, reason: str, fallback: str,
+                 then: str = "rerun with --resume_from_checkpoint latest") -> CorefBertError:
+    return CorefBertError(f"could not write {what} ({reason}); removed the partial copy, {fallback}. Free space "
+                          f"or choose another --output_dir, then {then}", path=partial)
 
 
 # Writers that do not raise OSError: safetensors (Rust) raises SafetensorError naming the OS error, and
@@ -210,35 +212,39 @@ def atomic_save_state(accelerator, final: Path, trainer_state: dict, fallback: s
     what = final.name if final.name.startswith("checkpoint") else f"checkpoint {final.name}"
     error = None
     try:
-        with writing(tmp, what, fallback):
-            accelerator.save_state(str(tmp))
-    except CorefBertError as err:
+        accelerator.save_state(str(tmp))
+    except Exception as err:  # noqa: BLE001 - decided below, once every process has finished writing
         error = err
-    # Every process learns whether any failed (this is also the barrier before the rename): a process that
-    # raised alone would leave the others waiting in the next collective until the launcher's timeout.
-    if any_process(accelerator, error is not None):
-        _raise_everywhere(accelerator, error, tmp, what)
+    # Every process learns whether any failed, and only then is the partial folder removed: a process that
+    # raised alone would pull the folder from under the others still writing their part, and leave them
+    # waiting in the next collective. A process that failed and already exited counts as a failure.
+    if any_process(accelerator, error is not None, if_peer_gone=True):
+        _fail_everywhere(accelerator, error, tmp, what, fallback)
     if accelerator.is_main_process:
         try:
-            with writing(tmp, what, fallback):
-                _write_json_durably(tmp / STATE_FILE, trainer_state)
-                # The same step saved twice (a signal right after a periodic save): keep the newer copy.
-                remove_folder(final)
-                os.replace(tmp, final)
-                _fsync_dir(final.parent)
-        except CorefBertError as err:
+            _write_json_durably(tmp / STATE_FILE, trainer_state)
+            # The same step saved twice (a signal right after a periodic save): keep the newer copy.
+            remove_folder(final)
+            os.replace(tmp, final)
+            _fsync_dir(final.parent)
+        except Exception as err:  # noqa: BLE001 - decided below, with the other processes
             error = err
-    if any_process(accelerator, error is not None):
-        _raise_everywhere(accelerator, error, tmp, what)
+    if any_process(accelerator, error is not None, if_peer_gone=True):
+        _fail_everywhere(accelerator, error, tmp, what, fallback)
     return final
 
 
-def _raise_everywhere(accelerator, error: CorefBertError | None, tmp: Path, what: str):
+def _fail_everywhere(accelerator, error: Exception | None, tmp: Path, what: str, fallback: str):
+    """After a failed save: one line on every process (the reason where the write failed), the partial
+    folder removed; an exception that is no failure to write is a bug and keeps its traceback."""
+    reason = _write_failure(error, tmp.parent) if error is not None else None  # probe before freeing space
     if accelerator.is_main_process:
         remove_folder(tmp)
     if error is None:
-        error = CorefBertError(f"another process could not write {what}; its error line says why", path=tmp)
-    raise error
+        raise CorefBertError(f"another process could not write {what}; its error line says why", path=tmp)
+    if reason is None:
+        raise error
+    raise _write_error(tmp, what, reason, fallback) from None
 
 
 def truncate_log(path: Path, step: int) -> None:
@@ -353,11 +359,20 @@ class StopSignal:
             signal.signal(signum, handler)
 
 
-def any_process(accelerator, flag: bool) -> bool:
-    """True when ``flag`` is set on any process (every process must call this at the same point)."""
+def any_process(accelerator, flag: bool, if_peer_gone: bool | None = None) -> bool:
+    """True when ``flag`` is set on any process (every process must call this at the same point).
+
+    ``if_peer_gone``: the answer when the exchange itself fails because another process has already exited
+    (gloo raises "Connection closed by peer" on the one still waiting); None lets that error through.
+    """
     if accelerator.num_processes == 1:
         return flag
     import torch
 
     value = torch.tensor([1.0 if flag else 0.0], device=accelerator.device)
-    return bool(accelerator.reduce(value, reduction="sum").item() > 0)
+    try:
+        return bool(accelerator.reduce(value, reduction="sum").item() > 0)
+    except RuntimeError:
+        if if_peer_gone is None:
+            raise
+        return if_peer_gone
