@@ -247,6 +247,63 @@ def test_sigterm_makes_a_finetuning_cli_save_and_exit_and_resume_is_exact(tmp_pa
         torch.testing.assert_close(a[key], b[key], atol=1e-6, rtol=0)
 
 
+@pytest.mark.slow
+def test_sigkill_mid_save_in_a_finetuning_cli_then_resume_repeats_the_uninterrupted_run(tmp_path, model_dir):
+    """The fine-tuning side of the kill test: `checkpoint-N`, `best/` and `last/` share one folder, so a
+    kill inside any of their saves must leave `latest` whole and the resumed run exact (losses, best, last)."""
+    argv = _glue_args(model_dir, tmp_path / "x")
+    argv[argv.index("--checkpointing_steps") + 1] = "1"
+    argv += ["--do_eval", "--eval_steps", "2", "--save_total_limit", "2"]
+
+    def with_out(out: Path) -> list[str]:
+        changed = list(argv)
+        changed[changed.index("--output_dir") + 1] = str(out)
+        return changed
+
+    reference = tmp_path / "reference"
+    load_cli("finetune/run_glue.py").main(with_out(reference))
+    want = _losses(reference)
+    out = tmp_path / "killed"
+    resume = [*with_out(out), "--resume_from_checkpoint", "latest"]
+    rng = random.Random(7)
+    kills = 0
+    for _ in range(4):
+        before = {p.name for p in out.iterdir()} if out.is_dir() else set()
+
+        def saving(before=before) -> bool:
+            names = set(os.listdir(out)) if out.is_dir() else set()
+            return any(n.endswith(".tmp") and n not in before for n in names)
+
+        proc = _start("finetune/run_glue.py", resume, tmp_path / "killed.out")
+        hit = _wait_until(proc, saving)
+        time.sleep(rng.uniform(0.0, 0.006))
+        proc.send_signal(signal.SIGKILL)
+        if proc.wait(timeout=60) == 0 or not hit:
+            break
+        kills += 1
+        found = list_checkpoints_ft(out)
+        if found:  # what latest would pick loads, with its trainer state
+            from safetensors.torch import load_file
+
+            assert load_file(str(Path(found[-1][1]) / "model.safetensors"))
+    assert kills >= 2, (tmp_path / "killed.out").read_text()[-3000:]
+
+    done = subprocess.run([sys.executable, "finetune/run_glue.py", *resume], cwd=ROOT, env=_env(),
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert not [p for p in out.iterdir() if p.name.endswith((".tmp", ".deleting"))]
+    got = _losses(out)
+    assert sorted(got) == sorted(want)
+    for step, loss in want.items():
+        assert got[step] == pytest.approx(loss, rel=1e-6), step
+    from safetensors.torch import load_file
+
+    for name in ("last", "best"):
+        a, b = load_file(str(reference / name / "model.safetensors")), load_file(str(out / name / "model.safetensors"))
+        for key in a:
+            torch.testing.assert_close(a[key], b[key], atol=1e-6, rtol=0)
+
+
 def list_checkpoints_ft(out: Path):
     from corefbert.finetuning_io import list_checkpoints as listed
 
