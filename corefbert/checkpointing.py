@@ -266,7 +266,6 @@ def truncate_log(path: Path, step: int) -> None:
     os.replace(tmp, path)
 
 
-
 def _write_json_durably(path: Path, values: dict) -> None:
     with open(path, "w", encoding="utf-8") as handle:
         json.dump(values, handle, indent=2)
@@ -312,7 +311,7 @@ def load_checkpoint(accelerator, path: str | os.PathLike, fallbacks=()) -> tuple
     when none can be read, one error line. Every process takes part, so all of them agree on the folder.
     """
     candidates = [Path(path), *map(Path, fallbacks)]
-    reason = ""
+    reasons = []
     for index, candidate in enumerate(candidates):
         error = None
         try:
@@ -322,17 +321,17 @@ def load_checkpoint(accelerator, path: str | os.PathLike, fallbacks=()) -> tuple
             error = err
         if not any_process(accelerator, error is not None):
             return candidate, state
-        reason = (f"{type(error).__name__}: {str(error).strip().splitlines()[0][:200]}" if error is not None
-                  else "unreadable on another process")
+        text = str(error).strip().splitlines()[0][:200] if error is not None and str(error).strip() else ""
+        reasons.append(f"{type(error).__name__}: {text}" if error is not None else "unreadable on another process")
         if index + 1 < len(candidates) and accelerator.is_main_process:
-            print(f"warning: {candidate}: checkpoint cannot be loaded ({reason}); trying {candidates[index + 1]}",
-                  file=sys.stderr)
-    raise CorefBertError(
-        f"checkpoint cannot be loaded ({reason})"
-        + ("; no earlier checkpoint loads either" if len(candidates) > 1 else "")
-        + "; resume from an earlier checkpoint or delete this one",
-        path=candidates[-1] if len(candidates) > 1 else candidates[0],
-    )
+            print(f"warning: {candidate}: checkpoint cannot be loaded ({reasons[-1]}); trying "
+                  f"{candidates[index + 1]}", file=sys.stderr)
+    if len(candidates) == 1:
+        raise CorefBertError(f"checkpoint cannot be loaded ({reasons[0]}); resume from an earlier checkpoint or "
+                             "delete this one", path=candidates[0])
+    raise CorefBertError(f"checkpoint cannot be loaded ({reasons[0]}), nor can the {len(candidates) - 1} earlier "
+                         "one(s); delete them, or train from the start without --resume_from_checkpoint",
+                         path=candidates[0])
 
 
 class StopSignal:

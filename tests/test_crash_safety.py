@@ -561,6 +561,20 @@ def test_a_damaged_latest_checkpoint_falls_back_to_the_one_before_and_the_run_en
     assert error.startswith(f"error: {root / 'step_3'}: checkpoint cannot be loaded (") and error.endswith(
         "; resume from an earlier checkpoint or delete this one"), error
 
+    every_one_damaged = tmp_path / "every_one_damaged"
+    shutil.copytree(out, every_one_damaged)
+    for name in ("step_1", "step_2"):
+        weights = next((checkpoints_root(every_one_damaged) / name).glob("*.safetensors"))
+        weights.write_bytes(b"")
+    with pytest.raises(SystemExit):
+        load_cli("pretrain/run_mrp.py").main([*args, "--output_dir", str(every_one_damaged),
+                                              "--resume_from_checkpoint", "latest"])
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.startswith(f"error: {checkpoints_root(every_one_damaged) / 'step_3'}: checkpoint cannot be "
+                            "loaded (") and error.endswith(
+        "), nor can the 2 earlier one(s); delete them, or train from the start without --resume_from_checkpoint"
+    ), error
+
     load_cli("pretrain/run_mrp.py").main([*args, "--output_dir", str(out), "--resume_from_checkpoint", "latest"])
     printed = capsys.readouterr()
     assert f"warning: {root / 'step_3'}: checkpoint cannot be loaded (" in printed.err
