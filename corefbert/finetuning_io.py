@@ -15,7 +15,7 @@ import torch
 from tqdm.auto import tqdm
 
 from corefbert.checkpointing import STATE_FILE as TRAINER_STATE
-from corefbert.checkpointing import atomic_save_state, is_complete, remove_folder, writing
+from corefbert.checkpointing import atomic_save_state, is_complete, remove_folder, replace_folder, writing
 from corefbert.errors import CorefBertError
 
 CHECKPOINT_PREFIX = "checkpoint-"
@@ -92,6 +92,17 @@ def prune_checkpoints(output_dir: str, keep: int) -> None:
         remove_folder(Path(path))
 
 
+def safetensors_files(directory: str) -> list[str]:
+    """The weight files of a ``save_pretrained`` folder: the shards its index lists, else ``model.safetensors``."""
+    index = os.path.join(directory, "model.safetensors.index.json")
+    if os.path.isfile(index):
+        with open(index, encoding="utf-8") as handle:
+            files = sorted(set(json.load(handle)["weight_map"].values()))
+    else:
+        files = ["model.safetensors"]
+    return [os.path.join(directory, name) for name in files]
+
+
 def load_weights(model: torch.nn.Module, directory: str) -> None:
     """Load ``model.safetensors`` (or its shards) from ``directory`` into ``model`` in place.
 
@@ -99,15 +110,9 @@ def load_weights(model: torch.nn.Module, directory: str) -> None:
     """
     from safetensors.torch import load_file
 
-    index = os.path.join(directory, "model.safetensors.index.json")
-    if os.path.isfile(index):
-        with open(index, encoding="utf-8") as handle:
-            files = sorted(set(json.load(handle)["weight_map"].values()))
-    else:
-        files = ["model.safetensors"]
     state = {}
-    for name in files:
-        state.update(load_file(os.path.join(directory, name)))
+    for path in safetensors_files(directory):
+        state.update(load_file(path))
     missing, unexpected = model.load_state_dict(state, strict=False)
     params = dict(model.named_parameters(remove_duplicate=False))
     loaded = {params[k].data_ptr() for k in state if k in params}
@@ -140,8 +145,7 @@ def save_model(task, model, accelerator, output_dir: str) -> None:
         remove_folder(Path(tmp))
         with writing(tmp, f"the model {os.path.basename(output_dir)}/", "the checkpoints are intact"):
             task.save_pretrained(accelerator.unwrap_model(model), tmp, state_dict=state_dict)
-            remove_folder(Path(output_dir))
-            os.replace(tmp, output_dir)
+            replace_folder(tmp, output_dir)
     accelerator.wait_for_everyone()
 
 

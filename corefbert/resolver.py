@@ -21,7 +21,6 @@ whole phrase.
 from __future__ import annotations
 
 import html
-import json
 import os
 import re
 from dataclasses import dataclass
@@ -31,8 +30,9 @@ from torch import nn
 from transformers import AutoModel, AutoTokenizer
 
 from corefbert.errors import CorefBertError
+from corefbert.finetuning_io import safetensors_files
 from corefbert.modeling import copy_scores
-from corefbert.tasks.coref import CandidateScoringOutput
+from corefbert.tasks.coref import CandidateScoringOutput, with_labels_and_index
 from corefbert.tasks.coref_readers import PronounExample, _word_spans
 
 COPY_VECTOR_KEY = "mrp.copy_vector"
@@ -42,14 +42,7 @@ def read_copy_vector(directory: str) -> torch.Tensor | None:
     """``mrp.copy_vector`` from a checkpoint's safetensors file(s), or ``None`` if it has none."""
     from safetensors import safe_open
 
-    index = os.path.join(directory, "model.safetensors.index.json")
-    if os.path.isfile(index):
-        with open(index, encoding="utf-8") as handle:
-            files = sorted(set(json.load(handle)["weight_map"].values()))
-    else:
-        files = ["model.safetensors"]
-    for name in files:
-        path = os.path.join(directory, name)
+    for path in safetensors_files(directory):
         if not os.path.isfile(path):
             continue
         with safe_open(path, framework="pt") as weights:
@@ -176,11 +169,7 @@ def collate_copy_queries(features: list[dict], pad_token_id: int) -> dict[str, t
            "query_position": torch.tensor([f["query_position"] for f in features]),
            "mention_starts": starts, "mention_ends": ends, "mention_mask": mention_mask,
            "candidate_mask": candidate_mask}
-    if all("label" in f for f in features):
-        out["labels"] = torch.tensor([f["label"] for f in features], dtype=torch.long)
-    if all("index" in f for f in features):
-        out["example_index"] = torch.tensor([f["index"] for f in features], dtype=torch.long)
-    return out
+    return with_labels_and_index(out, features)
 
 
 @dataclass

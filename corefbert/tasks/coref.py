@@ -57,6 +57,15 @@ def encode_candidates(example: PronounExample, tokenizer, max_length: int = 128)
     return {"input_ids": input_ids, "target_ids": target_ids}
 
 
+def with_labels_and_index(batch: dict[str, torch.Tensor], features: list[dict]) -> dict[str, torch.Tensor]:
+    """Add ``labels`` (the gold candidate) and ``example_index`` when every feature carries them."""
+    if all("label" in f for f in features):
+        batch["labels"] = torch.tensor([f["label"] for f in features], dtype=torch.long)
+    if all("index" in f for f in features):
+        batch["example_index"] = torch.tensor([f["index"] for f in features], dtype=torch.long)
+    return batch
+
+
 def collate_candidates(features: list[dict], pad_token_id: int) -> dict[str, torch.Tensor]:
     """Pad features of :func:`encode_candidates` (plus ``label``, -1 when none) to ``[B, N, L]`` tensors.
 
@@ -76,11 +85,7 @@ def collate_candidates(features: list[dict], pad_token_id: int) -> dict[str, tor
             candidate_mask[b, n] = True
     out = {"input_ids": input_ids, "attention_mask": attention_mask, "target_ids": target_ids,
            "candidate_mask": candidate_mask}
-    if all("label" in f for f in features):
-        out["labels"] = torch.tensor([f["label"] for f in features], dtype=torch.long)
-    if all("index" in f for f in features):
-        out["example_index"] = torch.tensor([f["index"] for f in features], dtype=torch.long)
-    return out
+    return with_labels_and_index(out, features)
 
 
 def _mlm_head(mlm: nn.Module) -> nn.Module | None:
