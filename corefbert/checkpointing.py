@@ -189,12 +189,29 @@ def remove_folder(path: Path) -> None:
     """Delete a folder so that no interruption leaves a half-deleted one under its old name."""
     if not path.exists():
         return
-    trash = path.with_name(path.name + ".deleting")
-    try:
-        os.replace(path, trash)
-    except OSError:
-        trash = path
+    trash = path if path.name.endswith(".deleting") else path.with_name(path.name + ".deleting")
+    if trash != path:
+        try:
+            os.replace(path, trash)
+        except OSError:
+            trash = path
     shutil.rmtree(trash, ignore_errors=True)
+
+
+def replace_folder(tmp: str | os.PathLike, final: str | os.PathLike) -> None:
+    """Put the finished folder ``tmp`` in the place of ``final``.
+
+    The old ``final`` is renamed aside and deleted only once the new one is in place, so the old copy stays
+    whole through the slow part (the deletion); only between the two renames does ``final`` not exist.
+    Deleting first, as before, left no ``final`` at all for as long as the deletion took.
+    """
+    tmp, final = Path(tmp), Path(final)
+    aside = final.with_name(final.name + ".deleting")
+    if final.exists():
+        remove_folder(aside)
+        os.replace(final, aside)
+    os.replace(tmp, final)
+    remove_folder(aside)
 
 
 def atomic_save_state(accelerator, final: Path, trainer_state: dict, fallback: str) -> Path:
@@ -224,8 +241,7 @@ def atomic_save_state(accelerator, final: Path, trainer_state: dict, fallback: s
         try:
             _write_json_durably(tmp / STATE_FILE, trainer_state)
             # The same step saved twice (a signal right after a periodic save): keep the newer copy.
-            remove_folder(final)
-            os.replace(tmp, final)
+            replace_folder(tmp, final)
             _fsync_dir(final.parent)
         except Exception as err:  # noqa: BLE001 - decided below, with the other processes
             error = err

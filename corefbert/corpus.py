@@ -18,7 +18,7 @@ import shutil
 import time
 from dataclasses import asdict, dataclass, field
 
-from corefbert.checkpointing import check_writable, writing
+from corefbert.checkpointing import check_writable, replace_folder, writing
 from corefbert.corpus_cache import (
     VERIFY_MODES,
     ChunkCache,
@@ -322,9 +322,7 @@ def _prepare(args, tokenizer, nlp, train_sources, validation_sources, fingerprin
         # The fingerprint file comes last: a folder is a finished corpus only once it is there.
         with open(os.path.join(staging, FINGERPRINT_FILE), "w") as handle:
             json.dump({"fingerprint": fingerprint}, handle)
-        if os.path.isdir(output_dir):
-            shutil.rmtree(output_dir)
-        os.replace(staging, output_dir)
+        replace_folder(staging, output_dir)
     cache.clear()
     print(format_summary(summary))
     return datasets.load_from_disk(output_dir)

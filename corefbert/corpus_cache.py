@@ -21,7 +21,7 @@ import os
 import shutil
 import sys
 
-from corefbert.checkpointing import writing
+from corefbert.checkpointing import replace_folder, writing
 from corefbert.errors import CorefBertError
 
 MANIFEST_FILE = "prepare_manifest.json"
@@ -210,8 +210,7 @@ class ChunkCache:
             with open(os.path.join(tmp, self.STATS), "w") as handle:
                 json.dump(stats, handle)
             write_manifest(tmp)
-            shutil.rmtree(path, ignore_errors=True)
-            os.replace(tmp, path)
+            replace_folder(tmp, path)
         return datasets.load_from_disk(path), stats
 
     def clear(self) -> None:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import torch
 
-from corefbert.checkpointing import remove_folder, writing
+from corefbert.checkpointing import remove_folder, replace_folder, writing
 from corefbert.pretraining_data import PreservedRng
 
 
@@ -134,8 +133,7 @@ def final_save(accelerator, model, tokenizer, args, before: dict, after: dict) -
             card = model_card(args, accelerator.num_processes, str(accelerator.mixed_precision), before, after,
                               final_dir)
             (tmp / "README.md").write_text(card, encoding="utf-8")
-            remove_folder(final_dir)
-            os.replace(tmp, final_dir)
+            replace_folder(tmp, final_dir)
         results = {**{f"eval_{k}": v for k, v in after.items()}, **{f"init_{k}": v for k, v in before.items()}}
         (Path(args.output_dir) / "all_results.json").write_text(json.dumps(results, indent=2), encoding="utf-8")
         if args.plot:

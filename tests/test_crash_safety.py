@@ -120,6 +120,19 @@ def _files(folder: Path) -> dict[str, int]:
     return {p.name: p.stat().st_size for p in folder.iterdir() if p.suffix in (".safetensors", ".bin", ".pkl")}
 
 
+def _mrp_args(model_dir, corpus_dir, max_steps: int, *extra: str) -> list[str]:
+    """A tiny pretraining run with a checkpoint every step (every kill and disk test starts from this)."""
+    return ["--model_name_or_path", str(model_dir), "--dataset_dir", str(corpus_dir), "--max_steps", str(max_steps),
+            "--per_device_train_batch_size", "4", "--logging_steps", "1", "--learning_rate", "1e-3",
+            "--mixed_precision", "no", "--checkpointing_steps", "1", "--seed", "5", *extra]
+
+
+def _reference_losses(out: Path, args: list[str]) -> dict[int, dict]:
+    """Run pretraining uninterrupted in-process into ``out``; its train records by step."""
+    load_cli("pretrain/run_mrp.py").main([*args, "--output_dir", str(out)])
+    return {r["step"]: r for r in _train_records(out)}
+
+
 def _assert_latest_loads(out: Path, whole: dict[str, int] | None = None) -> int:
     """What `--resume_from_checkpoint latest` would pick must be whole: state parses, weights load, and
     (given ``whole``, a finished checkpoint's file sizes) no file is missing or short."""
@@ -142,13 +155,9 @@ def _assert_latest_loads(out: Path, whole: dict[str, int] | None = None) -> int:
 @pytest.mark.slow
 def test_sigkill_at_random_moments_and_mid_save_then_resume_repeats_the_uninterrupted_losses(
         tmp_path, model_dir, corpus_dir):
-    args = ["--model_name_or_path", str(model_dir), "--dataset_dir", str(corpus_dir), "--max_steps", "10",
-            "--per_device_train_batch_size", "4", "--logging_steps", "1", "--learning_rate", "1e-3",
-            "--warmup_ratio", "0.2", "--mixed_precision", "no", "--checkpointing_steps", "1",
-            "--save_total_limit", "2", "--seed", "5"]
+    args = _mrp_args(model_dir, corpus_dir, 10, "--warmup_ratio", "0.2", "--save_total_limit", "2")
     reference = tmp_path / "reference"
-    load_cli("pretrain/run_mrp.py").main([*args, "--output_dir", str(reference)])
-    want = {r["step"]: r for r in _train_records(reference)}
+    want = _reference_losses(reference, args)
     assert sorted(want) == list(range(1, 11))
 
     out = tmp_path / "killed"
@@ -332,13 +341,9 @@ def test_disk_full_during_a_checkpoint_keeps_the_previous_one_and_resume_continu
         tmp_path, model_dir, corpus_dir, monkeypatch, capsys):
     from accelerate import Accelerator
 
-    args = ["--model_name_or_path", str(model_dir), "--dataset_dir", str(corpus_dir), "--max_steps", "4",
-            "--per_device_train_batch_size", "4", "--logging_steps", "1", "--learning_rate", "1e-3",
-            "--mixed_precision", "no", "--checkpointing_steps", "1", "--seed", "5",
-            "--output_dir", str(tmp_path / "run")]
-    reference = tmp_path / "reference"
-    load_cli("pretrain/run_mrp.py").main([*args[:-1], str(reference)])
-    want = {r["step"]: r["loss"] for r in _train_records(reference)}
+    base = _mrp_args(model_dir, corpus_dir, 4)
+    want = {step: r["loss"] for step, r in _reference_losses(tmp_path / "reference", base).items()}
+    args = [*base, "--output_dir", str(tmp_path / "run")]
 
     monkeypatch.setattr(Accelerator, "save_state", _fail_after(3, Accelerator.save_state))
     with pytest.raises(SystemExit) as exit_info:
@@ -377,12 +382,9 @@ def test_a_real_full_disk_during_a_checkpoint(tmp_path, model_dir, corpus_dir):
     mount = tmp_path / "small_disk"
     if not _can_mount_tmpfs(mount):
         pytest.skip("mounting a tmpfs needs root and unshare (CI and the dev machines have both)")
-    args = ["--model_name_or_path", str(model_dir), "--dataset_dir", str(corpus_dir), "--max_steps", "3",
-            "--per_device_train_batch_size", "4", "--logging_steps", "1", "--learning_rate", "1e-3",
-            "--mixed_precision", "no", "--checkpointing_steps", "1", "--save_total_limit", "1", "--seed", "5"]
+    args = _mrp_args(model_dir, corpus_dir, 3, "--save_total_limit", "1")
     reference = tmp_path / "reference"
-    load_cli("pretrain/run_mrp.py").main([*args, "--output_dir", str(reference)])
-    want = {r["step"]: r["loss"] for r in _train_records(reference)}
+    want = {step: r["loss"] for step, r in _reference_losses(reference, args).items()}
     checkpoint = sum(f.stat().st_size for f in (checkpoints_root(reference) / "step_3").iterdir())
     size_kib = (checkpoint * 3 // 2 + 64 * 1024) // 1024
 
@@ -417,9 +419,7 @@ def test_a_full_disk_on_one_of_two_processes_stops_both_in_one_line_each(tmp_pat
     out = tmp_path / "ddp"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
            str(_free_port()), "tests/fixtures/crash/run_mrp_full_disk_on_rank0.py",
-           "--model_name_or_path", str(model_dir), "--dataset_dir", str(corpus_dir), "--max_steps", "4",
-           "--per_device_train_batch_size", "2", "--logging_steps", "1", "--mixed_precision", "no",
-           "--checkpointing_steps", "1", "--output_dir", str(out)]
+           *_mrp_args(model_dir, corpus_dir, 4, "--per_device_train_batch_size", "2"), "--output_dir", str(out)]
     started = time.monotonic()
     done = subprocess.run(cmd, cwd=ROOT, env={**_env(), "ACCELERATE_USE_CPU": "true"}, capture_output=True,
                           text=True, timeout=600)
@@ -536,12 +536,9 @@ def test_a_damaged_latest_checkpoint_falls_back_to_the_one_before_and_the_run_en
         tmp_path, model_dir, corpus_dir, capsys):
     """Whole on rename is not whole after a power loss (files are not fsynced one by one) or disk damage:
     `latest` skips a checkpoint whose files do not load, with a warning; an explicit path gets one line."""
-    args = ["--model_name_or_path", str(model_dir), "--dataset_dir", str(corpus_dir), "--max_steps", "5",
-            "--per_device_train_batch_size", "4", "--logging_steps", "1", "--learning_rate", "1e-3",
-            "--mixed_precision", "no", "--checkpointing_steps", "1", "--save_total_limit", "10", "--seed", "5"]
+    args = _mrp_args(model_dir, corpus_dir, 5, "--save_total_limit", "10")
     reference = tmp_path / "reference"
-    load_cli("pretrain/run_mrp.py").main([*args, "--output_dir", str(reference)])
-    want = {r["step"]: r["loss"] for r in _train_records(reference)}
+    want = {step: r["loss"] for step, r in _reference_losses(reference, args).items()}
 
     out = tmp_path / "damaged"
     shutil.copytree(reference, out)
@@ -581,3 +578,32 @@ def test_a_damaged_latest_checkpoint_falls_back_to_the_one_before_and_the_run_en
     assert f"resumed from {root / 'step_2'} at step 2" in printed.out
     got = {r["step"]: r["loss"] for r in _train_records(out)}
     assert got == pytest.approx(want, rel=1e-6)
+
+
+def test_replacing_a_folder_deletes_the_old_copy_only_after_the_new_one_is_in_place(tmp_path):
+    from corefbert.checkpointing import replace_folder
+
+    final, new = tmp_path / "best", tmp_path / "best.tmp"
+    final.mkdir()
+    (final / "model.safetensors").write_text("old")
+    new.mkdir()
+    (new / "model.safetensors").write_text("new")
+    real_rmtree = shutil.rmtree
+
+    def killed_rmtree(path, ignore_errors=False):
+        raise KeyboardInterrupt  # the process dies while the old copy is being deleted
+
+    shutil.rmtree = killed_rmtree
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            replace_folder(new, final)
+    finally:
+        shutil.rmtree = real_rmtree
+    assert (final / "model.safetensors").read_text() == "new"
+    assert not new.exists()
+    replace_folder_again = tmp_path / "best.tmp"
+    replace_folder_again.mkdir()
+    (replace_folder_again / "model.safetensors").write_text("newer")
+    replace_folder(replace_folder_again, final)  # the leftover of the killed deletion is cleared too
+    assert (final / "model.safetensors").read_text() == "newer"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["best"]
