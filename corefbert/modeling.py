@@ -393,6 +393,29 @@ class CorefRobertaForPreTraining(_CorefPreTrainingMixin, RobertaPreTrainedModel)
 
 
 PRETRAINING_CLASSES = {"bert": CorefBertForPreTraining, "roberta": CorefRobertaForPreTraining}
+
+
+def register_auto_classes() -> None:
+    """Make ``AutoModelForPreTraining`` give the CorefBERT class for a CorefBERT checkpoint.
+
+    A checkpoint keeps ``model_type`` bert/roberta (so every stock Auto class loads it), and transformers'
+    mapping sends those to ``BertForPreTraining`` / ``RobertaForMaskedLM``: a CorefBERT checkpoint came
+    back as BERT with a random next-sentence head and without its copy head. Registering a pair of classes
+    lets transformers choose by the ``architectures`` that ``save_pretrained`` writes into config.json, so
+    ordinary BERT/RoBERTa checkpoints still get the stock class. No remote code is involved; it holds in
+    every process that imported ``corefbert.modeling`` (any model API of this package does).
+    """
+    from transformers import AutoModelForPreTraining
+    from transformers.models.auto.modeling_auto import MODEL_FOR_PRETRAINING_MAPPING
+
+    for config_class, coref_class in ((BertConfig, CorefBertForPreTraining),
+                                      (RobertaConfig, CorefRobertaForPreTraining)):
+        stock = MODEL_FOR_PRETRAINING_MAPPING[config_class]
+        stock = stock[0] if isinstance(stock, tuple) else stock  # already registered: keep the stock default
+        AutoModelForPreTraining.register(config_class, (stock, coref_class), exist_ok=True)
+
+
+register_auto_classes()
 _MLM_HEAD_PREFIXES = {"bert": "cls.", "roberta": "lm_head."}
 
 

@@ -26,14 +26,21 @@ from corefbert.checkpointing import (
     StopSignal,
     any_process,
     check_writable,
+    checkpoints_root,
     list_checkpoints,
     load_checkpoint,
+    remove_folder,
     resolve_checkpoint,
     save_checkpoint,
     truncate_log,
 )
 from corefbert.errors import CorefBertError
-from corefbert.pretraining_args import PretrainingArguments, resolve_mixed_precision, validate_arguments
+from corefbert.pretraining_args import (
+    PretrainingArguments,
+    resolve_mixed_precision,
+    tracking_backends,
+    validate_arguments,
+)
 from corefbert.pretraining_data import (
     PreservedRng,
     SeededCollate,
@@ -80,12 +87,6 @@ def _build_accelerator(args: PretrainingArguments):
     from accelerate import Accelerator
     from accelerate.utils import DataLoaderConfiguration, GradientAccumulationPlugin
 
-    log_with = None
-    if args.with_tracking:
-        from accelerate.tracking import filter_trackers
-
-        wanted = ["tensorboard", "wandb"] if args.report_to == "all" else [args.report_to]
-        log_with = filter_trackers(wanted, args.output_dir) or None
     return Accelerator(
         mixed_precision=resolve_mixed_precision(args.mixed_precision),
         # Accumulation counts micro-batches across epoch boundaries: every step sees the same amount of data.
@@ -96,7 +97,7 @@ def _build_accelerator(args: PretrainingArguments):
         # We step the scheduler once per optimizer step ourselves; the default would step it once per
         # process per step, ending warm-up N times too early on N processes.
         step_scheduler_with_optimizer=False,
-        log_with=log_with,
+        log_with=tracking_backends(args.report_to) if args.with_tracking else None,
         project_dir=args.output_dir,
     )
 
@@ -123,6 +124,9 @@ def run_pretraining(args: PretrainingArguments, data_args=None, splits=None) -> 
     log_path = output_dir / LOG_FILE
     if accelerator.is_main_process:
         output_dir.mkdir(parents=True, exist_ok=True)
+        if args.overwrite_output_dir and not args.resume_from_checkpoint:
+            # The earlier run's checkpoints would otherwise rotate this run's away and be what "latest" finds.
+            remove_folder(checkpoints_root(output_dir))
 
     model = load_pretraining_model(
         args.model_name_or_path, mrp_loss_weight=args.mrp_loss_weight, mrp_official_loss=args.mrp_official_loss

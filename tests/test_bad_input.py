@@ -208,6 +208,22 @@ def _latin1(w):
     return _file(w, "latin1.txt", NOT_UTF8)
 
 
+def _earlier_run(w):
+    out = w / "earlier_run"
+    out.mkdir()
+    (out / "log.jsonl").write_text('{"split": "eval", "step": 0}\n')
+    return str(out)
+
+
+def _no_trackers(monkeypatch) -> None:
+    import accelerate.tracking
+    import accelerate.utils
+
+    for module in (accelerate.utils, accelerate.tracking):
+        monkeypatch.setattr(module, "is_tensorboard_available", lambda: False)
+        monkeypatch.setattr(module, "is_wandb_available", lambda: False)
+
+
 GLUE_CLI, QUOREF_CLI, MRQA_CLI = "finetune/run_glue.py", "finetune/run_quoref.py", "finetune/run_mrqa.py"
 DOCRED_CLI, FEVER_CLI, COREF_CLI = "finetune/run_docred.py", "finetune/run_fever.py", "finetune/run_coref.py"
 PREP_CLI, MRP_CLI = "pretrain/prepare_corpus.py", "pretrain/run_mrp.py"
@@ -298,6 +314,11 @@ CASES = [
     Case(MRP_CLI, "output dir is a file",
          lambda w, m: ["--model_name_or_path", str(m), "--output_dir", _a_file(w), "--max_steps", "1",
                        "--train_file", str(FIXTURES / "tiny_corpus.txt")]),
+    Case(MRP_CLI, "output dir of an earlier run",
+         lambda w, m: ["--model_name_or_path", str(m), "--output_dir", _earlier_run(w), "--max_steps", "1",
+                       "--train_file", str(FIXTURES / "tiny_corpus.txt")]),
+    Case(MRP_CLI, "--with_tracking, tracker not installed",
+         mrp("--dataset_dir", "{work}", "--with_tracking"), fault=_no_trackers),
 ]
 
 

@@ -368,6 +368,30 @@ def test_checkpoint_round_trip_through_auto_classes(model_type, request, tmp_pat
 
 
 @pytest.mark.parametrize("model_type", ["bert", "roberta"])
+def test_auto_model_for_pretraining_gives_the_corefbert_class_and_stock_for_others(model_type, request, tmp_path):
+    """Issue 11.14: AutoModelForPreTraining used to return BertForPreTraining with a random NSP head (and no
+    copy head) for a CorefBERT checkpoint. transformers picks by config.architectures among the
+    registered pair, so a plain BERT/RoBERTa checkpoint still gets the stock class."""
+    from transformers import AutoModelForPreTraining, BertForPreTraining, RobertaForMaskedLM
+
+    tokenizer = request.getfixturevalue(f"{model_type}_tokenizer")
+    torch.manual_seed(0)
+    model = PRETRAINING[model_type](tiny_config(model_type, tokenizer))
+    with torch.no_grad():
+        model.mrp.copy_vector.copy_(torch.randn_like(model.mrp.copy_vector))
+    model.save_pretrained(tmp_path / "coref")
+    loaded, info = AutoModelForPreTraining.from_pretrained(tmp_path / "coref", output_loading_info=True)
+    assert type(loaded) is PRETRAINING[model_type]
+    assert info["missing_keys"] == set() and info["unexpected_keys"] == set()
+    assert torch.equal(loaded.mrp.copy_vector, model.mrp.copy_vector)
+    assert not any(p.requires_grad for p in loaded.base_model.pooler.parameters())  # frozen as load_pretraining_model does
+
+    stock_class = {"bert": BertForPreTraining, "roberta": RobertaForMaskedLM}[model_type]
+    stock_class(tiny_config(model_type, tokenizer)).save_pretrained(tmp_path / "stock")
+    assert type(AutoModelForPreTraining.from_pretrained(tmp_path / "stock")) is stock_class
+
+
+@pytest.mark.parametrize("model_type", ["bert", "roberta"])
 def test_backbone_without_mlm_head_gets_one_and_says_so_once(model_type, request, caplog):
     backbone = request.getfixturevalue(f"tiny_{model_type}_dir")
     with caplog.at_level(logging.INFO):

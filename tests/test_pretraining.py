@@ -247,6 +247,57 @@ def test_nonfinite_loss_stops_naming_the_step_after_saving(tmp_path, tiny_bert_d
     assert len(losses) == 5 and all(torch.isfinite(torch.tensor(losses)))
 
 
+def _reset_accelerate():
+    from accelerate.state import AcceleratorState, GradientState
+
+    AcceleratorState._reset_state(True)
+    GradientState._reset_state()
+
+
+def test_a_new_run_into_an_earlier_runs_folder_is_refused_or_starts_clean(tmp_path, tiny_bert_dir, corpus):
+    """Issue 11.4: a second run there used to mix with the first (its checkpoints rotated away by the old
+    run's later ones, one log.jsonl for both, ``latest`` resuming the old run)."""
+    out = tmp_path / "run"
+    run_pretraining(_args(tiny_bert_dir, out, max_steps=6, checkpointing_steps=2), splits=corpus)
+    assert [s for s, _ in list_checkpoints(out)] == [2, 4, 6]
+    old_log = (out / "log.jsonl").read_text()
+
+    _reset_accelerate()
+    with pytest.raises(CorefBertError, match="output directory is not empty.*--overwrite_output_dir"):
+        run_pretraining(_args(tiny_bert_dir, out, max_steps=3, checkpointing_steps=1), splits=corpus)
+    assert (out / "log.jsonl").read_text() == old_log  # refused before anything was written
+    assert [s for s, _ in list_checkpoints(out)] == [2, 4, 6]
+
+    _reset_accelerate()
+    run_pretraining(_args(tiny_bert_dir, out, max_steps=3, checkpointing_steps=1, overwrite_output_dir=True),
+                    splits=corpus)
+    assert [s for s, _ in list_checkpoints(out)] == [1, 2, 3]  # only the new run's, none of the old 4 and 6
+    assert [r["step"] for r in _records(out)] == [1, 2, 3]
+    assert resolve_checkpoint("latest", out).name == "step_3"
+
+    _reset_accelerate()  # continuing the run in its own folder stays allowed
+    run_pretraining(_args(tiny_bert_dir, out, max_steps=4, checkpointing_steps=1, resume_from_checkpoint="latest"),
+                    splits=corpus)
+    assert [r["step"] for r in _records(out)] == [1, 2, 3, 4]
+
+
+def test_with_tracking_without_the_tracker_package_is_one_line(tmp_path, tiny_bert_dir, corpus, monkeypatch):
+    """Issue 11.9: accelerate's tracker filter logs through a state-bound logger and raised a RuntimeError
+    traceback when tensorboard was missing, because it ran before the Accelerator existed."""
+    import accelerate.tracking
+    import accelerate.utils
+
+    for module in (accelerate.utils, accelerate.tracking):
+        monkeypatch.setattr(module, "is_tensorboard_available", lambda: False)
+        monkeypatch.setattr(module, "is_wandb_available", lambda: False)
+    args = _args(tiny_bert_dir, tmp_path / "tracked", with_tracking=True)
+    with pytest.raises(CorefBertError, match="tensorboard not installed; pip install tensorboard"):
+        run_pretraining(args, splits=corpus)
+    with pytest.raises(CorefBertError, match="tensorboard and wandb not installed"):
+        run_pretraining(replace(args, report_to="all"), splits=corpus)
+    assert not (tmp_path / "tracked").exists()  # refused before the folder was made
+
+
 def _cpu_loss_scaler(monkeypatch, init_scale: float):
     """fp16 loss scaling on CPU: accelerate builds a GradScaler only for GPUs, so hand the CPU accelerator a
     real torch one. With native AMP on, the forward runs under fp16 autocast, so a scaled backward overflows

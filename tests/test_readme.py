@@ -56,3 +56,20 @@ def test_every_survival_claim_names_tests_that_exist():
             tree = ast.parse((ROOT / current).read_text(encoding="utf-8"))
             defined = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
             assert name in defined, f"{current}::{name} (cited in the README) does not exist"
+
+
+def test_every_table_has_a_header_row():
+    """Issue 11.13: a blank line inside a table starts a second one without a header, which renders as text."""
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        lines = doc.read_text(encoding="utf-8").splitlines()
+        in_code = False
+        for number, line in enumerate(lines):
+            in_code ^= line.lstrip().startswith("```")
+            starts_table = line.startswith("|") and (number == 0 or not lines[number - 1].startswith("|"))
+            if in_code or not starts_table:
+                continue
+            separator = lines[number + 1] if number + 1 < len(lines) else ""
+            assert re.fullmatch(r"\|(\s*:?-{3,}:?\s*\|)+", separator.strip()), (
+                f"{doc.relative_to(ROOT)}:{number + 1}: a table row with no header and separator row above it "
+                "(a blank line inside a table?)"
+            )
