@@ -2,11 +2,11 @@
 
 The CLIs run in-process (their ``main(argv)``, wrapped by ``cli_entry``): a subprocess pays 5-10 s of
 torch + transformers start-up per case here. The observed table (CLI, bad input, message) is compared
-with the one in ``README.md`` so the README cannot drift; regenerate it with
+with the one in ``docs/readme/hardening.md`` so the documentation cannot drift; regenerate it with
 
     COREFBERT_WRITE_BAD_INPUT_TABLE=1 pytest tests/test_bad_input.py
 
-which rewrites the table between the markers in that file.
+which rewrites the table between the markers in that file (linked from the README).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.usefixtures("fresh_accelerate_state")
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
-README = ROOT / "README.md"
+TABLE_DOC = ROOT / "docs" / "readme" / "hardening.md"  # the table lives in the hardening guide
 START, END = "<!-- bad-input-table:start -->", "<!-- bad-input-table:end -->"
 BINARY = bytes(range(256)) * 4
 NOT_UTF8 = "Gauß und Café\tx\n".encode("latin-1")
@@ -35,7 +35,7 @@ NOT_UTF8 = "Gauß und Café\tx\n".encode("latin-1")
 @dataclass
 class Case:
     cli: str  # path of the script, relative to the repository root
-    bad: str  # the kind of bad input, as the README table names it
+    bad: str  # the kind of bad input, as the table names it
     argv: Callable[[Path, Path], list[str]]  # (workdir, tiny model dir) -> arguments
     fault: Callable[[object], None] | None = None  # injects a fault through pytest's monkeypatch
 
@@ -452,7 +452,7 @@ def test_bad_input_is_one_error_line(case, tmp_path, model_dir, capsys, monkeypa
         # Row by row, so the check also holds under pytest-xdist, where cases run in several workers.
         documented = _documented_rows().get((case.cli, case.bad))
         assert documented == _row(case.cli, case.bad, message), (
-            "README.md's bad-input table differs from what the CLI prints; regenerate it with "
+            "docs/readme/hardening.md's bad-input table differs from what the CLI prints; regenerate it with "
             "COREFBERT_WRITE_BAD_INPUT_TABLE=1 pytest tests/test_bad_input.py")
 
 
@@ -465,7 +465,7 @@ def _row(cli: str, bad: str, message: str) -> str:
 
 
 def _readme_table() -> tuple[str, str, str]:
-    text = README.read_text(encoding="utf-8")
+    text = TABLE_DOC.read_text(encoding="utf-8")
     head, rest = text.split(START, 1)
     table, tail = rest.split(END, 1)
     return head, table, tail
@@ -480,7 +480,7 @@ def _documented_rows() -> dict[tuple[str, str], str]:
 
 
 def test_readme_table_lists_exactly_the_cases():
-    """The README has one row per case, in the cases' order (each case test checks its row's message)."""
+    """The table has one row per case, in the cases' order (each case test checks its row's message)."""
     assert _readme_table()[1].strip().splitlines()[:len(HEADER)] == HEADER
     assert list(_documented_rows()) == [(case.cli, case.bad) for case in CASES]
 
@@ -495,4 +495,4 @@ def _write_readme_table_when_asked():
     assert len(OBSERVED) == len(CASES), "write the table from a full run of this file without -k, -x or -n"
     head, _, tail = _readme_table()
     table = "\n".join(HEADER + [_row(*row) for row in OBSERVED])
-    README.write_text(f"{head}{START}\n{table}\n{END}{tail}", encoding="utf-8")
+    TABLE_DOC.write_text(f"{head}{START}\n{table}\n{END}{tail}", encoding="utf-8")
