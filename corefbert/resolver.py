@@ -33,7 +33,7 @@ from corefbert.errors import CorefBertError
 from corefbert.finetuning_io import safetensors_files
 from corefbert.modeling import copy_scores
 from corefbert.tasks.coref import CandidateScoringOutput, with_labels_and_index
-from corefbert.tasks.coref_readers import PronounExample, _word_spans
+from corefbert.tasks.coref_readers import PronounExample, match_candidates
 
 COPY_VECTOR_KEY = "mrp.copy_vector"
 
@@ -201,15 +201,13 @@ class CopyResolver:
         start, end = pronoun_span
         if not (0 <= start < end <= len(text)):
             raise CorefBertError(f"pronoun span {pronoun_span} is outside the text ({len(text)} characters)")
-        names, spans = [], []
-        for candidate in candidates:
-            if isinstance(candidate, str):
-                names.append(candidate)
-                spans.append(_word_spans(text, candidate, exclude=(start, end)))
-            else:
-                names.append(text[candidate[0]:candidate[1]])
-                spans.append([tuple(candidate)])
-        return PronounExample("api", text, start, end, names, None, spans)
+        candidates = list(candidates)
+        names = [c if isinstance(c, str) else text[c[0]:c[1]] for c in candidates]
+        # Strings are found by the readers' matcher, the one every scoring path uses.
+        found, tiers = match_candidates(text, names, exclude=(start, end))
+        spans = [found[i] if isinstance(c, str) else [tuple(c)] for i, c in enumerate(candidates)]
+        tiers = [tiers[i] if isinstance(c, str) else "exact" for i, c in enumerate(candidates)]
+        return PronounExample("api", text, start, end, names, None, spans, candidate_match=tiers)
 
     @torch.no_grad()
     def view(self, text: str, pronoun_span: tuple[int, int], candidates) -> CopyView:
@@ -225,9 +223,10 @@ class CopyResolver:
         return CopyView(example, tokens, feature["masked_text"], scores)
 
     def resolve(self, text: str, pronoun_span: tuple[int, int], candidates) -> dict[str, float]:
-        """``{candidate: log Pr(copy)}`` for candidates given as strings (found in the text, case-insensitive,
-        all occurrences) or as ``(start, end)`` character spans. Higher is more likely the referent;
-        ``-inf`` means the candidate does not occur in the text."""
+        """``{candidate: log Pr(copy)}`` for candidates given as strings (every occurrence in the text, found as
+        :func:`corefbert.tasks.coref_readers.candidate_spans` says: case-, determiner- and possessive-tolerant,
+        head-word fallback) or as ``(start, end)`` character spans. Higher is more likely the referent;
+        ``-inf`` means the candidate does not occur in the text in any form."""
         view = self.view(text, pronoun_span, candidates)
         return dict(zip(view.example.candidates, view.scores))
 

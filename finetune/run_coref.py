@@ -18,7 +18,9 @@ Fine-tune on DPR (+ GAP development) and evaluate::
 N GPUs: ``accelerate launch --num_processes N finetune/run_coref.py ...`` (the same flags).
 Writes ``all_results.json`` (``<file>_accuracy``; for GAP files the official scorer's ``<file>_f1``,
 ``_masculine_f1``, ``_feminine_f1``, ``_bias``), ``<split>_<file>_predictions.jsonl`` with every candidate's
-score, and for GAP files ``<split>_<file>_gap.tsv`` in the official system format.
+score, and for GAP files ``<split>_<file>_gap.tsv`` in the official system format. Copy scoring adds
+``<file>_unmatched_candidates`` / ``_loosely_matched_candidates`` / ``_undecided``. A ``WSCollection*.xml``
+is read as WSC273 (its first 273 of 285 schemas; ``--wsc_schemas all`` for every one).
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ fewer than two candidates) is skipped and counted in ``skipped`` by reason, or r
 from __future__ import annotations
 
 import csv
+import logging
 import os
 import re
 import xml.etree.ElementTree as ET
@@ -29,7 +30,11 @@ from dataclasses import dataclass, field
 
 from corefbert.errors import CorefBertError
 
+logger = logging.getLogger(__name__)
+
 MASK_LITERAL = "[MASK]"
+WSC273 = 273  # WSCollection.xml's first 273 schemas are the WSC273 benchmark
+WSC_SCHEMAS = ("auto", "wsc273", "all")
 # Gender of the GAP pronouns, as the official scorer's constants.py has them.
 GAP_PRONOUN_GENDER = {
     "he": "masculine", "him": "masculine", "his": "masculine",
@@ -49,8 +54,8 @@ class PronounExample:
 
     ``pronoun_start``/``pronoun_end`` are character offsets (end exclusive) of the pronoun (or of the literal
     ``[MASK]``) in ``text``. ``candidate_spans[i]`` lists every character span where candidate ``i`` occurs in
-    the text (case-insensitive, whole words, never overlapping the pronoun); it may be empty when the
-    candidate is a paraphrase. ``label`` is the index of the referent, or ``None`` when no candidate is (GAP).
+    the text, found by :func:`candidate_spans` (never overlapping the pronoun); it is empty when the candidate
+    does not occur in any form. ``label`` is the index of the referent, or ``None`` when no candidate is (GAP).
     """
 
     id: str
@@ -61,6 +66,7 @@ class PronounExample:
     label: int | None
     candidate_spans: list[list[tuple[int, int]]] = field(default_factory=list)
     gender: str | None = None
+    candidate_match: list[str] = field(default_factory=list)  # per candidate, how it was found (MATCH_TIERS)
 
     @property
     def pronoun(self) -> str:
@@ -98,6 +104,73 @@ def _word_spans(text: str, phrase: str, exclude: tuple[int, int] | None = None) 
     return spans
 
 
+# Words that may precede a candidate's head without changing what it names ("the son" = "his son").
+DETERMINERS = frozenset("the a an this that these those his her its their my our your".split())
+# A word that ends the head phrase of a longer candidate ("the man in the red hat" -> "the man").
+_HEAD_END = frozenset("of with in on at from by for to near under over behind who whom whose which that".split())
+_POSSESSIVE = re.compile(r"(?:'s|’s|'|’)$")
+MATCH_TIERS = ("exact", "no_determiner", "head_word", "possessor", "unmatched")
+
+
+def _words(phrase: str) -> list[str]:
+    return re.findall(r"[\w'’.\-]+", phrase)
+
+
+def _strip_determiners(words: list[str]) -> list[str]:
+    while len(words) > 1 and words[0].casefold() in DETERMINERS:
+        words = words[1:]
+    return words
+
+
+def candidate_spans(text: str, candidate: str, exclude: tuple[int, int] | None = None,
+                    claimed: list[tuple[int, int]] = ()) -> tuple[list[tuple[int, int]], str]:
+    """Where ``candidate`` occurs in ``text``, and how it was found (one of :data:`MATCH_TIERS`).
+
+    The one matcher of every scoring path (the WSC literature's tolerance): the whole phrase, case-insensitive
+    and whole-word ("The trophy" finds "the trophy"); else without leading determiners or a trailing
+    possessive ("the son" finds "his son", "Sam's" finds "Sam"); else its head word, the last word before a
+    preposition or relative pronoun ("the man in the red hat" -> "man"), at occurrences not ``claimed`` by
+    another candidate; else the possessor of a possessive phrase ("Tina's drawing" -> "Tina" when "drawing"
+    belongs to "Sam's drawing"). ``exclude`` is the pronoun's span. Empty spans and ``"unmatched"``: the
+    candidate is a paraphrase with no occurrence.
+    """
+    spans = _word_spans(text, candidate, exclude)
+    if spans:
+        return spans, "exact"
+    words = _words(candidate)
+    if not words:
+        return [], "unmatched"
+
+    def free(phrase: str) -> list[tuple[int, int]]:
+        return [s for s in _word_spans(text, phrase, exclude) if not any(s[0] < e and b < s[1] for b, e in claimed)]
+
+    bare = _strip_determiners(words)
+    bare = bare[:-1] + [_POSSESSIVE.sub("", bare[-1]) or bare[-1]]
+    if bare != words and (spans := free(" ".join(bare))):
+        return spans, "no_determiner"
+    head_phrase = next((bare[:i] for i in range(1, len(bare)) if bare[i].casefold() in _HEAD_END), bare)
+    head = _POSSESSIVE.sub("", head_phrase[-1]) or head_phrase[-1]
+    if len(bare) > 1 and (spans := free(head)):
+        return spans, "head_word"
+    possessors = [_POSSESSIVE.sub("", w) for w in bare[:-1] if _POSSESSIVE.search(w)]
+    if possessors and (spans := free(possessors[-1])):
+        return spans, "possessor"
+    return [], "unmatched"
+
+
+def match_candidates(text: str, candidates: list[str], exclude: tuple[int, int] | None = None
+                     ) -> tuple[list[list[tuple[int, int]]], list[str]]:
+    """:func:`candidate_spans` of each candidate; a loose match never takes another candidate's exact match."""
+    exact = [_word_spans(text, cand, exclude) for cand in candidates]
+    spans, tiers = [], []
+    for i, cand in enumerate(candidates):
+        claimed = [s for j, other in enumerate(exact) if j != i for s in other]
+        found, tier = candidate_spans(text, cand, exclude, claimed)
+        spans.append(found)
+        tiers.append(tier)
+    return spans, tiers
+
+
 def _find_pronoun(text: str, pronoun: str, candidates: list[str]) -> tuple[int, int] | None:
     """Locate the pronoun: the literal ``[MASK]``, else its first whole-word occurrence outside a candidate.
 
@@ -117,8 +190,8 @@ def _find_pronoun(text: str, pronoun: str, candidates: list[str]) -> tuple[int, 
 
 def _example(ex_id: str, text: str, span: tuple[int, int], candidates: list[str], label: int | None,
              gender: str | None = None) -> PronounExample:
-    spans = [_word_spans(text, cand, exclude=span) for cand in candidates]
-    return PronounExample(ex_id, text, span[0], span[1], candidates, label, spans, gender)
+    spans, tiers = match_candidates(text, candidates, exclude=span)
+    return PronounExample(ex_id, text, span[0], span[1], candidates, label, spans, gender, tiers)
 
 
 def _answer_index(answer: str, candidates: list[str]) -> int | None:
@@ -214,8 +287,15 @@ def _xml_text(element: ET.Element | None) -> str:
     return " ".join("".join(element.itertext()).split()) if element is not None else ""
 
 
-def read_wsc_xml(path: str, strict: bool = False) -> tuple[list[PronounExample], Counter]:
-    """Read Ernest Davis's ``WSCollection.xml`` (ISO-8859-1; the first 273 schemas are WSC273)."""
+def read_wsc_xml(path: str, strict: bool = False, schemas: str = "auto") -> tuple[list[PronounExample], Counter]:
+    """Read Ernest Davis's ``WSCollection.xml`` (ISO-8859-1).
+
+    The collection holds 285 schemas: WSC273 and 12 later additions. ``schemas``: ``wsc273`` keeps the first
+    273, ``all`` keeps every one, ``auto`` (default) keeps the first 273 of a file named like the official
+    collection (``WSCollection*.xml``) and every schema of any other file. The count read is logged.
+    """
+    if schemas not in WSC_SCHEMAS:
+        raise CorefBertError(f"unknown WSC schema selection {schemas!r}; choose one of {', '.join(WSC_SCHEMAS)}")
     examples, skips = [], _Skips(path, strict)
     try:
         # The XML declaration names ISO-8859-1, so parse bytes and let the parser decode them.
@@ -223,7 +303,13 @@ def read_wsc_xml(path: str, strict: bool = False) -> tuple[list[PronounExample],
             root = ET.fromstring(handle.read())
     except ET.ParseError as err:
         raise CorefBertError(f"not well-formed XML ({err})", path=path) from None
-    for index, schema in enumerate(root.iter("schema")):
+    every = list(root.iter("schema"))
+    official = os.path.basename(path).lower().startswith("wscollection")
+    keep = WSC273 if schemas == "wsc273" or (schemas == "auto" and official) else len(every)
+    logger.info("%s: %d <schema> elements, reading %s", path, len(every),
+                f"the first {min(keep, len(every))} (WSC273; --wsc_schemas all reads every one)"
+                if keep < len(every) else "all of them")
+    for index, schema in enumerate(every[:keep]):
         position = f"schema {index + 1}"
         txt1, pron, txt2 = (_xml_text(schema.find(f"text/{tag}")) for tag in ("txt1", "pron", "txt2"))
         candidates = [_xml_text(a) for a in schema.findall("answers/answer")]
@@ -281,6 +367,27 @@ def read_winogender(path: str, strict: bool = False) -> tuple[list[PronounExampl
     return examples, skips.counts
 
 
+SUPPORTED = "GAP TSV, 4-line blocks, WSC XML (WSCollection.xml) or WinoGender all_sentences.tsv"
+
+
+def _reject_other_tasks(path: str) -> None:
+    """Files of another task, named as such (their generic errors, "this block has 121 lines", mislead)."""
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        head = [line for line in (handle.readline() for _ in range(50)) if line.strip()][:1]
+    first = head[0].strip() if head else ""
+    if first.startswith("occupation(0)") or "$OCCUPATION" in first:
+        raise CorefBertError(
+            "this is WinoGender's templates.tsv (sentences with $OCCUPATION/$PARTICIPANT/$NOM_PRONOUN slots); "
+            "run_coref.py reads the filled-in all_sentences.tsv of the same release (header sentid<TAB>sentence) "
+            "or the 4-line WinoGender.txt", path=path, position=1)
+    name = os.path.basename(path).lower()
+    if first.startswith("#begin document") or name.endswith((".conll", "_conll")):
+        raise CorefBertError(
+            "this is a CoNLL-2012 coreference file (token columns, #begin document lines); no CLI of this "
+            f"toolkit reads it yet: run_coref.py resolves single pronouns and reads {SUPPORTED}", path=path,
+            position=1)
+
+
 def detect_format(path: str) -> str:
     """Guess the format of ``path`` from its extension and first line."""
     if path.lower().endswith(".xml"):
@@ -297,16 +404,19 @@ def detect_format(path: str) -> str:
 _READERS = {"gap": read_gap, "blocks": read_blocks, "wsc_xml": read_wsc_xml, "winogender": read_winogender}
 
 
-def read_pronoun_file(path: str, format: str | None = None, strict: bool = False
+def read_pronoun_file(path: str, format: str | None = None, strict: bool = False, wsc_schemas: str = "auto"
                       ) -> tuple[list[PronounExample], Counter]:
-    """Read any supported file; ``format`` is one of :data:`FORMATS` or ``None`` to detect it."""
+    """Read any supported file; ``format`` is one of :data:`FORMATS` or ``None`` to detect it;
+    ``wsc_schemas`` selects the schemas of a WSC XML file (see :func:`read_wsc_xml`)."""
     if not os.path.isfile(path):
         raise CorefBertError("file not found; check the path", path=path)
     format = format or detect_format(path)
     if format not in _READERS:
         raise CorefBertError(f"unknown coreference format {format!r}; choose one of {', '.join(FORMATS)}",
                              path=path)
+    _reject_other_tasks(path)
+    options = {"schemas": wsc_schemas} if format == "wsc_xml" else {}
     try:
-        return _READERS[format](path, strict=strict)
+        return _READERS[format](path, strict=strict, **options)
     except UnicodeDecodeError as err:
         raise CorefBertError(f"not UTF-8 text ({err.reason} at byte {err.start})", path=path) from None

@@ -29,7 +29,13 @@ from corefbert.tasks.coref import (
     collate_candidates,
     encode_candidates,
 )
-from corefbert.tasks.coref_readers import FORMATS, PronounExample, detect_format, read_pronoun_file
+from corefbert.tasks.coref_readers import (
+    FORMATS,
+    WSC_SCHEMAS,
+    PronounExample,
+    detect_format,
+    read_pronoun_file,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +55,9 @@ class CorefArguments:
     test_file: list[str] | None = field(default=None, metadata={"help": "Files to write predictions for."})
     data_format: str | None = field(default=None, metadata={
         "help": f"Force one format ({', '.join(FORMATS)}) for every file; default: detect per file."})
+    wsc_schemas: str = field(default="auto", metadata={
+        "help": "WSC XML: wsc273 (the first 273 schemas), all (285 in WSCollection.xml), or auto: wsc273 for a "
+                "file named WSCollection*.xml, all for any other."})
     strict: bool = field(default=False, metadata={
         "help": "Stop at the first unusable problem instead of skipping and counting it."})
     max_seq_length: int = field(default=128, metadata={"help": "Tokens per masked sequence (paper: 128)."})
@@ -71,7 +80,8 @@ class CorefArguments:
     def __post_init__(self):
         for name, value, allowed in (("score_reduction", self.score_reduction, REDUCTIONS),
                                      ("loss_variant", self.loss_variant, LOSS_VARIANTS),
-                                     ("copy_span", self.copy_span, ("last_word", "full"))):
+                                     ("copy_span", self.copy_span, ("last_word", "full")),
+                                     ("wsc_schemas", self.wsc_schemas, WSC_SCHEMAS)):
             if value not in allowed:
                 raise CorefBertError(f"--{name} {value!r} is not one of {', '.join(allowed)}")
         if self.zero_shot is not None and self.zero_shot not in ZERO_SHOT:
@@ -107,12 +117,13 @@ class CorefTask(FinetuningTask):
         out = []
         for path in files or []:
             fmt = self.data_args.data_format or (detect_format(path) if os.path.isfile(path) else None)
-            examples, skipped = read_pronoun_file(path, fmt, self.data_args.strict)
+            examples, skipped = read_pronoun_file(path, fmt, self.data_args.strict, self.data_args.wsc_schemas)
             if training:
                 # Eq. 5 needs a referent and exactly one wrong candidate.
                 kept = [e for e in examples if e.label is not None and len(e.candidates) == 2]
                 skipped["no_referent_or_not_two_candidates"] += len(examples) - len(kept)
                 examples = kept
+            skipped = +skipped  # only reasons that happened: no "skipped {'…': 0}" warning
             if skipped:
                 logger.warning("%s: skipped %s", path, dict(skipped))
             self.skipped[(split, path)] = skipped
@@ -203,8 +214,9 @@ class CorefTask(FinetuningTask):
                     continue
                 row = row[:len(example.candidates)]
                 best = max(range(len(row)), key=row.__getitem__)
-                # No candidate scorable (copy mode, none inside the window): no answer, counted as wrong.
-                rows.append((example, row, best if row[best] > float("-inf") else -1))
+                # A candidate the model could not score (copy mode: no occurrence in the text or the window)
+                # leaves the problem undecided, counted wrong: absence must not pick the other candidate.
+                rows.append((example, row, best if min(row) > float("-inf") else -1))
             offset += len(examples)
             predictions.append((path, fmt, rows))
             if not rows:
@@ -216,9 +228,14 @@ class CorefTask(FinetuningTask):
                 values = gap_metrics(gold, system)
                 main.append(values["f1"])
             else:
-                groups = [e.gender for e, _, _ in rows] if any(e.gender for e, _, _ in rows) else None
-                values = accuracy([p for _, _, p in rows], [e.label for e, _, _ in rows], groups)
+                if fmt == "winogender":
+                    logger.info("%s: no per-gender accuracy: both scorings mask the pronoun, the only word that "
+                                "differs between a sentence's male and female versions, so their accuracies are "
+                                "equal by construction", path)
+                values = accuracy([p for _, _, p in rows], [e.label for e, _, _ in rows])
                 main.append(values["accuracy"])
+            if self.data_args.zero_shot == "copy":
+                values.update(_copy_match_counts(path, rows))
             metrics.update({f"{stem}_{k}": v for k, v in values.items()})
             metrics[f"{stem}_examples"] = len(rows)
             metrics[f"{stem}_skipped"] = sum(self.skipped.get((source_split, path), Counter()).values())
@@ -282,6 +299,23 @@ class _EncodedExamples(torch.utils.data.Dataset):
             self.cache[index] = {**self.encode(example), "index": index,
                                  "label": -1 if example.label is None else example.label}
         return self.cache[index]
+
+
+def _copy_match_counts(path: str, rows: list) -> dict[str, int]:
+    """How the candidates of one file were found for copy scoring; a warning when some were not."""
+    tiers = Counter(t for example, _, _ in rows for t in example.candidate_match)
+    missing = [(e.id, c) for e, _, _ in rows for c, t in zip(e.candidates, e.candidate_match) if t == "unmatched"]
+    undecided = sum(pick < 0 for _, _, pick in rows)
+    loose = sum(tiers[t] for t in ("no_determiner", "head_word", "possessor"))
+    if loose:
+        logger.info("%s: copy scoring: %d candidates found only loosely %s", path, loose,
+                    {t: tiers[t] for t in ("no_determiner", "head_word", "possessor") if tiers[t]})
+    if missing or undecided:
+        logger.warning("%s: copy scoring: %d candidates occur nowhere in the text%s; %d problems undecided (a "
+                       "candidate with no occurrence in the text or the window; no prediction, counted wrong)",
+                       path, len(missing), f" (first: {missing[0][1]!r} of {missing[0][0]})" if missing else "",
+                       undecided)
+    return {"unmatched_candidates": len(missing), "loosely_matched_candidates": loose, "undecided": undecided}
 
 
 def _stem(path: str) -> str:
