@@ -288,6 +288,11 @@ CASES = [
                                                 "--data_format", "conll")),
     Case(COREF_CLI, "unknown option value", with_file("--train_file", lambda w: str(GAP), "--do_train",
                                                       "--score_reduction", "max")),
+    Case(COREF_CLI, "file of another task (WinoGender templates.tsv)",
+         with_file("--validation_file", lambda w: str(FIXTURES / "coref" / "templates.tsv"), "--do_eval",
+                   "--zero_shot", "mlm")),
+    Case(COREF_CLI, "file of another task (CoNLL-2012)",
+         with_file("--train_file", lambda w: str(FIXTURES / "coref" / "sample.gold_conll"), "--do_train")),
     # Corpus preparation
     Case(PREP_CLI, "missing file", prepare_file(_missing)),
     Case(PREP_CLI, "empty file", prepare_file(_empty)),
