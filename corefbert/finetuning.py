@@ -43,8 +43,10 @@ from corefbert.finetuning_io import (
     save_model,
     write_json,
 )
+from corefbert.pretraining_args import resolve_mixed_precision
 
-__all__ = ["FinetuningArguments", "FinetuningTask", "optimizer_parameter_groups", "run_finetuning", "save_model"]
+__all__ = ["FinetuningArguments", "FinetuningTask", "build_accelerator", "optimizer_parameter_groups", "run_finetuning",
+           "save_model"]
 
 
 @dataclass
@@ -66,7 +68,10 @@ class FinetuningArguments:
     warmup_ratio: float = field(default=0.1, metadata={"help": "Share of updates with linear warm-up."})
     max_grad_norm: float = field(default=1.0, metadata={"help": "Gradient clipping norm (0: no clipping)."})
     seed: int = field(default=42, metadata={"help": "Seed of initialization, dropout and data order."})
-    mixed_precision: str = field(default="no", metadata={"help": "no | bf16 | fp16."})
+    mixed_precision: str = field(
+        default="auto", metadata={"help": "auto (a launcher's setting, e.g. accelerate launch --config_file; else "
+                                          "bf16 where the GPU supports it, else no) | no | bf16 | fp16."}
+    )
     eval_steps: int | None = field(default=None, metadata={"help": "Evaluate every N updates (default: each epoch)."})
     checkpointing_steps: str | None = field(
         default=None, metadata={"help": "Save a resumable checkpoint every N updates, or 'epoch'."}
@@ -117,6 +122,11 @@ class FinetuningTask:
         ``split`` is "eval" or "predict" (where labels may be absent and metrics may be ``{}``)."""
         raise NotImplementedError
 
+    def num_examples(self, dataset: Dataset) -> int:
+        """How many examples of the input file(s) ``dataset`` covers (``eval_samples``/``predict_samples``);
+        a task whose features are not one per example (QA windows) counts the examples behind them."""
+        return len(dataset)
+
     def write_predictions(self, predictions, output_dir: str, split: str) -> list[str]:
         """Write ``predictions`` in the benchmark's submission format; return the paths written."""
         return []
@@ -146,8 +156,8 @@ def optimizer_parameter_groups(model: torch.nn.Module, weight_decay: float) -> l
 
 
 def _check_args(args: FinetuningArguments) -> None:
-    if args.mixed_precision not in ("no", "bf16", "fp16"):
-        raise CorefBertError(f"--mixed_precision {args.mixed_precision!r} is not one of no, bf16, fp16")
+    if args.mixed_precision not in ("auto", "no", "bf16", "fp16"):
+        raise CorefBertError(f"--mixed_precision {args.mixed_precision!r} is not one of auto, no, bf16, fp16")
     if args.gradient_accumulation_steps < 1 or args.per_device_train_batch_size < 1:
         raise CorefBertError("--gradient_accumulation_steps and --per_device_train_batch_size must be >= 1")
     steps = args.checkpointing_steps
@@ -193,19 +203,26 @@ def report_results(results: dict[str, float]) -> dict[str, float]:
     return results
 
 
-def run_finetuning(task: FinetuningTask, args: FinetuningArguments) -> dict[str, float]:
-    """Train / evaluate / predict ``task`` as ``args`` say; returns what ``all_results.json`` holds."""
-    _check_args(args)
-    check_writable(args.output_dir)
+def build_accelerator(args: FinetuningArguments) -> Accelerator:
+    """The run's Accelerator. ``--mixed_precision auto`` leaves the choice to the launcher (``accelerate
+    launch`` exports ACCELERATE_MIXED_PRECISION from its config) and else picks as pretraining does; an
+    explicit value wins over the launcher."""
     # Accelerate keeps its state in process-wide singletons; a second run in one process (tests, notebooks)
     # with another mixed precision would be refused, and a crashed run leaves stale dataloader state.
     AcceleratorState._reset_state(reset_partial_state=False)
     GradientState._reset_state()
-    accelerator = Accelerator(
-        mixed_precision=args.mixed_precision,
+    return Accelerator(
+        mixed_precision=resolve_mixed_precision(args.mixed_precision),
         gradient_accumulation_steps=args.gradient_accumulation_steps,
         dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True, data_seed=args.seed),
     )
+
+
+def run_finetuning(task: FinetuningTask, args: FinetuningArguments) -> dict[str, float]:
+    """Train / evaluate / predict ``task`` as ``args`` say; returns what ``all_results.json`` holds."""
+    _check_args(args)
+    check_writable(args.output_dir)
+    accelerator = build_accelerator(args)
     set_seed(args.seed)
     if accelerator.is_main_process:
         os.makedirs(args.output_dir, exist_ok=True)
@@ -265,14 +282,14 @@ def run_finetuning(task: FinetuningTask, args: FinetuningArguments) -> dict[str,
             metrics, predictions = evaluator.best_evaluation  # the same weights: no second pass over dev
         else:
             metrics, predictions = evaluator.run(model, accelerator.prepare(eval_loader), "eval")
-        results.update(metrics)
+        results.update(metrics, eval_samples=task.num_examples(eval_set))
         logger.log({"split": "eval", **metrics})
         if accelerator.is_main_process:
             task.write_predictions(predictions, args.output_dir, "eval")
     if args.do_predict:
         predict_loader = accelerator.prepare(predict_loader)
         metrics, predictions = evaluator.run(model, predict_loader, "predict")
-        results.update(metrics)
+        results.update(metrics, predict_samples=task.num_examples(predict_set))
         if accelerator.is_main_process:
             paths = task.write_predictions(predictions, args.output_dir, "predict")
             accelerator.print("predictions: " + ", ".join(paths))

@@ -10,9 +10,10 @@ One CPU / one GPU:
         --do_train --do_eval --do_predict --output_dir out/docred
 N GPUs:
     accelerate launch --num_processes N finetune/run_docred.py ...same flags...
-Predict with a fine-tuned model (its relation classes and dev threshold travel with it):
+Predict with a fine-tuned model (its relation classes and dev threshold travel with it; --train_file is
+only read, for Ign F1, which is left out without it):
     python finetune/run_docred.py --model_name_or_path out/docred/best --test_file test.json \\
-        --do_predict --output_dir out/docred_test
+        --train_file train_annotated.json --do_predict --output_dir out/docred_test
 """
 
 from __future__ import annotations

@@ -135,13 +135,17 @@ def test_rte_end_to_end(tmp_path, glue_bert_dir):
     from transformers import AutoModelForSequenceClassification
 
     out, results = _run(tmp_path, glue_bert_dir, "rte", GLUE / "RTE", "--eval_steps", "3")
-    assert 0.0 <= results["eval_accuracy"] <= 1.0 and results["train_steps"] == 12
+    assert results["train_steps"] == 12
     assert results["best_eval_accuracy"] >= results["eval_accuracy"] - 1e-9
     rows = _submission(out / "RTE.tsv")
     assert [r[0] for r in rows] == [str(i) for i in range(6)]
     assert {r[1] for r in rows} <= {"entailment", "not_entailment"}
     dev = (out / "eval_predictions_rte.tsv").read_text().splitlines()
     assert dev[0] == "index\tprediction\tlabel" and dev[1].split("\t")[0] == "100" and len(dev) == 9
+    # Percent, as the papers report (issue 11): 100 x correct / total over the dev file's rows.
+    correct = sum(row.split("\t")[1] == row.split("\t")[2] for row in dev[1:])
+    assert results["eval_accuracy"] == pytest.approx(100 * correct / (len(dev) - 1))
+    assert results["eval_samples"] == len(dev) - 1 and results["predict_samples"] == len(rows)
     model = AutoModelForSequenceClassification.from_pretrained(out / "best")
     assert model.config.id2label == {0: "entailment", 1: "not_entailment"}
 

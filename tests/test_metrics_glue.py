@@ -46,12 +46,13 @@ def test_correlations_by_hand():
 
 
 def test_metric_map_per_task():
-    assert glue_metrics("MRPC", PREDICTIONS, REFERENCES) == pytest.approx({"accuracy": 0.5, "f1": 2 / 3})
+    # Reported in percent, as the papers and every other metric of the toolkit (issue 11).
+    assert glue_metrics("MRPC", PREDICTIONS, REFERENCES) == pytest.approx({"accuracy": 50.0, "f1": 100 * 2 / 3})
     assert set(glue_metrics("qqp", PREDICTIONS, REFERENCES)) == {"accuracy", "f1"}
-    assert glue_metrics("CoLA", PREDICTIONS, REFERENCES) == pytest.approx({"matthews_correlation": -1 / 3})
+    assert glue_metrics("CoLA", PREDICTIONS, REFERENCES) == pytest.approx({"matthews_correlation": -100 / 3})
     assert set(glue_metrics("STS-B", [1.0, 2.0, 3.0], [1.0, 5.0, 3.0])) == {"pearson", "spearmanr"}
     for task in ("SST-2", "mnli", "qnli", "rte", "wnli"):
-        assert glue_metrics(task, PREDICTIONS, REFERENCES) == {"accuracy": 0.5}
+        assert glue_metrics(task, PREDICTIONS, REFERENCES) == {"accuracy": 50.0}
     assert canonical_task_name("sst_2") == "sst2"
 
 
@@ -68,9 +69,9 @@ def test_evaluate_module_loads_offline_and_matches():
     assert "glue" in available_metrics()
     mrpc = load_metric("glue", "mrpc")
     assert mrpc.compute(predictions=PREDICTIONS, references=REFERENCES) == pytest.approx(
-        {"accuracy": 0.5, "f1": 2 / 3}
+        {"accuracy": 50.0, "f1": 100 * 2 / 3}
     )
     stsb = load_metric("glue", "stsb")
-    assert stsb.compute(predictions=[1.0, 2.0, 3.0], references=[1.0, 5.0, 3.0])["spearmanr"] == pytest.approx(0.5)
+    assert stsb.compute(predictions=[1.0, 2.0, 3.0], references=[1.0, 5.0, 3.0])["spearmanr"] == pytest.approx(50.0)
     matched = load_metric("glue", "mnli_mismatched")
-    assert matched.compute(predictions=[0, 2, 1], references=[0, 2, 2]) == pytest.approx({"accuracy": 2 / 3})
+    assert matched.compute(predictions=[0, 2, 1], references=[0, 2, 2]) == pytest.approx({"accuracy": 100 * 2 / 3})

@@ -1,8 +1,10 @@
 """GLUE metrics: accuracy, F1, Matthews correlation, Pearson/Spearman, and the standard metric per task.
 
-Pure functions over label ids (or scores for STS-B). Names and values follow the GLUE leaderboard and the
-Hugging Face ``glue`` metric: ``accuracy``, ``f1`` (binary, positive class 1), ``matthews_correlation``,
-``pearson``, ``spearmanr``. Correlations of a constant series are undefined and come out as NaN.
+Pure functions over label ids (or scores for STS-B). Names follow the GLUE leaderboard and the Hugging Face
+``glue`` metric: ``accuracy``, ``f1`` (binary, positive class 1), ``matthews_correlation``, ``pearson``,
+``spearmanr``. The single-metric functions return fractions; :func:`glue_metrics`, what the CLI and the
+``evaluate`` module report, gives percentages (x 100, as the GLUE papers and every other metric of this
+toolkit do). Correlations of a constant series are undefined and come out as NaN.
 """
 
 from __future__ import annotations
@@ -99,6 +101,7 @@ _FUNCTIONS = {
 
 
 def glue_metrics(task_name: str, predictions: Sequence, references: Sequence) -> dict[str, float]:
-    """The standard metrics of GLUE task ``task_name`` (any spelling :func:`canonical_task_name` takes)."""
+    """The standard metrics of GLUE task ``task_name`` (any spelling :func:`canonical_task_name` takes),
+    in percent (accuracy 50.0, not 0.5; correlations x 100 likewise)."""
     task = canonical_task_name(task_name)
-    return {name: _FUNCTIONS[name](predictions, references) for name in GLUE_TASK_METRICS[task]}
+    return {name: 100 * _FUNCTIONS[name](predictions, references) for name in GLUE_TASK_METRICS[task]}

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from corefbert.errors import CorefBertError
+from corefbert.finetuning_io import frozen_pooler
 from corefbert.tasks.coref_readers import PronounExample
 
 REDUCTIONS = ("mean", "sum")
@@ -155,9 +156,12 @@ class CandidateScoringModel(nn.Module):
     """Wraps any ``AutoModelForMaskedLM``: ``forward(**collate_candidates(...))`` -> scores and eq. 5 loss."""
 
     def __init__(self, mlm: nn.Module, reduction: str = "mean", alpha: float = 10.0, beta: float = 0.2,
-                 loss_variant: str = "paper"):
+                 loss_variant: str = "paper", pooler: dict[str, torch.Tensor] | None = None):
         super().__init__()
         self.mlm, self.reduction, self.alpha, self.beta, self.loss_variant = mlm, reduction, alpha, beta, loss_variant
+        # The masked-LM class has no pooler; the backbone's rides along frozen so the saved folder is a
+        # complete encoder checkpoint (AutoModel loads it with no missing key).
+        self.pooler = frozen_pooler(mlm.config, pooler)
 
     def forward(self, input_ids, attention_mask, target_ids, candidate_mask, labels=None, example_index=None):
         batch, n_cand, length = input_ids.shape

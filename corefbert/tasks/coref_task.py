@@ -20,7 +20,7 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer
 
 from corefbert.errors import CorefBertError
 from corefbert.finetuning import FinetuningArguments, FinetuningTask
-from corefbert.finetuning_io import load_weights
+from corefbert.finetuning_io import load_weights, saved_pooler, with_pooler
 from corefbert.metrics.gap import accuracy, gap_metrics
 from corefbert.tasks.coref import (
     LOSS_VARIANTS,
@@ -177,17 +177,27 @@ class CorefTask(FinetuningTask):
             logger.warning("%s has no trained MLM head: a fresh one is initialized, so zero-shot MLM scores are "
                            "close to chance until it is fine-tuned", path)
         d = self.data_args
-        return CandidateScoringModel(mlm, d.score_reduction, d.margin_alpha, d.margin_beta, d.loss_variant)
+        return CandidateScoringModel(mlm, d.score_reduction, d.margin_alpha, d.margin_beta, d.loss_variant,
+                                     pooler=saved_pooler(path))
 
     def save_pretrained(self, model, output_dir: str, state_dict: dict | None = None) -> None:
         inner = getattr(model, "mlm", model)
-        if state_dict is not None and inner is not model:
-            state_dict = {k[len("mlm."):]: v for k, v in state_dict.items() if k.startswith("mlm.")}
+        if inner is not model:  # the eq. 5 model: the masked LM plus its frozen pooler, as one encoder checkpoint
+            state_dict = with_pooler(model.state_dict() if state_dict is None else state_dict, "pooler",
+                                     inner.base_model_prefix)
+            state_dict = {k[len("mlm."):] if k.startswith("mlm.") else k: v for k, v in state_dict.items()}
         inner.save_pretrained(output_dir, state_dict=state_dict)
         self.tokenizer.save_pretrained(output_dir)
 
     def load_weights(self, model, directory: str) -> None:
-        load_weights(getattr(model, "mlm", model), directory)
+        inner = getattr(model, "mlm", model)
+        if inner is model:
+            load_weights(model, directory)
+            return
+        load_weights(inner, directory, extra_prefixes=(f"{inner.base_model_prefix}.pooler.",))
+        pooler = saved_pooler(directory)
+        if pooler is not None:
+            model.pooler.load_state_dict(pooler)
 
     # ------------------------------------------------------------------------------------ evaluation
 

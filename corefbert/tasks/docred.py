@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import sys
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
@@ -25,15 +26,22 @@ import numpy as np
 import torch
 from accelerate.utils import gather_object
 from torch import nn
-from transformers import AutoConfig, AutoModel, AutoTokenizer
+from transformers import AutoTokenizer
 
 from corefbert.errors import CorefBertError
 from corefbert.finetuning import FinetuningTask
+from corefbert.finetuning_io import (
+    head_weights_path,
+    load_encoder,
+    load_encoder_and_head,
+    save_encoder_and_head,
+)
 from corefbert.metrics.docred import best_threshold, docred_scores, training_facts
 from corefbert.readers import read_json_file
 
 NA_RELATION = "Na"
 HEAD_CONFIG = "docred_head.json"
+HEAD_WEIGHTS = "docred_head.safetensors"
 # Signed log buckets of word distance, as the DocRED baseline's dis2idx: 0 | 1 | 2-3 | 4-7 | ... | 256+,
 # mirrored for negative distances and shifted by 10, so 19 buckets in 0..19.
 _BUCKET_EDGES = np.array([1, 2, 4, 8, 16, 32, 64, 128, 256])
@@ -334,6 +342,7 @@ class DocredTask(FinetuningTask):
             with open(head_config, encoding="utf-8") as handle:
                 self.head = json.load(handle)
             self.relations = self.head["relations"]
+            head_weights_path(model_name_or_path, HEAD_WEIGHTS)
         elif args.rel_info_file is not None:
             self.relations = load_relation_ids(args.rel_info_file)
         else:
@@ -351,39 +360,38 @@ class DocredTask(FinetuningTask):
             self.eval_docs = [self.train_docs[i] for i in sorted(order[:held_out])]
             self.train_docs = [self.train_docs[i] for i in sorted(order[held_out:])]
         # Ign F1 ignores facts of the training annotations (the file given, or its seeded part).
-        self.train_facts = training_facts(self.train_docs) if self.train_docs else set()
-        self.truncated_entities = 0
+        # Without training annotations Ign F1 would silently equal F1: it is left out (see evaluate).
+        self.train_facts = training_facts(self.train_docs) if self.train_docs is not None else None
+        self.truncated_entities: dict[str, int] = {}  # per split: each is featurized once, in any order
 
-    def _features(self, documents):
+    def _features(self, documents, split: str):
         features = [document_features(doc, self.tokenizer, self.args.max_seq_length, self.args.sliding_window,
                                       self.args.window_stride, self.relation_index) for doc in documents]
-        self.truncated_entities = sum(f["truncated_entities"] for f in features)
+        self.truncated_entities[split] = sum(f["truncated_entities"] for f in features)
         return features
 
     def train_dataset(self):
         if not self.train_docs:
             return None
-        return DocredDataset(self._features(self.train_docs), self.args.num_na_pairs, seed=self.seed)
+        return DocredDataset(self._features(self.train_docs, "train"), self.args.num_na_pairs, seed=self.seed)
 
     def eval_dataset(self):
-        return DocredDataset(self._features(self.eval_docs)) if self.eval_docs else None
+        return DocredDataset(self._features(self.eval_docs, "eval")) if self.eval_docs else None
 
     def predict_dataset(self):
-        return DocredDataset(self._features(self.test_docs)) if self.test_docs else None
+        return DocredDataset(self._features(self.test_docs, "predict")) if self.test_docs else None
 
     def collate(self, features):
         return docred_collate(features, self.tokenizer, len(self.relations))
 
     def build_model(self) -> DocredModel:
+        # The pooler is kept frozen (never read by the pairs) so the saved encoder is a complete checkpoint.
+        encoder = load_encoder(self.model_name_or_path)
         if self.head is not None:
-            encoder = AutoModel.from_config(AutoConfig.from_pretrained(self.model_name_or_path),
-                                            add_pooling_layer=False)
             model = DocredModel(encoder, len(self.relations), self.head["entity_hidden_size"],
                                 self.head["distance_embedding_size"])
-            FinetuningTask.load_weights(self, model, self.model_name_or_path)
+            load_encoder_and_head(model, self.model_name_or_path, HEAD_WEIGHTS, with_encoder=False)
             return model
-        # No pooler: it would be an unused parameter (DDP) and the pairs never read [CLS].
-        encoder = AutoModel.from_pretrained(self.model_name_or_path, add_pooling_layer=False)
         return DocredModel(encoder, len(self.relations), self.args.entity_hidden_size,
                            self.args.distance_embedding_size)
 
@@ -420,7 +428,13 @@ class DocredTask(FinetuningTask):
                        for d, h, t, r in facts[scores >= threshold].tolist()]
         if has_labels:
             metrics = docred_scores(predictions, gold_docs, self.train_facts)
-        metrics.update(threshold=threshold, truncated_entities=float(self.truncated_entities))
+            if self.train_facts is None:
+                for key in ("ign_precision", "ign_f1", "num_correct_in_train"):
+                    metrics.pop(key)
+                if accelerator.is_main_process:
+                    print(f"warning: {split}: Ign F1 left out: it ignores the facts of the training annotations, "
+                          "and no --train_file was given (pass it; it is only read)", file=sys.stderr)
+        metrics.update(threshold=threshold, truncated_entities=float(self.truncated_entities.get(split, 0)))
         return metrics, predictions
 
     def write_predictions(self, predictions, output_dir, split):
@@ -430,13 +444,9 @@ class DocredTask(FinetuningTask):
         return [path]
 
     def save_pretrained(self, model, output_dir, state_dict=None):
-        from safetensors.torch import save_file
-
+        # The encoder as an ordinary checkpoint (AutoModel loads it), the head in docred_head.*.
         os.makedirs(output_dir, exist_ok=True)
-        state_dict = state_dict if state_dict is not None else model.state_dict()
-        save_file({k: v.detach().contiguous() for k, v in state_dict.items()},
-                  os.path.join(output_dir, "model.safetensors"))
-        model.encoder.config.save_pretrained(output_dir)
+        save_encoder_and_head(model, output_dir, HEAD_WEIGHTS, state_dict)
         self.tokenizer.save_pretrained(output_dir)
         head = {"relations": self.relations, "threshold": self.threshold,
                 "entity_hidden_size": model.entity_projection.out_features,
@@ -445,7 +455,7 @@ class DocredTask(FinetuningTask):
             json.dump(head, handle, indent=1)
 
     def load_weights(self, model, directory):
-        super().load_weights(model, directory)
+        load_encoder_and_head(model, directory, HEAD_WEIGHTS)
         with open(os.path.join(directory, HEAD_CONFIG), encoding="utf-8") as handle:
             saved = json.load(handle)["threshold"]
         if self.args.threshold is None and saved is not None:

@@ -105,6 +105,10 @@ class ExtractiveQATask(FinetuningTask):
     def predict_dataset(self):
         return self._windows("predict")
 
+    def num_examples(self, dataset) -> int:
+        """Questions, not windows: a long context gives one question several windows."""
+        return len({window["example_index"] for window in dataset})
+
     def collate(self, features: list) -> dict[str, torch.Tensor]:
         return collate_windows(features, self.tokenizer.pad_token_id)
 

@@ -24,14 +24,21 @@ import sys
 from dataclasses import dataclass, field
 
 import torch
-from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification, AutoTokenizer
+from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
 from corefbert.errors import CorefBertError
 from corefbert.finetuning import FinetuningTask
+from corefbert.finetuning_io import (
+    head_weights_path,
+    load_encoder,
+    load_encoder_and_head,
+    save_encoder_and_head,
+)
 from corefbert.metrics.fever import LABELS, fever_score, label_scores
 from corefbert.tasks.kgat import KgatModel
 
 HEAD_CONFIG = "fever_head.json"
+HEAD_WEIGHTS = "fever_head.safetensors"
 _BRACKETS = {"-LRB-": "(", "-RRB-": ")", "-LSB-": "[", "-RSB-": "]", "-LCB-": "{", "-RCB-": "}", "-COLON-": ":"}
 
 
@@ -287,6 +294,8 @@ class FeverTask(FinetuningTask):
             with open(head_config, encoding="utf-8") as handle:
                 self.head = json.load(handle)
             args.model_type = self.head["model_type"]
+            if args.model_type == "kgat":
+                head_weights_path(model_name_or_path, HEAD_WEIGHTS)
         if args.model_type not in ("concat", "kgat"):
             raise CorefBertError(f"--model_type {args.model_type!r} is not one of concat, kgat")
         self.tokenizer = AutoTokenizer.from_pretrained(model_name_or_path)
@@ -376,13 +385,12 @@ class FeverTask(FinetuningTask):
             return AutoModelForSequenceClassification.from_pretrained(
                 self.model_name_or_path, num_labels=len(LABELS), id2label=dict(enumerate(LABELS)),
                 label2id={label: i for i, label in enumerate(LABELS)})
+        # The pooler is kept frozen (KGAT reads token states) so the saved encoder is a complete checkpoint.
+        encoder = load_encoder(self.model_name_or_path)
         if self.head is not None:
-            encoder = AutoModel.from_config(AutoConfig.from_pretrained(self.model_name_or_path),
-                                            add_pooling_layer=False)
             model = KgatModel(encoder, len(LABELS), self.head["num_kernels"])
-            self.load_weights(model, self.model_name_or_path)
+            load_encoder_and_head(model, self.model_name_or_path, HEAD_WEIGHTS, with_encoder=False)
             return model
-        encoder = AutoModel.from_pretrained(self.model_name_or_path, add_pooling_layer=False)
         return KgatModel(encoder, len(LABELS), self.args.num_kernels)
 
     def evaluate(self, model, dataloader, accelerator, split):
@@ -411,18 +419,19 @@ class FeverTask(FinetuningTask):
         return [path]
 
     def save_pretrained(self, model, output_dir, state_dict=None):
-        from safetensors.torch import save_file
-
         os.makedirs(output_dir, exist_ok=True)
         head = {"model_type": self.args.model_type}
-        if self.args.model_type == "concat":
+        if self.args.model_type == "concat":  # a standard sequence-classification checkpoint
             super().save_pretrained(model, output_dir, state_dict=state_dict)
-        else:
-            state_dict = state_dict if state_dict is not None else model.state_dict()
-            save_file({k: v.detach().contiguous() for k, v in state_dict.items()},
-                      os.path.join(output_dir, "model.safetensors"))
-            model.encoder.config.save_pretrained(output_dir)
+        else:  # the encoder as an ordinary checkpoint, the KGAT head in fever_head.safetensors
+            save_encoder_and_head(model, output_dir, HEAD_WEIGHTS, state_dict)
             self.tokenizer.save_pretrained(output_dir)
             head["num_kernels"] = len(model.mus)
         with open(os.path.join(output_dir, HEAD_CONFIG), "w", encoding="utf-8") as handle:
             json.dump(head, handle)
+
+    def load_weights(self, model, directory):
+        if self.args.model_type == "concat":
+            super().load_weights(model, directory)
+        else:
+            load_encoder_and_head(model, directory, HEAD_WEIGHTS)

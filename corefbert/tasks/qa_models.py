@@ -20,13 +20,14 @@ from dataclasses import dataclass
 import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
-from transformers import AutoModel, AutoModelForQuestionAnswering
+from transformers import AutoModelForQuestionAnswering
 from transformers.masking_utils import create_bidirectional_mask
 from transformers.modeling_outputs import ModelOutput
 from transformers.models.bert.modeling_bert import BertLayer
 from transformers.models.roberta.modeling_roberta import RobertaLayer
 
 from corefbert.errors import CorefBertError
+from corefbert.finetuning_io import frozen_pooler, load_encoder, saved_pooler, with_pooler
 from corefbert.tasks.qa_windows import span_loss
 
 logger = logging.getLogger(__name__)
@@ -52,12 +53,8 @@ def _mask_padding(logits: torch.Tensor, attention_mask: torch.Tensor) -> torch.T
 
 
 def _load_encoder(model_name_or_path: str):
-    try:
-        return AutoModel.from_pretrained(model_name_or_path, add_pooling_layer=False)
-    except TypeError:  # an encoder class without a pooler option
-        return AutoModel.from_pretrained(model_name_or_path)
-    except (OSError, ValueError) as err:
-        raise CorefBertError(f"cannot load an encoder ({str(err).splitlines()[0]})", path=model_name_or_path) from None
+    # Pooler kept (frozen): the saved encoder is then a complete checkpoint AutoModel loads.
+    return load_encoder(model_name_or_path)
 
 
 class QuorefQAModel(nn.Module):
@@ -159,29 +156,39 @@ class QuorefQAModel(nn.Module):
 
 
 class SpanQAModel(nn.Module):
-    """``AutoModelForQuestionAnswering`` whose loss marginalizes over up to N gold spans per window."""
+    """``AutoModelForQuestionAnswering`` whose loss marginalizes over up to N gold spans per window.
 
-    def __init__(self, qa_model: nn.Module):
+    The QA class has no pooler, so the backbone's is carried along frozen and saved with it: the folder then
+    loads with ``AutoModel`` with no missing key as well (the QA class just reports the pooler unused).
+    """
+
+    def __init__(self, qa_model: nn.Module, pooler: dict[str, torch.Tensor] | None = None):
         super().__init__()
         self.qa = qa_model
+        self.pooler = frozen_pooler(qa_model.config, pooler)
 
     @classmethod
     def from_pretrained(cls, model_name_or_path: str):
         """A QA model from an encoder or QA checkpoint (the head is new unless the checkpoint has one)."""
         try:
-            return cls(AutoModelForQuestionAnswering.from_pretrained(model_name_or_path))
+            qa = AutoModelForQuestionAnswering.from_pretrained(model_name_or_path)
         except (OSError, ValueError) as err:
             raise CorefBertError(f"cannot load a QA model ({str(err).splitlines()[0]})", path=model_name_or_path) from None
+        return cls(qa, saved_pooler(str(model_name_or_path)))
 
     def save_pretrained(self, output_dir: str, state_dict: dict | None = None) -> None:
         """Save as a plain Hugging Face QA checkpoint (loads with ``AutoModelForQuestionAnswering``)."""
-        if state_dict is not None:
-            state_dict = {k[len("qa."):]: v for k, v in state_dict.items() if k.startswith("qa.")}
-        self.qa.save_pretrained(output_dir, state_dict=state_dict)
+        state_dict = with_pooler(self.state_dict() if state_dict is None else state_dict, "pooler",
+                                 self.qa.base_model_prefix)
+        qa_state = {k[len("qa."):] if k.startswith("qa.") else k: v for k, v in state_dict.items()}
+        self.qa.save_pretrained(output_dir, state_dict=qa_state)
 
     def load_weights(self, directory: str) -> None:
         """Reload the weights :meth:`save_pretrained` wrote, in place."""
         self.qa.load_state_dict(AutoModelForQuestionAnswering.from_pretrained(directory).state_dict())
+        pooler = saved_pooler(directory)
+        if pooler is not None:
+            self.pooler.load_state_dict(pooler)
 
     def forward(self, input_ids, attention_mask, token_type_ids=None, answer_starts=None, answer_ends=None,
                 answer_count=None, feature_index=None) -> QAOutput:
@@ -196,3 +203,4 @@ class SpanQAModel(nn.Module):
         if answer_starts is not None and answer_ends is not None:
             loss = span_loss(start_logits, end_logits, answer_starts, answer_ends, reduction="marginal")
         return QAOutput(loss=loss, start_logits=start_logits, end_logits=end_logits)
+
