@@ -15,19 +15,22 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 
 from corefbert.checkpointing import check_writable, replace_folder, writing
 from corefbert.corpus_cache import (
+    SUMMARY_FILE,
     VERIFY_MODES,
     ChunkCache,
     chunk_ranges,
     load_verified,
     remove_stale,
+    why_validation_is_empty,
     write_manifest,
 )
-from corefbert.corpus_io import document_sources, source_fingerprint
+from corefbert.corpus_io import HUGE_DOCUMENT_CHARS, document_sources, merge_read_reports, source_fingerprint
 from corefbert.errors import CorefBertError
 from corefbert.mentions import GROUP_BY_CHOICES, MentionExtractor, load_spacy_pipeline
 from corefbert.packing import (  # noqa: F401  (pack_texts, word_spans: this module's public names before the split)
@@ -41,8 +44,7 @@ from corefbert.packing import (  # noqa: F401  (pack_texts, word_spans: this mod
 )
 
 # Bump when the output of the same inputs and settings changes, so old caches are not reused.
-CORPUS_FORMAT_VERSION = 1
-SUMMARY_FILE = "prepare_summary.json"
+CORPUS_FORMAT_VERSION = 2  # 2: WikiText and CoNLL-2012 readers, escaped WikiExtractor titles, spaCy pieces of 20k
 FINGERPRINT_FILE = "prepare_fingerprint.json"
 
 
@@ -63,8 +65,9 @@ class PrepareArguments:
     train_file: list[str] = field(
         default_factory=list,
         metadata={"action": _RepeatableList, "help": "Text inputs: files, directories or globs (quote them). Plain text (documents "
-                  "separated by blank lines), JSONL, WikiExtractor <doc> files or --json lines, .gz/.bz2 "
-                  "of those, or a dataset saved with save_to_disk."},
+                  "separated by blank lines), WikiText raw (one document per ' = Title = ' line), JSONL, "
+                  "WikiExtractor <doc> files or --json lines, CoNLL-2012 column files (the word column), "
+                  ".gz/.bz2 of those, or a dataset saved with save_to_disk."},
     )
     validation_file: str | None = field(default=None, metadata={"help": "Validation inputs (same formats)."})
     validation_split_percentage: int = field(
@@ -175,6 +178,12 @@ def format_summary(summary: dict) -> str:
                          + " (documents without nouns are kept for MLM only; over-long words are dropped)")
     for item in summary["skipped_files"]:
         lines.append(f"  skipped file {item['path']}: {item['reason']}")
+    if summary.get("formats"):
+        lines.append("  files read as: " + ", ".join(f"{kind} {n}" for kind, n in sorted(summary["formats"].items())))
+    huge = summary.get("huge_documents") or {}
+    if huge.get("count"):
+        lines.append(f"  documents over {HUGE_DOCUMENT_CHARS:,} characters: {huge['count']} (the longest "
+                     f"{huge['longest']:,}, in {huge['path']})")
     chunks = summary.get("chunks")
     if chunks:
         parts = []
@@ -263,10 +272,12 @@ def _prepare(args, tokenizer, nlp, train_sources, validation_sources, fingerprin
 
     started = time.time()
     docs, report = _read_documents(train_sources, args, work, "train")
+    reports = [report]
     skipped_files = report["skipped_files"]
     empty = {"train": report["empty_documents"], "validation": 0}
     if validation_sources:
         validation_docs, val_report = _read_documents(validation_sources, args, work, "validation")
+        reports.append(val_report)
         skipped_files += val_report["skipped_files"]
         empty["validation"] = val_report["empty_documents"]
     else:
@@ -277,6 +288,12 @@ def _prepare(args, tokenizer, nlp, train_sources, validation_sources, fingerprin
     if len(docs) == 0:
         reasons = "; ".join(f"{f['path']}: {f['reason']}" for f in skipped_files) or "no non-empty document"
         raise CorefBertError(f"--train_file holds no usable document ({reasons})")
+    formats, huge = merge_read_reports(reports)
+    if huge["count"]:
+        print(f"warning: {huge['count']} document(s) over {HUGE_DOCUMENT_CHARS:,} characters (the longest "
+              f"{huge['longest']:,}, in {huge['path']}); sequences run across whatever such a document holds. "
+              "If it is several documents, separate them by blank lines (or WikiText ' = Title = ' lines)",
+              file=sys.stderr)
 
     extractor = MentionExtractor(nlp, group_by=args.group_by) if nlp is not None else None
     if extractor is None and not (args.num_proc or 1) > 1:
@@ -307,9 +324,13 @@ def _prepare(args, tokenizer, nlp, train_sources, validation_sources, fingerprin
                              "use longer documents or a larger --max_seq_length, and check that the spaCy "
                              "pipeline tags nouns", path=", ".join(s.path for s in train_sources[:3]))
 
+    if stats["validation"]["sequences"] == 0:
+        print(f"warning: the validation split is empty: {why_validation_is_empty(stats, asdict(args))}",
+              file=sys.stderr)
     summary = {"fingerprint": fingerprint, "output_dir": output_dir, "seconds": time.time() - started,
                "shard": [args.shard_index, args.num_shards], "skipped_files": skipped_files, "splits": stats,
-               "settings": asdict(args), "documents_per_chunk": args.documents_per_chunk, "chunks": chunks}
+               "settings": asdict(args), "documents_per_chunk": args.documents_per_chunk, "chunks": chunks,
+               "formats": formats, "huge_documents": huge}
     staging = os.path.join(work, "staging")
     with writing(staging, "the prepared corpus", "the finished chunks are kept",
                  then="rerun the same command (it reuses them)"):

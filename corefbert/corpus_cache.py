@@ -25,6 +25,7 @@ from corefbert.checkpointing import replace_folder, writing
 from corefbert.errors import CorefBertError
 
 MANIFEST_FILE = "prepare_manifest.json"
+SUMMARY_FILE = "prepare_summary.json"
 MANIFEST_FORMAT = 1
 VERIFY_MODES = ("auto", "sizes", "checksums")
 # auto mode hashes folders up to this size: ~1.5 s at the measured 1.4 GB/s from the page cache.
@@ -238,3 +239,32 @@ def load_verified(folder: str, mode: str | None = None, fix: str = "delete the f
         print(f"warning: {folder} has no {MANIFEST_FILE} (prepared by an older corefbert or another tool); "
               f"its files are not verified. {fix[0].upper() + fix[1:]} to add one.", file=sys.stderr)
     return data
+
+
+def why_validation_is_empty(stats: dict, settings: dict) -> str:
+    """Why a prepared corpus has no validation sequence, from its summary's ``splits`` and ``settings``."""
+    val_docs = stats.get("validation", {}).get("documents", 0)
+    if val_docs:
+        return f"its {val_docs} document(s) gave no sequence (no words); give validation text with words"
+    if settings.get("validation_file"):
+        return "--validation_file holds no usable document; check that file"
+    percentage = settings.get("validation_split_percentage", 0)
+    if not percentage:
+        return "--validation_split_percentage is 0 and no --validation_file was given"
+    train_docs = stats.get("train", {}).get("documents", 0)
+    tokens = stats.get("train", {}).get("tokens", 0)
+    return (f"the corpus has only {train_docs} document(s) ({tokens:,} tokens) and validation takes whole "
+            f"documents (the first {percentage}%, at least one of two or more); separate the documents (blank "
+            "lines, WikiText ' = Title = ' lines, <doc> tags) or pass --validation_file")
+
+
+def summary_of(rows) -> dict | None:
+    """The ``prepare_summary.json`` of the prepared corpus a loaded split's Arrow files come from, if any."""
+    for item in getattr(rows, "cache_files", None) or []:
+        path = os.path.join(os.path.dirname(os.path.dirname(item["filename"])), SUMMARY_FILE)
+        try:
+            with open(path) as handle:
+                return json.load(handle)
+        except (OSError, ValueError):
+            return None
+    return None

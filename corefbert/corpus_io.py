@@ -4,8 +4,14 @@ Formats, recognized by content (so WikiExtractor's extension-less ``wiki_00`` fi
 
 - plain text: documents separated by one or more blank lines; the lines of a document keep their
   line breaks (BERT's pretraining-data convention: one sentence or paragraph per line);
+- WikiText raw files (`` = Title = `` lines): one document per top-level heading, the heading itself,
+  section headings (`` = = Section = = ``) and blank lines dropped, WikiText's `` @-@ ``, `` @,@ ``,
+  `` @.@ `` escapes undone; blank lines do not separate documents there;
 - WikiExtractor ``<doc id=... title=...>`` files: one document per ``<doc>``; the title line that
-  opens each body is dropped and HTML entities are unescaped;
+  opens each body is dropped (compared after unescaping, so ``A &amp; B`` matches) and HTML entities
+  are unescaped;
+- CoNLL-2012 column files (``#begin document``, OntoNotes and LitBank alike): one document per
+  ``#begin document`` part, the word column (the 4th) joined by spaces, one sentence per line;
 - JSON lines with a text field (``--text_column``), WikiExtractor ``--json`` output included;
 - any of those compressed as ``.gz`` or ``.bz2``;
 - a directory written by ``datasets``' ``save_to_disk`` (its ``train`` split if it is a DatasetDict).
@@ -33,8 +39,17 @@ from corefbert.errors import CorefBertError
 
 _DOC_OPEN = re.compile(r'^<doc\b[^>]*>\s*$')
 _DOC_TITLE = re.compile(r'\btitle="([^"]*)"')
+# `` = Title = `` (level 1) and `` = = Section = = `` (level 2, 3, ...) lines of WikiText's raw files.
+_WIKITEXT_HEADING = re.compile(r"^((?:= )+)(?!=)(.*?\S)((?: =)+)$")
+_WIKITEXT_ESCAPES = ((" @-@ ", "-"), (" @,@ ", ","), (" @.@ ", "."))
+_WIKITEXT_SNIFF_BYTES = 1 << 16
+# Penn Treebank escapes in CoNLL-2012 word columns (OntoNotes); LitBank writes plain punctuation.
+_PTB_ESCAPES = {"-LRB-": "(", "-RRB-": ")", "-LSB-": "[", "-RSB-": "]", "-LCB-": "{", "-RCB-": "}",
+                "/.": ".", "/?": "?", "/-": "-"}
 _SAVED_DATASET_MARKERS = ("dataset_info.json", "state.json", "dataset_dict.json")
 _CHUNK = 1 << 20
+# A document this long is most likely several run together (no blank lines, no headings): warned about.
+HUGE_DOCUMENT_CHARS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -126,13 +141,35 @@ def unreadable_reason(path: str) -> str | None:
     return None if has_text else "empty file"
 
 
-def _sniff(path: str) -> str:
+def wikitext_heading_level(line: str) -> int:
+    """1 for a WikiText `` = Title = `` line, 2 for `` = = Section = = `` and so on; 0 for any other line."""
+    match = _WIKITEXT_HEADING.match(line.strip())
+    if not match or len(match.group(1)) != len(match.group(3)):
+        return 0
+    return len(match.group(1)) // 2
+
+
+def sniff_format(path: str) -> str:
+    """``wikiextractor``, ``jsonl``, ``conll-2012``, ``wikitext`` or ``text``: the reader a file gets.
+
+    Decided by content: the first text (``<doc``, ``{``, ``#begin document``), else a WikiText heading
+    line within the first 64 KiB, else plain text.
+    """
     with _open_binary(path) as handle:
-        head = handle.read(4096).decode("utf-8", errors="ignore").lstrip("\ufeff \t\r\n")
+        raw = handle.read(_WIKITEXT_SNIFF_BYTES)
+    text = raw.decode("utf-8-sig", errors="ignore")
+    head = text.lstrip(" \t\r\n")
     if head.startswith("<doc"):
         return "wikiextractor"
     if head.startswith("{"):
         return "jsonl"
+    if head.startswith("#begin document"):
+        return "conll-2012"
+    lines = text.splitlines()
+    if len(raw) == _WIKITEXT_SNIFF_BYTES:
+        lines = lines[:-1]  # the last line may be cut in the middle
+    if any(wikitext_heading_level(line) for line in lines):
+        return "wikitext"
     return "text"
 
 
@@ -154,10 +191,54 @@ def _plain_documents(path: str) -> Iterator[str]:
         yield "\n".join(lines)
 
 
+def _wikitext_documents(path: str) -> Iterator[str]:
+    # Blank lines separate paragraphs, not articles, in WikiText; only a level-1 heading starts one.
+    lines: list[str] = []
+    for line in _lines(path):
+        level = wikitext_heading_level(line)
+        if level == 1 and lines:
+            yield "\n".join(lines)
+            lines = []
+        if level or not line.strip():
+            continue
+        text = line.strip()
+        for escaped, plain in _WIKITEXT_ESCAPES:
+            text = text.replace(escaped, plain)
+        lines.append(text)
+    if lines:
+        yield "\n".join(lines)
+
+
+def _conll_documents(path: str) -> Iterator[str]:
+    # One document per "#begin document (name); part N" block; the word column is the 4th.
+    sentences: list[str] = []
+    words: list[str] = []
+    for number, line in enumerate(_lines(path), start=1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            if words:
+                sentences.append(" ".join(words))
+                words = []
+            if stripped.startswith(("#begin document", "#end document")) and sentences:
+                yield "\n".join(sentences)
+                sentences = []
+            continue
+        columns = stripped.split()
+        if len(columns) < 4:
+            raise CorefBertError(f"CoNLL-2012 token line with {len(columns)} column(s); expected at least 4 "
+                                 "(document, part, word index, word, ...)", path=path, position=number)
+        words.append(_PTB_ESCAPES.get(columns[3], columns[3]))
+    if words:
+        sentences.append(" ".join(words))
+    if sentences:
+        yield "\n".join(sentences)
+
+
 def _wiki_body(lines: list[str], title: str | None) -> str:
     while lines and not lines[0].strip():
         lines.pop(0)
-    if lines and title is not None and lines[0].strip() == html.unescape(title).strip():
+    # WikiExtractor writes the title line escaped or not depending on its version ("A &amp; B").
+    if lines and title is not None and html.unescape(lines[0]).strip() == html.unescape(title).strip():
         lines.pop(0)
     return html.unescape("\n".join(lines)).strip()
 
@@ -199,7 +280,7 @@ def _jsonl_documents(path: str, text_column: str) -> Iterator[str]:
         if not isinstance(text, str):
             raise CorefBertError(f"field {text_column!r} is {type(text).__name__}, not text", path=path, position=number)
         title = record.get("title")
-        if isinstance(title, str) and text.lstrip().startswith(title):
+        if isinstance(title, str) and html.unescape(text.lstrip()).startswith(html.unescape(title)):
             text = _wiki_body(text.split("\n"), title)
         yield text.strip()
 
@@ -228,11 +309,15 @@ def iter_documents(source: Source, text_column: str = "text") -> Iterator[str]:
     if source.kind == "dataset":
         yield from _dataset_documents(source.path, text_column)
         return
-    kind = _sniff(source.path)
+    kind = sniff_format(source.path)
     if kind == "wikiextractor":
         yield from _wikiextractor_documents(source.path)
     elif kind == "jsonl":
         yield from _jsonl_documents(source.path, text_column)
+    elif kind == "conll-2012":
+        yield from _conll_documents(source.path)
+    elif kind == "wikitext":
+        yield from _wikitext_documents(source.path)
     else:
         yield from _plain_documents(source.path)
 
@@ -244,6 +329,8 @@ def generate_documents(sources_json: str, text_column: str, report_path: str) ->
     arguments into shards and runs the generator once per shard, which would restart ``doc_id``.
     """
     skipped_files, empty_documents, doc_id = [], 0, 0
+    formats: dict[str, int] = {}
+    huge = {"count": 0, "longest": 0, "path": None}
     for fields in json.loads(sources_json):
         source = Source(**fields)
         if source.kind == "file":
@@ -251,11 +338,31 @@ def generate_documents(sources_json: str, text_column: str, report_path: str) ->
             if reason is not None:
                 skipped_files.append({"path": source.path, "reason": reason})
                 continue
+        kind = sniff_format(source.path) if source.kind == "file" else "saved dataset"
+        formats[kind] = formats.get(kind, 0) + 1
         for text in iter_documents(source, text_column):
             if not text:
                 empty_documents += 1
                 continue
+            if len(text) > HUGE_DOCUMENT_CHARS:
+                huge["count"] += 1
+                if len(text) > huge["longest"]:
+                    huge.update(longest=len(text), path=source.path)
             yield {"doc_id": doc_id, "text": text}
             doc_id += 1
     with open(report_path, "w") as handle:
-        json.dump({"documents": doc_id, "skipped_files": skipped_files, "empty_documents": empty_documents}, handle)
+        json.dump({"documents": doc_id, "skipped_files": skipped_files, "empty_documents": empty_documents,
+                   "formats": formats, "huge_documents": huge}, handle)
+
+
+def merge_read_reports(reports: list[dict]) -> tuple[dict, dict]:
+    """Files per input format and the over-long documents, summed over several ``generate_documents`` reports."""
+    formats: dict[str, int] = {}
+    huge = {"count": 0, "longest": 0, "path": None}
+    for report in reports:
+        for kind, count in report["formats"].items():
+            formats[kind] = formats.get(kind, 0) + count
+        huge["count"] += report["huge_documents"]["count"]
+        if report["huge_documents"]["longest"] > huge["longest"]:
+            huge.update(longest=report["huge_documents"]["longest"], path=report["huge_documents"]["path"])
+    return formats, huge

