@@ -224,6 +224,17 @@ def _no_trackers(monkeypatch) -> None:
         monkeypatch.setattr(module, "is_wandb_available", lambda: False)
 
 
+def _docred_without_head(w, m):
+    """A fine-tuned DocRED folder missing docred_head.safetensors (e.g. written before the encoder/head split)."""
+    old = w / "docred_old"
+    shutil.copytree(m, old)
+    relations = ["Na", *json.loads(REL_INFO.read_text(encoding="utf-8"))]
+    (old / "docred_head.json").write_text(json.dumps({"relations": relations, "threshold": 0.5,
+                                                      "entity_hidden_size": 8, "distance_embedding_size": 4}))
+    return ["--model_name_or_path", str(old), "--output_dir", str(w / "out"),
+            "--validation_file", str(DOCRED), "--do_eval"]
+
+
 GLUE_CLI, QUOREF_CLI, MRQA_CLI = "finetune/run_glue.py", "finetune/run_quoref.py", "finetune/run_mrqa.py"
 DOCRED_CLI, FEVER_CLI, COREF_CLI = "finetune/run_docred.py", "finetune/run_fever.py", "finetune/run_coref.py"
 PREP_CLI, MRP_CLI = "pretrain/prepare_corpus.py", "pretrain/run_mrp.py"
@@ -271,6 +282,7 @@ CASES = [
     Case(DOCRED_CLI, "offsets out of range", docred(_docred_offset)),
     Case(DOCRED_CLI, "unknown label (relation)", docred(_docred_relation)),
     Case(DOCRED_CLI, "conflicting arguments (--do_predict, no test file)", docred(None, "--do_predict")),
+    Case(DOCRED_CLI, "fine-tuned folder without its head weights", _docred_without_head),
     # FEVER
     Case(FEVER_CLI, "missing file", fever(_missing)),
     Case(FEVER_CLI, "empty file", fever(_empty)),
@@ -308,6 +320,9 @@ CASES = [
                                                      str(FIXTURES / "tiny_corpus.txt")]),
     Case(PREP_CLI, "malformed YAML config", lambda w, m: ["--config", _bad_yaml(w)]),
     Case(PREP_CLI, "unknown name in YAML config", lambda w, m: ["--config", _yaml_unknown(w)]),
+    Case(PREP_CLI, "CoNLL-2012 token line with too few columns",
+         prepare_file(lambda w: _file(w, "bad.conll", "#begin document (x); part 0\nx\t0\t0\tThe\t_\nx\t0\n"
+                                                      "#end document\n"))),
     # Pretraining
     Case(MRP_CLI, "missing corpus (--dataset_dir)", mrp("--dataset_dir", "{work}/none")),
     Case(MRP_CLI, "conflicting arguments (--dataset_dir and --train_file)",
@@ -324,6 +339,9 @@ CASES = [
                        "--train_file", str(FIXTURES / "tiny_corpus.txt")]),
     Case(MRP_CLI, "--with_tracking, tracker not installed",
          mrp("--dataset_dir", "{work}", "--with_tracking"), fault=_no_trackers),
+    Case(MRP_CLI, "corpus of one document (no validation split)",
+         lambda w, m: mrp("--train_file", _file(w, "one_document.txt",
+                                                (FIXTURES / "tiny_corpus.txt").read_text().replace("\n\n", "\n")))(w, m)),
 ]
 
 
