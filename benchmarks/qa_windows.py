@@ -13,7 +13,7 @@ import argparse
 import time
 
 from corefbert.tasks.qa import read_qa_file
-from corefbert.tasks.qa_windows import _truncate_questions, build_windows
+from corefbert.tasks.qa_windows import build_windows, truncate_questions
 
 
 def per_question_windows(examples, tokenizer, max_seq_length, doc_stride, max_query_length):
@@ -21,7 +21,7 @@ def per_question_windows(examples, tokenizer, max_seq_length, doc_stride, max_qu
     specials = tokenizer.num_special_tokens_to_add(pair=True)
     out = []
     for example in examples:
-        (question,) = _truncate_questions([example.question], tokenizer, max_query_length)
+        (question,) = truncate_questions([example.question], tokenizer, max_query_length)
         length = len(tokenizer(question, add_special_tokens=False)["input_ids"])
         overlap = max(0, max_seq_length - length - specials - doc_stride)
         encoded = tokenizer(question, example.context, truncation="only_second", max_length=max_seq_length,

@@ -1,7 +1,7 @@
 """Raw text files -> a saved ``DatasetDict`` of packed pretraining sequences (docs/contracts.md schema).
 
 Documents are read by :mod:`corefbert.corpus_io`, tagged and packed by :mod:`corefbert.packing`
-(re-exported here: ``pack_texts``, ``SequencePacker``, ``COLUMNS``). They flow through ``datasets.map``
+(``pack_texts`` packs texts in memory, without this module's cache). They flow through ``datasets.map``
 in small batches, so memory stays bounded and ``num_proc`` parallelizes; the result is cached by a
 fingerprint of the inputs, the tokenizer and the settings. The work runs in chunks of documents that
 are saved as they finish, so a killed run resumes; saved folders carry an integrity manifest that every
@@ -33,15 +33,7 @@ from corefbert.corpus_cache import (
 from corefbert.corpus_io import HUGE_DOCUMENT_CHARS, document_sources, merge_read_reports, source_fingerprint
 from corefbert.errors import CorefBertError
 from corefbert.mentions import GROUP_BY_CHOICES, MentionExtractor, load_spacy_pipeline
-from corefbert.packing import (  # noqa: F401  (pack_texts, word_spans: this module's public names before the split)
-    COLUMNS,
-    STAT_KEYS,
-    SequencePacker,
-    check_tokenizer,
-    pack_texts,
-    special_token_frame,
-    word_spans,
-)
+from corefbert.packing import COLUMNS, STAT_KEYS, SequencePacker, check_tokenizer, special_token_frame
 
 # Bump when the output of the same inputs and settings changes, so old caches are not reused.
 CORPUS_FORMAT_VERSION = 2  # 2: WikiText and CoNLL-2012 readers, escaped WikiExtractor titles, spaCy pieces of 20k

@@ -22,10 +22,8 @@ matches nothing, malformed JSON or a missing text field is a :class:`CorefBertEr
 
 from __future__ import annotations
 
-import bz2
 import codecs
 import glob
-import gzip
 import html
 import io
 import json
@@ -36,6 +34,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from corefbert.errors import CorefBertError
+from corefbert.jsonio import open_compressed, read_jsonl
 
 _DOC_OPEN = re.compile(r'^<doc\b[^>]*>\s*$')
 _DOC_TITLE = re.compile(r'\btitle="([^"]*)"')
@@ -109,20 +108,12 @@ def source_fingerprint(sources: list[Source]) -> list:
     return out
 
 
-def _open_binary(path: str):
-    if path.endswith(".gz"):
-        return gzip.open(path, "rb")
-    if path.endswith(".bz2"):
-        return bz2.open(path, "rb")
-    return open(path, "rb")
-
-
 def unreadable_reason(path: str) -> str | None:
     """Why a text file cannot be read as a corpus (empty, binary, not UTF-8), or None if it can."""
     decoder = codecs.getincrementaldecoder("utf-8")()
     position, pending, has_text = 0, 0, False
     try:
-        with _open_binary(path) as handle:
+        with open_compressed(path) as handle:
             while chunk := handle.read(_CHUNK):
                 nul = chunk.find(b"\0")
                 if nul >= 0:
@@ -155,7 +146,7 @@ def sniff_format(path: str) -> str:
     Decided by content: the first text (``<doc``, ``{``, ``#begin document``), else a WikiText heading
     line within the first 64 KiB, else plain text.
     """
-    with _open_binary(path) as handle:
+    with open_compressed(path) as handle:
         raw = handle.read(_WIKITEXT_SNIFF_BYTES)
     text = raw.decode("utf-8-sig", errors="ignore")
     head = text.lstrip(" \t\r\n")
@@ -175,7 +166,7 @@ def sniff_format(path: str) -> str:
 
 def _lines(path: str) -> Iterator[str]:
     # Universal newlines (\r\n, \r -> \n) but not str.splitlines' form feeds and other separators.
-    with _open_binary(path) as raw, io.TextIOWrapper(raw, encoding="utf-8-sig", newline=None) as handle:
+    with open_compressed(path) as raw, io.TextIOWrapper(raw, encoding="utf-8-sig", newline=None) as handle:
         yield from handle
 
 
@@ -264,14 +255,7 @@ def _wikiextractor_documents(path: str) -> Iterator[str]:
 
 
 def _jsonl_documents(path: str, text_column: str) -> Iterator[str]:
-    for number, line in enumerate(_lines(path), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise CorefBertError(f"not valid JSON ({err.msg}); fix or remove that line",
-                                 path=path, position=f"{number}:{err.colno}") from None
+    for number, record in read_jsonl(path, expected="fix or remove that line"):
         if not isinstance(record, dict) or text_column not in record:
             keys = sorted(record) if isinstance(record, dict) else type(record).__name__
             raise CorefBertError(f"no {text_column!r} field (found {keys}); pass --text_column",

@@ -10,10 +10,11 @@ import spacy
 from conftest import shared_data
 from spacy.tokens import Doc
 
-from corefbert import corpus
-from corefbert.corpus import COLUMNS, PrepareArguments, pack_texts, prepare_corpus
+from corefbert import corpus, packing
+from corefbert.corpus import PrepareArguments, prepare_corpus
 from corefbert.errors import CorefBertError
 from corefbert.mentions import MentionExtractor
+from corefbert.packing import COLUMNS, pack_texts
 
 ROOT = Path(__file__).parents[1]
 TINY = Path(__file__).parent / "fixtures" / "tiny_corpus.txt"
@@ -185,9 +186,9 @@ def test_tokenizers_that_cannot_work_are_one_line(bert_tokenizer):
         is_fast = False
 
     with pytest.raises(CorefBertError, match="not a fast tokenizer"):
-        corpus.check_tokenizer(SlowTokenizer(), 512)
+        packing.check_tokenizer(SlowTokenizer(), 512)
     with pytest.raises(CorefBertError, match="max_seq_length 3"):
-        corpus.check_tokenizer(bert_tokenizer, 3)
+        packing.check_tokenizer(bert_tokenizer, 3)
 
 
 # ---- prepare_corpus: files, cache, shards --------------------------------------------------------------
@@ -278,7 +279,7 @@ def test_bad_files_are_skipped_and_reported(tmp_path, bert_tokenizer, capsys):
     ("glob", r"nomatch\*\.txt: --train_file glob matches no file"),
     ("only_empty", r"holds no usable document \(.*empty\.txt: empty file\)"),
     ("no_repeats", r"no noun occurs twice"),
-    ("bad_json", r"bad\.jsonl:2:1: not valid JSON"),
+    ("bad_json", r"bad\.jsonl:2:10: not valid JSON \(Expecting value\)"),  # line:column of the line
     ("no_field", r"nofield\.jsonl:1: no 'text' field \(found \['body'\]\); pass --text_column"),
     ("not_ours", r"out: output_dir exists and is not a prepared corpus"),
 ])

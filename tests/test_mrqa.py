@@ -34,7 +34,7 @@ def test_formats_are_detected_and_bad_lines_named(tmp_path):
     assert [ex.qid for ex in read_qa_file(str(SQUAD))] == ["s1", "s2", "s3"]
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"header": {}}\n{"context": "x", "qas": []}\nnot json\n')
-    with pytest.raises(CorefBertError, match=r"bad.jsonl:3: not a JSON line"):
+    with pytest.raises(CorefBertError, match=r"bad.jsonl:3:1: not valid JSON \(Expecting value\); expected MRQA JSONL"):
         read_mrqa_jsonl(str(bad))
     bad.write_text('{"header": {}}\n{"text": "x"}\n')
     with pytest.raises(CorefBertError, match=r"bad.jsonl:2: a line without a \"context\""):

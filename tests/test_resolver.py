@@ -12,7 +12,8 @@ import torch
 from conftest import tiny_config
 
 from corefbert.errors import CorefBertError
-from corefbert.resolver import CopyResolver, read_copy_vector, resolve
+from corefbert.resolver import CopyResolver, resolve
+from corefbert.tasks.coref_copy import read_copy_vector
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT = "Marta rowed out to the fishing boat because she saw that the boat was sinking near the harbour."
@@ -150,3 +151,9 @@ def test_cli_zero_shot_copy_with_html(coref_checkpoint, tmp_path):
         100.0 * sum(p == r["label"] for p, r in zip(picks, rows)) / 4)
     pages = sorted(p.name for p in (out / "copy_html").iterdir())
     assert pages == ["eval_blocks_blocks-0.html", "eval_gap_fixture-1.html"]
+    # Each page shows the scores evaluation gave its problem (every occurrence of every candidate).
+    table = re.findall(r"<tr><td>([^<]+)</td><td>(-?[0-9.]+|-?inf)</td></tr>",
+                       (out / "copy_html" / "eval_blocks_blocks-0.html").read_text())
+    scored = dict(zip(rows[0]["candidates"], rows[0]["scores"]))
+    assert sorted(name for name, _ in table) == sorted(rows[0]["candidates"])
+    assert all(float(value) == pytest.approx(scored[name], abs=1e-3) for name, value in table)

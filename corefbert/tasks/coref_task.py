@@ -29,6 +29,14 @@ from corefbert.tasks.coref import (
     collate_candidates,
     encode_candidates,
 )
+from corefbert.tasks.coref_copy import (
+    COPY_SPANS,
+    CopyHeadScorer,
+    collate_copy_queries,
+    copy_view,
+    encode_copy_query,
+    render_copy_html,
+)
 from corefbert.tasks.coref_readers import (
     FORMATS,
     WSC_SCHEMAS,
@@ -80,7 +88,7 @@ class CorefArguments:
     def __post_init__(self):
         for name, value, allowed in (("score_reduction", self.score_reduction, REDUCTIONS),
                                      ("loss_variant", self.loss_variant, LOSS_VARIANTS),
-                                     ("copy_span", self.copy_span, ("last_word", "full")),
+                                     ("copy_span", self.copy_span, COPY_SPANS),
                                      ("wsc_schemas", self.wsc_schemas, WSC_SCHEMAS)):
             if value not in allowed:
                 raise CorefBertError(f"--{name} {value!r} is not one of {', '.join(allowed)}")
@@ -139,8 +147,6 @@ class CorefTask(FinetuningTask):
 
     def encode(self, example: PronounExample) -> dict:
         if self.data_args.zero_shot == "copy":
-            from corefbert.resolver import encode_copy_query
-
             return encode_copy_query(example, self.tokenizer, self.data_args.max_seq_length,
                                      self.data_args.copy_span)
         return encode_candidates(example, self.tokenizer, self.data_args.max_seq_length)
@@ -156,8 +162,6 @@ class CorefTask(FinetuningTask):
 
     def collate(self, features: list) -> dict[str, torch.Tensor]:
         if self.data_args.zero_shot == "copy":
-            from corefbert.resolver import collate_copy_queries
-
             return collate_copy_queries(features, self.tokenizer.pad_token_id)
         return collate_candidates(features, self.tokenizer.pad_token_id)
 
@@ -166,8 +170,6 @@ class CorefTask(FinetuningTask):
     def build_model(self):
         path = self.args.model_name_or_path
         if self.data_args.zero_shot == "copy":
-            from corefbert.resolver import CopyHeadScorer
-
             return CopyHeadScorer.from_pretrained(path, allow_untrained=self.data_args.allow_untrained_copy_head)
         try:
             mlm, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True)
@@ -255,16 +257,13 @@ class CorefTask(FinetuningTask):
         return metrics, predictions
 
     def _write_copy_views(self, model, sources, split: str) -> None:
-        from corefbert.resolver import CopyResolver, render_copy_html
-
-        resolver = CopyResolver(self.args.model_name_or_path, copy_span=self.data_args.copy_span,
-                                max_length=self.data_args.max_seq_length, model=model, tokenizer=self.tokenizer)
         folder = os.path.join(self.args.output_dir, "copy_html")
         os.makedirs(folder, exist_ok=True)
         for path, _, examples in sources:
             for example in examples[:self.data_args.copy_html_examples]:
-                spans = [occ[0] for occ in example.candidate_spans if occ]
-                view = resolver.view(example.text, (example.pronoun_start, example.pronoun_end), spans)
+                # The example as evaluation scored it: the page's table shows the scores behind the predictions.
+                view = copy_view(model, self.tokenizer, example, self.data_args.max_seq_length,
+                                 self.data_args.copy_span)
                 title = f"{example.id}: answer {example.candidates[example.label]!r}" if example.label is not None \
                     else f"{example.id}: no candidate is the referent"
                 name = f"{split}_{_stem(path)}_{re.sub(r'[^A-Za-z0-9_.-]', '_', example.id)}.html"

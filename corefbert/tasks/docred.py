@@ -36,8 +36,8 @@ from corefbert.finetuning_io import (
     load_encoder_and_head,
     save_encoder_and_head,
 )
+from corefbert.jsonio import read_json
 from corefbert.metrics.docred import best_threshold, docred_scores, training_facts
-from corefbert.readers import read_json_file
 
 NA_RELATION = "Na"
 HEAD_CONFIG = "docred_head.json"
@@ -89,7 +89,7 @@ def distance_bucket(distance: np.ndarray | int) -> np.ndarray:
 
 def load_relation_ids(path: str) -> list[str]:
     """Relation classes from ``rel_info.json``: ``["Na", "P6", "P17", ...]`` in file order (index 0 = NA)."""
-    info = read_json_file(path, missing="rel_info file not found; pass the DocRED rel_info.json")
+    info = read_json(path, missing="rel_info file not found; pass the DocRED rel_info.json")
     if not isinstance(info, dict) or not info or not all(isinstance(k, str) for k in info):
         raise CorefBertError("expected a JSON object of relation id -> name", path=path)
     return [NA_RELATION] + list(info)
@@ -101,7 +101,7 @@ def read_docred(path: str, relations: list[str]) -> list[dict]:
     Every mention must lie inside its sentence, every label must name existing entities and a relation
     of ``relations``; anything else is a :class:`CorefBertError` naming the document.
     """
-    documents = read_json_file(path, missing="DocRED file not found; check the path")
+    documents = read_json(path, missing="DocRED file not found; check the path")
     if not isinstance(documents, list):
         raise CorefBertError("expected a JSON list of documents (official DocRED format)", path=path)
     known = set(relations)
@@ -339,8 +339,7 @@ class DocredTask(FinetuningTask):
         head_config = os.path.join(model_name_or_path, HEAD_CONFIG)
         self.head = None
         if os.path.isfile(head_config):  # a model fine-tuned here: its relation classes and threshold
-            with open(head_config, encoding="utf-8") as handle:
-                self.head = json.load(handle)
+            self.head = read_json(head_config)
             self.relations = self.head["relations"]
             head_weights_path(model_name_or_path, HEAD_WEIGHTS)
         elif args.rel_info_file is not None:
@@ -456,7 +455,6 @@ class DocredTask(FinetuningTask):
 
     def load_weights(self, model, directory):
         load_encoder_and_head(model, directory, HEAD_WEIGHTS)
-        with open(os.path.join(directory, HEAD_CONFIG), encoding="utf-8") as handle:
-            saved = json.load(handle)["threshold"]
+        saved = read_json(os.path.join(directory, HEAD_CONFIG))["threshold"]
         if self.args.threshold is None and saved is not None:
             self.threshold = saved

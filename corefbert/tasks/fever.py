@@ -34,6 +34,7 @@ from corefbert.finetuning_io import (
     load_encoder_and_head,
     save_encoder_and_head,
 )
+from corefbert.jsonio import read_json, read_jsonl
 from corefbert.metrics.fever import LABELS, fever_score, label_scores
 from corefbert.tasks.kgat import KgatModel
 
@@ -94,28 +95,15 @@ def clean_text(text: str) -> str:
     return re.sub(r"\s+", " ", text.replace("_", " ")).strip()
 
 
-def _read_jsonl(path: str) -> list[tuple[int, dict]]:
-    if not path or not os.path.isfile(path):
+def read_claims_jsonl(path: str) -> list[tuple[int, dict]]:
+    """``(line number, claim object)`` for each claim of a FEVER JSONL file."""
+    if not path:
         raise CorefBertError("file not found", path=path)
     rows = []
-    number = 0
-    try:
-        with open(path, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as err:
-                    raise CorefBertError(f"not valid JSON ({err.msg}); one object per line expected",
-                                         path=path, position=number) from None
-                if not isinstance(row, dict) or not isinstance(row.get("claim"), str):
-                    raise CorefBertError("a line must be an object with a 'claim' string", path=path,
-                                         position=number)
-                rows.append((number, row))
-    except UnicodeDecodeError as err:
-        raise CorefBertError(f"not UTF-8 text ({err.reason}); re-encode it as UTF-8", path=path,
-                             position=number + 1) from None
+    for number, row in read_jsonl(path, expected="one claim object per line expected"):
+        if not isinstance(row, dict) or not isinstance(row.get("claim"), str):
+            raise CorefBertError("a line must be an object with a 'claim' string", path=path, position=number)
+        rows.append((number, row))
     if not rows:
         raise CorefBertError("no claims in the file", path=path)
     return rows
@@ -132,7 +120,7 @@ def _label(row: dict, path: str, number: int) -> str | None:
 
 def read_claims(path: str) -> tuple[list[Claim], str]:
     """Read any of the three forms; returns the claims and the form: "fever", "retrieved" or "pairs"."""
-    rows = _read_jsonl(path)
+    rows = read_claims_jsonl(path)
     first = rows[0][1]
     evidence = first.get("evidence")
     if isinstance(evidence, str):
@@ -190,7 +178,7 @@ def _retrieved(row: dict, path: str, number: int) -> list[Evidence]:
 
 def attach_retrieved(claims: list[Claim], path: str) -> None:
     """Give each claim the candidates of the retrieved-evidence file line with the same ``id``."""
-    by_id = {str(row.get("id")): _retrieved(row, path, number) for number, row in _read_jsonl(path)}
+    by_id = {str(row.get("id")): _retrieved(row, path, number) for number, row in read_claims_jsonl(path)}
     missing = [c.id for c in claims if str(c.id) not in by_id]
     if missing:
         raise CorefBertError(f"{len(missing)} claim ids have no line in the evidence file (first: {missing[0]})",
@@ -220,26 +208,13 @@ def load_wiki_sentences(wiki_dir: str, pages: set[str]) -> dict[str, dict[int, s
 
 def _wiki_pages(name: str):
     """The pages of one wiki-pages JSONL file, each checked to be ``{"id": str, "lines": str, ...}``."""
-    number = 0
-    try:
-        with open(name, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    page = json.loads(line)
-                except json.JSONDecodeError as err:
-                    raise CorefBertError(f"not valid JSON ({err.msg}); a wiki-pages file has one page object "
-                                         "per line", path=name, position=number) from None
-                if not (isinstance(page, dict) and isinstance(page.get("id"), str)
-                        and isinstance(page.get("lines", ""), str)):
-                    raise CorefBertError("a wiki page must be an object with an 'id' and a 'lines' string",
-                                         path=name, position=number)
-                page.setdefault("lines", "")
-                yield page
-    except UnicodeDecodeError as err:
-        raise CorefBertError(f"not UTF-8 text ({err.reason}); re-encode it as UTF-8", path=name,
-                             position=number + 1) from None
+    for number, page in read_jsonl(name, expected="a wiki-pages file has one page object per line"):
+        if not (isinstance(page, dict) and isinstance(page.get("id"), str)
+                and isinstance(page.get("lines", ""), str)):
+            raise CorefBertError("a wiki page must be an object with an 'id' and a 'lines' string",
+                                 path=name, position=number)
+        page.setdefault("lines", "")
+        yield page
 
 
 def attach_wiki_evidence(claims: list[Claim], wiki_dir: str, path: str) -> int:
@@ -291,8 +266,7 @@ class FeverTask(FinetuningTask):
         head_config = os.path.join(model_name_or_path, HEAD_CONFIG)
         self.head = None
         if os.path.isfile(head_config):  # a model fine-tuned here decides its own type
-            with open(head_config, encoding="utf-8") as handle:
-                self.head = json.load(handle)
+            self.head = read_json(head_config)
             args.model_type = self.head["model_type"]
             if args.model_type == "kgat":
                 head_weights_path(model_name_or_path, HEAD_WEIGHTS)

@@ -17,15 +17,13 @@ Windowing and decoding live in :mod:`corefbert.tasks.qa_windows`.
 
 from __future__ import annotations
 
-import gzip
-import json
 import logging
 import os
-import zlib
+from contextlib import closing
 from dataclasses import dataclass, field
 
 from corefbert.errors import CorefBertError
-from corefbert.readers import read_json_file
+from corefbert.jsonio import read_json, read_jsonl
 
 logger = logging.getLogger(__name__)
 
@@ -114,7 +112,7 @@ def read_squad_json(path: str, keep_unanswered: bool = False) -> list[QAExample]
     Questions without answers (SQuAD 2.0 ``is_impossible``, or a test file) are skipped and counted,
     unless ``keep_unanswered`` (to predict on a test file without gold answers).
     """
-    root = read_json_file(path)
+    root = read_json(path)
     _require(isinstance(root, dict) and isinstance(root.get("data"), list), 'no top-level "data" list', path, "root")
     stats = ReadStats()
     examples: list[QAExample] = []
@@ -153,76 +151,59 @@ def read_squad_json(path: str, keep_unanswered: bool = False) -> list[QAExample]
     return examples
 
 
-def _text_lines(path: str):
-    with _open_text(path) as handle:
-        yield from handle
-
-
-def _open_text(path: str):
-    if path.endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
-
-
 def read_mrqa_jsonl(path: str, keep_unanswered: bool = False) -> list[QAExample]:
     """Read an MRQA JSONL(.gz) file; the ``{"header": ...}`` first line is optional (samples lack it)."""
-    if not os.path.isfile(path):
-        raise CorefBertError("file not found; check the path", path=path)
     stats = ReadStats()
     examples: list[QAExample] = []
-    line_number = 0
-    try:
-        for line_number, line in enumerate(_text_lines(path), start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise CorefBertError(f"not a JSON line ({err.msg}); expected MRQA JSONL",
-                                     path=path, position=line_number) from None
-            if isinstance(record, dict) and "header" in record:
-                continue
-            if not (isinstance(record, dict) and isinstance(record.get("context"), str)
-                    and isinstance(record.get("qas"), list)):
-                raise CorefBertError('a line without a "context" string and a "qas" list; expected MRQA JSONL',
-                                     path=path, position=line_number)
-            context = record["context"]
-            for qa in record["qas"]:
-                if not (isinstance(qa, dict) and isinstance(qa.get("question"), str) and ("qid" in qa or "id" in qa)):
-                    raise CorefBertError('a question without "qid" and "question"', path=path, position=line_number)
-                if qa.get("is_impossible") and not keep_unanswered:
-                    stats.unanswerable += 1
-                    continue
-                example = QAExample(str(qa.get("qid", qa.get("id"))), qa["question"], context)
-                example.gold_texts = [str(text) for text in qa.get("answers", [])]
-                seen = set()
-                for detected in qa.get("detected_answers", []):
-                    for start, end_inclusive in detected.get("char_spans", []):
-                        if (start, end_inclusive) in seen:
-                            continue
-                        seen.add((start, end_inclusive))
-                        if 0 <= start <= end_inclusive < len(context):
-                            text = context[start : end_inclusive + 1]
-                            example.answers.append(AnswerSpan(start, end_inclusive + 1, text))
-                        else:
-                            span = locate_answer(context, detected.get("text", ""), None, stats)
-                            if span is not None:
-                                example.answers.append(span)
-                if not example.gold_texts:
-                    example.gold_texts = [str(detected.get("text", "")) for detected in qa.get("detected_answers", [])]
-                example.answers.sort(key=lambda span: (span.start, span.end))
-                examples.append(example)
-    except UnicodeDecodeError as err:
-        raise CorefBertError(f"not UTF-8 text ({err.reason})", path=path, position=line_number + 1) from None
-    except (OSError, EOFError, zlib.error) as err:
-        raise CorefBertError(f"unreadable compressed file ({err})", path=path, position=line_number + 1) from None
-    except (TypeError, ValueError, AttributeError):
-        # A field of the wrong type (answers not a list, char_spans not [start, end] integer pairs, ...).
-        raise CorefBertError("a question's answers, detected_answers or char_spans have the wrong type; "
-                             "expected MRQA JSONL", path=path, position=line_number) from None
+    for line_number, record in read_jsonl(path, expected="expected MRQA JSONL"):
+        if isinstance(record, dict) and "header" in record:
+            continue
+        if not (isinstance(record, dict) and isinstance(record.get("context"), str)
+                and isinstance(record.get("qas"), list)):
+            raise CorefBertError('a line without a "context" string and a "qas" list; expected MRQA JSONL',
+                                 path=path, position=line_number)
+        try:
+            examples += _mrqa_examples(record, keep_unanswered, stats, path, line_number)
+        except (TypeError, ValueError, AttributeError):
+            # A field of the wrong type (answers not a list, char_spans not [start, end] integer pairs, ...).
+            raise CorefBertError("a question's answers, detected_answers or char_spans have the wrong type; "
+                                 "expected MRQA JSONL", path=path, position=line_number) from None
     if not examples:
         raise CorefBertError("no question in the file; expected MRQA JSONL", path=path)
     stats.report(path)
+    return examples
+
+
+def _mrqa_examples(record: dict, keep_unanswered: bool, stats: ReadStats, path: str,
+                   line_number: int) -> list[QAExample]:
+    """The questions of one MRQA context line."""
+    context = record["context"]
+    examples = []
+    for qa in record["qas"]:
+        if not (isinstance(qa, dict) and isinstance(qa.get("question"), str) and ("qid" in qa or "id" in qa)):
+            raise CorefBertError('a question without "qid" and "question"', path=path, position=line_number)
+        if qa.get("is_impossible") and not keep_unanswered:
+            stats.unanswerable += 1
+            continue
+        example = QAExample(str(qa.get("qid", qa.get("id"))), qa["question"], context)
+        example.gold_texts = [str(text) for text in qa.get("answers", [])]
+        seen = set()
+        for detected in qa.get("detected_answers", []):
+            for start, end_inclusive in detected.get("char_spans", []):
+                if (start, end_inclusive) in seen:
+                    continue
+                seen.add((start, end_inclusive))
+                if 0 <= start <= end_inclusive < len(context):
+                    text = context[start : end_inclusive + 1]
+                    example.answers.append(AnswerSpan(start, end_inclusive + 1, text))
+                else:
+                    span = locate_answer(context, detected.get("text", ""), None, stats)
+                    if span is not None:
+                        example.answers.append(span)
+        if not example.gold_texts:
+            example.gold_texts = [str(detected.get("text", "")) for detected in qa.get("detected_answers", [])]
+        example.answers.sort(key=lambda span: (span.start, span.end))
+        examples.append(example)
     return examples
 
 
@@ -233,16 +214,14 @@ def detect_format(path: str) -> str:
         return "mrqa"
     if name.endswith(".json"):
         return "squad"
-    if not os.path.isfile(path):
-        raise CorefBertError("file not found; check the path", path=path)
     try:
-        with _open_text(path) as handle:
-            first = handle.readline()
-    except (UnicodeDecodeError, OSError, EOFError, zlib.error):
+        with closing(read_jsonl(path)) as lines:
+            _, record = next(lines)
+    except StopIteration:
         return "squad"  # the reader then names what is wrong with the file
-    try:
-        record = json.loads(first)
-    except json.JSONDecodeError:
+    except CorefBertError:
+        if not os.path.isfile(path):
+            raise
         return "squad"  # a pretty-printed JSON document does not parse line by line
     return "mrqa" if isinstance(record, dict) and ("header" in record or "context" in record) else "squad"
 

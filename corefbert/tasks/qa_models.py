@@ -28,6 +28,7 @@ from transformers.models.roberta.modeling_roberta import RobertaLayer
 
 from corefbert.errors import CorefBertError
 from corefbert.finetuning_io import frozen_pooler, load_encoder, saved_pooler, with_pooler
+from corefbert.jsonio import read_json
 from corefbert.tasks.qa_windows import span_loss
 
 logger = logging.getLogger(__name__)
@@ -96,8 +97,7 @@ class QuorefQAModel(nn.Module):
         encoder = _load_encoder(model_name_or_path)
         if not os.path.isfile(heads_config):
             return cls(encoder, reasoning_layer=reasoning_layer, count_head=count_head)
-        with open(heads_config, encoding="utf-8") as handle:
-            options = json.load(handle)
+        options = read_json(heads_config)
         asked = {"reasoning_layer": reasoning_layer, "count_head": count_head}
         if any(options.get(key, value) != value for key, value in asked.items()):
             logger.warning("%s was fine-tuned with %s; its saved heads are used, not %s",

@@ -23,7 +23,8 @@ logger = logging.getLogger(__name__)
 NO_ANSWER = 0  # windows without an answer point start and end at the first token ([CLS] / <s>)
 
 
-def _truncate_questions(questions: list[str], tokenizer, max_query_length: int) -> list[str]:
+def truncate_questions(questions: list[str], tokenizer, max_query_length: int) -> list[str]:
+    """Each question cut to its first ``max_query_length`` tokens (as text, so the pair encoding re-tokenizes it)."""
     encoded = tokenizer(questions, add_special_tokens=False, return_offsets_mapping=True)
     truncated = []
     for question, offsets in zip(questions, encoded["offset_mapping"]):
@@ -57,7 +58,7 @@ def build_windows(
     keep = [i for i, ex in enumerate(examples) if ex.answers or not skip_unanswered]
     if len(keep) < len(examples):
         logger.warning("%d question(s) without a locatable answer skipped for training", len(examples) - len(keep))
-    questions = _truncate_questions([examples[i].question for i in keep], tokenizer, max_query_length)
+    questions = truncate_questions([examples[i].question for i in keep], tokenizer, max_query_length)
     question_lengths = [len(ids) for ids in tokenizer(questions, add_special_tokens=False)["input_ids"]]
     specials = tokenizer.num_special_tokens_to_add(pair=True)
 

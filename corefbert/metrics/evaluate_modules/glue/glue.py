@@ -7,7 +7,7 @@ A thin wrapper of :mod:`corefbert.metrics.glue`; the config name is the task (``
 import datasets
 import evaluate
 
-from corefbert.metrics.glue import GLUE_TASK_METRICS, canonical_task_name, glue_metrics
+from corefbert.metrics.glue import canonical_task_name, glue_metrics
 
 _DESCRIPTION = "GLUE metrics (accuracy, F1, Matthews correlation, Pearson/Spearman) computed offline."
 _KWARGS_DESCRIPTION = """
@@ -38,4 +38,4 @@ class Glue(evaluate.Metric):
         return glue_metrics(_task(self.config_name), predictions, references)
 
 
-__all__ = ["Glue", "GLUE_TASK_METRICS"]
+__all__ = ["Glue"]

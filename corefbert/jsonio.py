@@ -1,0 +1,105 @@
+"""Reading a user's JSON or JSON Lines file: the one reader of each for every format the toolkit takes.
+
+The benchmark readers in ``corefbert/tasks/`` and the corpus reader check the structure of what they get;
+this module is the one place that turns "missing, unreadable, not UTF-8, not JSON" into the same one-line
+``CorefBertError`` for all of them (``file:line:column: not valid JSON (...)``). ``.gz`` and ``.bz2`` files
+are read decompressed.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import json
+import os
+import zlib
+from collections.abc import Iterator
+from typing import Any
+
+from corefbert.errors import CorefBertError
+
+COMPRESSED_SUFFIXES = (".gz", ".bz2")
+_BOM = b"\xef\xbb\xbf"
+
+
+def open_compressed(path: str):
+    """``path`` opened for reading bytes, decompressed when it ends in ``.gz`` or ``.bz2``."""
+    if path.endswith(".gz"):
+        return gzip.open(path, "rb")
+    if path.endswith(".bz2"):
+        return bz2.open(path, "rb")
+    return open(path, "rb")
+
+
+def read_json(path: str, missing: str = "file not found; check the path") -> Any:
+    """The parsed content of the JSON file ``path``; ``missing`` is the message when it does not exist."""
+    if not os.path.isfile(path):
+        raise CorefBertError(missing, path=path)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except UnicodeDecodeError as err:
+        raise CorefBertError(
+            f"not UTF-8 text ({err.reason} at byte {err.start}); re-encode it as UTF-8", path=path
+        ) from None
+    except json.JSONDecodeError as err:
+        raise CorefBertError(
+            f"not valid JSON ({err.msg}); fix or re-download the file", path=path,
+            position=f"{err.lineno}:{err.colno}",
+        ) from None
+    except (ValueError, RecursionError) as err:  # an integer of more than 4300 digits, nesting beyond the stack
+        raise CorefBertError(f"not valid JSON ({_reason(err)}); fix or re-download the file", path=path) from None
+    except OSError as err:
+        raise CorefBertError(f"cannot read the file ({err.strerror})", path=path) from None
+
+
+def read_jsonl(path: str, expected: str = "one JSON value per line expected") -> Iterator[tuple[int, Any]]:
+    """Yield ``(line number, value)`` for each non-blank line of the JSON Lines file ``path``.
+
+    ``expected`` ends the message of a line that is not JSON (what the format holds, e.g. "expected MRQA
+    JSONL"). Line ends may be ``\\n``, ``\\r\\n`` or ``\\r``; a UTF-8 byte-order mark is ignored.
+    """
+    if not os.path.isfile(path):
+        raise CorefBertError("file not found; check the path", path=path)
+    number, offset = 0, 0  # the line last read; the byte (decompressed) where the next one starts
+    try:
+        with open_compressed(path) as handle:
+            for raw in handle:
+                if offset == 0 and raw.startswith(_BOM):
+                    raw, offset = raw[len(_BOM):], len(_BOM)
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as err:
+                    raise CorefBertError(f"not UTF-8 text ({err.reason} at byte {offset + err.start}); re-encode "
+                                         "it as UTF-8", path=path, position=number + 1) from None
+                offset += len(raw)
+                text = text[:-1] if text.endswith("\n") else text
+                text = text[:-1] if text.endswith("\r") else text
+                # A raw \r cannot occur inside a JSON string, so splitting on it never cuts a value.
+                for line in text.split("\r"):
+                    number += 1
+                    if line.strip():
+                        yield number, _parse_line(line, path, number, expected)
+    except (OSError, EOFError, zlib.error) as err:
+        if path.endswith(COMPRESSED_SUFFIXES):
+            raise CorefBertError(f"unreadable compressed file ({_reason(err)})", path=path,
+                                 position=number + 1) from None
+        raise CorefBertError(f"cannot read the file ({_reason(err)})", path=path) from None
+
+
+def _parse_line(line: str, path: str, number: int, expected: str) -> Any:
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as err:
+        raise CorefBertError(f"not valid JSON ({err.msg}); {expected}", path=path,
+                             position=f"{number}:{err.colno}") from None
+    except (ValueError, RecursionError) as err:
+        raise CorefBertError(f"not valid JSON ({_reason(err)}); {expected}", path=path, position=number) from None
+
+
+def _reason(err: BaseException) -> str:
+    if isinstance(err, RecursionError):
+        return "nested too deeply"
+    if isinstance(err, OSError) and err.strerror:
+        return err.strerror
+    return str(err).splitlines()[0] if str(err) else type(err).__name__
