@@ -7,19 +7,14 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import time
 from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
 
-from corefbert.checkpointing import STATE_FILE as TRAINER_STATE
-from corefbert.checkpointing import atomic_save_state, is_complete, remove_folder, replace_folder, writing
+from corefbert.checkpointing import remove_folder, replace_folder, writing
 from corefbert.errors import CorefBertError
-
-CHECKPOINT_PREFIX = "checkpoint-"
-_CHECKPOINT_RE = re.compile(rf"^{CHECKPOINT_PREFIX}(\d+)$")
 
 
 def _plain(value):
@@ -55,41 +50,6 @@ class JsonlLogger:
             return
         with open(self.path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps({"time": round(time.time(), 3), **_plain(record)}) + "\n")
-
-
-def list_checkpoints(output_dir: str) -> list[tuple[int, str]]:
-    """``[(step, path)]`` of the complete checkpoints in ``output_dir``, oldest first (temp dirs ignored)."""
-    if not os.path.isdir(output_dir):
-        return []
-    found = []
-    for name in os.listdir(output_dir):
-        match = _CHECKPOINT_RE.match(name)
-        if match and is_complete(os.path.join(output_dir, name)):
-            found.append((int(match.group(1)), os.path.join(output_dir, name)))
-    return sorted(found)
-
-
-def find_checkpoint(output_dir: str, resume_from_checkpoint: str | None) -> str | None:
-    """The checkpoint to resume from: a path, ``latest`` (None when output_dir has none yet), or None."""
-    if not resume_from_checkpoint:
-        return None
-    if resume_from_checkpoint == "latest":
-        found = list_checkpoints(output_dir)
-        return found[-1][1] if found else None
-    if not os.path.isfile(os.path.join(resume_from_checkpoint, TRAINER_STATE)):
-        raise CorefBertError(
-            "not a fine-tuning checkpoint (no trainer_state.json); give a checkpoint-<step> directory or 'latest'",
-            path=resume_from_checkpoint,
-        )
-    return resume_from_checkpoint
-
-
-def prune_checkpoints(output_dir: str, keep: int) -> None:
-    """Delete all but the newest ``keep`` checkpoints (``keep`` <= 0 keeps all)."""
-    if keep <= 0:
-        return
-    for _, path in list_checkpoints(output_dir)[:-keep]:
-        remove_folder(Path(path))
 
 
 def safetensors_files(directory: str) -> list[str]:
@@ -251,18 +211,6 @@ def save_model(task, model, accelerator, output_dir: str) -> None:
         with writing(tmp, f"the model {os.path.basename(output_dir)}/", "the checkpoints are intact"):
             task.save_pretrained(accelerator.unwrap_model(model), tmp, state_dict=state_dict)
             replace_folder(tmp, output_dir)
-    accelerator.wait_for_everyone()
-
-
-def save_checkpoint(accelerator, args, state: dict) -> None:
-    """``accelerator.save_state`` + ``trainer_state.json`` into ``output_dir/checkpoint-<update>``, written to
-    a ``.tmp`` folder and renamed (a kill mid-save never leaves a half checkpoint), keeping the newest K."""
-    previous = list_checkpoints(args.output_dir)
-    fallback = f"the last complete checkpoint is {previous[-1][1]}" if previous else "no earlier checkpoint exists"
-    final = Path(args.output_dir) / f"{CHECKPOINT_PREFIX}{state['completed_steps']}"
-    atomic_save_state(accelerator, final, _plain(state), fallback)
-    if accelerator.is_main_process:
-        prune_checkpoints(args.output_dir, args.save_total_limit)
     accelerator.wait_for_everyone()
 
 

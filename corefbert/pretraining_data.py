@@ -12,7 +12,6 @@ import hashlib
 import os
 
 import numpy as np
-import torch
 from torch.utils.data import DataLoader, Dataset
 
 from corefbert.errors import CorefBertError
@@ -126,27 +125,3 @@ def pretraining_dataloader(rows, collate: SeededCollate, batch_size: int, *, tra
         num_workers=num_workers,
     )
 
-
-class PreservedRng:
-    """Iterate a DataLoader without letting it consume the global torch RNG.
-
-    Creating a DataLoader iterator draws a base seed from the global RNG. After a resume that draw would
-    happen after the restored RNG state, shifting every later dropout mask; here it never counts.
-    """
-
-    def __init__(self, dataloader):
-        self.dataloader = dataloader
-
-    def __iter__(self):
-        iterator = None
-        while True:
-            state = torch.get_rng_state()
-            try:
-                if iterator is None:
-                    iterator = iter(self.dataloader)
-                batch = next(iterator)
-            except StopIteration:
-                return
-            finally:
-                torch.set_rng_state(state)
-            yield batch

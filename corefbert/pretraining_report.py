@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 from corefbert.checkpointing import remove_folder, replace_folder, writing
-from corefbert.pretraining_data import PreservedRng
+from corefbert.training import PreservedRng
 
 
 @torch.no_grad()
@@ -44,11 +44,6 @@ def evaluate(model, dataloader, accelerator) -> dict[str, float]:
         "mrp_accuracy": totals[4] / max(totals[5], 1),
         "mrp_mentions": int(totals[5]),
     }
-
-
-def append_log(path: Path, record: dict) -> None:
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write(json.dumps(record) + "\n")
 
 
 CARD_SETTINGS = (

@@ -206,3 +206,14 @@ def test_files_of_other_tasks_are_named(name, message, coref_checkpoint, tmp_pat
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("error: ") and "this block has" not in err[-1]
+
+
+def test_wsc_xml_with_an_unknown_declared_encoding_is_one_line(tmp_path):
+    """Found by the reader fuzzer: a mutated declaration made the XML parser raise LookupError."""
+    from corefbert.errors import CorefBertError
+    from corefbert.tasks.coref_readers import read_wsc_xml
+
+    path = tmp_path / "wsc.xml"
+    path.write_bytes(b'<?xml version="1.0" encoding="ISO-8859-99"?>\n<collection></collection>\n')
+    with pytest.raises(CorefBertError, match="unknown encoding"):
+        read_wsc_xml(str(path))

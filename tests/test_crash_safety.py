@@ -238,7 +238,7 @@ def test_sigterm_makes_a_finetuning_cli_save_and_exit_and_resume_is_exact(tmp_pa
     printed = (tmp_path / "preempted.out").read_text()
     assert code == 128 + signal.SIGTERM, printed[-3000:]
     assert "SIGTERM: saved" in printed and "Traceback" not in printed
-    saved = [step for step, _ in list_checkpoints_ft(out)]
+    saved = [step for step, _ in list_checkpoints(out)]
     assert len(saved) == 1 and saved[0] < max(want), "one checkpoint, at the update the signal interrupted"
 
     done = subprocess.run([sys.executable, "finetune/run_glue.py", *_glue_args(model_dir, out),
@@ -258,7 +258,7 @@ def test_sigterm_makes_a_finetuning_cli_save_and_exit_and_resume_is_exact(tmp_pa
 
 @pytest.mark.slow
 def test_sigkill_mid_save_in_a_finetuning_cli_then_resume_repeats_the_uninterrupted_run(tmp_path, model_dir):
-    """The fine-tuning side of the kill test: `checkpoint-N`, `best/` and `last/` share one folder, so a
+    """The fine-tuning side of the kill test: `checkpoints/step_N`, `best/` and `last/` are written side by side, so a
     kill inside any of their saves must leave `latest` whole and the resumed run exact (losses, best, last)."""
     argv = _glue_args(model_dir, tmp_path / "x")
     argv[argv.index("--checkpointing_steps") + 1] = "1"
@@ -277,11 +277,13 @@ def test_sigkill_mid_save_in_a_finetuning_cli_then_resume_repeats_the_uninterrup
     rng = random.Random(7)
     kills = 0
     for _ in range(4):
-        before = {p.name for p in out.iterdir()} if out.is_dir() else set()
+        def names() -> set[str]:  # best/ and last/ beside checkpoints/step_N
+            return {str(p.relative_to(out)) for p in [*out.glob("*"), *out.glob("checkpoints/*")]}
+
+        before = names() if out.is_dir() else set()
 
         def saving(before=before) -> bool:
-            names = set(os.listdir(out)) if out.is_dir() else set()
-            return any(n.endswith(".tmp") and n not in before for n in names)
+            return any(n.endswith(".tmp") and n not in before for n in (names() if out.is_dir() else set()))
 
         proc = _start("finetune/run_glue.py", resume, tmp_path / "killed.out")
         hit = _wait_until(proc, saving)
@@ -290,7 +292,7 @@ def test_sigkill_mid_save_in_a_finetuning_cli_then_resume_repeats_the_uninterrup
         if proc.wait(timeout=60) == 0 or not hit:
             break
         kills += 1
-        found = list_checkpoints_ft(out)
+        found = list_checkpoints(out)
         if found:  # what latest would pick loads, with its trainer state
             from safetensors.torch import load_file
 
@@ -300,7 +302,7 @@ def test_sigkill_mid_save_in_a_finetuning_cli_then_resume_repeats_the_uninterrup
     done = subprocess.run([sys.executable, "finetune/run_glue.py", *resume], cwd=ROOT, env=_env(),
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert not [p for p in out.iterdir() if p.name.endswith((".tmp", ".deleting"))]
+    assert not [p for p in [*out.iterdir(), *(out / "checkpoints").iterdir()] if p.name.endswith((".tmp", ".deleting"))]
     got = _losses(out)
     assert sorted(got) == sorted(want)
     for step, loss in want.items():
@@ -311,12 +313,6 @@ def test_sigkill_mid_save_in_a_finetuning_cli_then_resume_repeats_the_uninterrup
         a, b = load_file(str(reference / name / "model.safetensors")), load_file(str(out / name / "model.safetensors"))
         for key in a:
             torch.testing.assert_close(a[key], b[key], atol=1e-6, rtol=0)
-
-
-def list_checkpoints_ft(out: Path):
-    from corefbert.finetuning_io import list_checkpoints as listed
-
-    return listed(str(out))
 
 
 # --- a full disk, an unwritable output directory --------------------------------------------------------------

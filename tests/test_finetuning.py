@@ -9,14 +9,10 @@ import numpy as np
 import pytest
 import torch
 
+from corefbert.checkpointing import list_checkpoints
 from corefbert.errors import CorefBertError
-from corefbert.finetuning import (
-    FinetuningArguments,
-    FinetuningTask,
-    optimizer_parameter_groups,
-    run_finetuning,
-)
-from corefbert.finetuning_io import list_checkpoints
+from corefbert.finetuning import FinetuningArguments, FinetuningTask, run_finetuning
+from corefbert.training import parameter_groups
 
 
 class _PairDataset(torch.utils.data.Dataset):
@@ -190,7 +186,7 @@ def _resume_equals_uninterrupted(tmp_path, model_dir, accumulation, crash_at, re
     expected = [r for r in full_log if ("loss" in r or "eval_accuracy" in r) and r.get("step", 1e9) > resumed_at]
     assert len(after) == len(expected) > 2
     for got, want in zip(after, expected):
-        for key in ("loss", "eval_accuracy", "learning_rate"):
+        for key in ("loss", "eval_accuracy", "lr"):
             assert got.get(key) == pytest.approx(want.get(key), abs=1e-6)
     with open(os.path.join(full.output_dir, "all_results.json")) as a, \
             open(os.path.join(interrupted.output_dir, "all_results.json")) as b:
@@ -201,21 +197,22 @@ def _resume_equals_uninterrupted(tmp_path, model_dir, accumulation, crash_at, re
 
 def test_resume_mid_epoch_equals_uninterrupted(tmp_path, toy_bert_dir):
     # 40 rows / batch 6 = 7 batches, 7 updates per epoch. The crash comes while reading the 12th batch
-    # (prefetched during update 11): checkpoint-10, mid-epoch 2, is the latest.
+    # (prefetched during update 11): step_10, mid-epoch 2, is the latest.
     _resume_equals_uninterrupted(tmp_path, toy_bert_dir, accumulation=1, crash_at=40 + 6 * 4, resumed_at=10)
 
 
 def test_resume_with_accumulation_equals_uninterrupted(tmp_path, toy_bert_dir):
-    # 7 batches, accumulation 2: 4 updates per epoch (the last from a single batch). The crash comes while
-    # reading batch 6 of epoch 2 (update 7): checkpoint-6, mid-epoch 2, is the latest.
-    _resume_equals_uninterrupted(tmp_path, toy_bert_dir, accumulation=2, crash_at=40 + 6 * 5, resumed_at=6)
+    # 7 batches, accumulation 2, accumulation running on across the epoch end: update 4 is batch 7 of epoch 1
+    # and batch 1 of epoch 2. The crash comes while reading batch 6 of epoch 2 (prefetched while batch 5 is
+    # handed out, mid-update 6): step_4, an update that straddles the epoch boundary, is the latest.
+    _resume_equals_uninterrupted(tmp_path, toy_bert_dir, accumulation=2, crash_at=40 + 6 * 5, resumed_at=4)
 
 
 def test_no_weight_decay_on_bias_and_layernorm(toy_bert_dir):
     from transformers import AutoModelForSequenceClassification
 
     model = AutoModelForSequenceClassification.from_pretrained(toy_bert_dir, num_labels=2)
-    decay, plain = optimizer_parameter_groups(model, 0.01)
+    decay, plain = parameter_groups(model, 0.01)
     names = {id(p): n for n, p in model.named_parameters()}
     plain_names = {names[id(p)] for p in plain["params"]}
     decay_names = {names[id(p)] for p in decay["params"]}
@@ -232,7 +229,7 @@ def test_no_weight_decay_on_bias_and_layernorm(toy_bert_dir):
         ({"mixed_precision": "fp8"}, "--mixed_precision 'fp8'"),
         ({"do_train": False, "do_eval": False}, "nothing to do"),
         ({"checkpointing_steps": "often"}, "--checkpointing_steps 'often'"),
-        ({"resume_from_checkpoint": "/nonexistent/checkpoint-3"}, "not a fine-tuning checkpoint"),
+        ({"resume_from_checkpoint": "/nonexistent/checkpoints/step_3"}, "checkpoint folder not found"),
     ],
 )
 def test_bad_arguments_are_one_line(tmp_path, toy_bert_dir, overrides, message):
@@ -288,7 +285,7 @@ def test_two_processes_schedule_and_gather(tmp_path, toy_bert_dir):
     updates = [r for r in log if "loss" in r]
     # 40 rows over 2 processes: 20 each, 4 batches of 6 (the last padded): 4 updates/epoch, 12 in all.
     assert [r["step"] for r in updates] == list(range(1, 13))
-    assert updates[-1]["learning_rate"] == 0.0 and updates[0]["learning_rate"] > 0.0
+    assert updates[-1]["lr"] == 0.0 and updates[0]["lr"] > 0.0
     with open(tmp_path / "out" / "all_results.json") as f:
         results = json.load(f)
     assert results["train_steps"] == 12
@@ -301,9 +298,8 @@ def test_two_processes_schedule_and_gather(tmp_path, toy_bert_dir):
 def test_fp16_overflow_skips_updates_and_reports_them(tmp_path, toy_bert_dir, monkeypatch):
     """accelerate gives fp16 a GradScaler only on GPUs; a real torch one on CPU (forward under fp16 autocast)
     overflows at a large scale, so the first updates are skipped until the scale has come down."""
+    import accelerate
     from accelerate import Accelerator
-
-    import corefbert.finetuning as finetuning
 
     class CpuFp16Accelerator(Accelerator):
         def __init__(self, *args, **kwargs):
@@ -311,7 +307,7 @@ def test_fp16_overflow_skips_updates_and_reports_them(tmp_path, toy_bert_dir, mo
             self.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**40, growth_interval=1000)
             self.native_amp = True
 
-    monkeypatch.setattr(finetuning, "Accelerator", CpuFp16Accelerator)
+    monkeypatch.setattr(accelerate, "Accelerator", CpuFp16Accelerator)  # what build_accelerator constructs
     results = run_finetuning(ToyTask(toy_bert_dir), _args(tmp_path, toy_bert_dir, num_train_epochs=4, do_eval=False))
     skipped = results["train_fp16_skipped_updates"]
     assert 1 <= skipped < results["train_steps"]

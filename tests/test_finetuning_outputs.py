@@ -97,7 +97,7 @@ def test_output_folders_load_with_automodel(name, trained, tiny_bert_dir):
         encoder = model.state_dict()
         # The training state Accelerate saved after the same update (best may be from update 1).
         step = json.loads((out / "best" / "eval_results.json").read_text())["step"] if folder == "best" else 2
-        trained_weights = _trained_encoder(out / f"checkpoint-{step}", encoder)
+        trained_weights = _trained_encoder(out / "checkpoints" / f"step_{step}", encoder)
         # Every trained encoder tensor came back (the pooler too where the model keeps one) ...
         assert set(trained_weights) >= {k for k in encoder if not k.startswith("pooler.")}, folder
         for key, value in trained_weights.items():

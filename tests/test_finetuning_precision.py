@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from corefbert.arguments import parse_args
-from corefbert.finetuning import FinetuningArguments, build_accelerator
+from corefbert.finetuning import FinetuningArguments
+from corefbert.training import build_accelerator
 
 
 def _args(tmp_path, *flags: str) -> FinetuningArguments:

@@ -17,8 +17,9 @@ from synthetic_corpus import synthetic_corpus  # noqa: E402
 from corefbert import pretraining  # noqa: E402
 from corefbert.checkpointing import list_checkpoints, resolve_checkpoint  # noqa: E402
 from corefbert.errors import CorefBertError  # noqa: E402
-from corefbert.pretraining import parameter_groups, run_pretraining, warmup_linear  # noqa: E402
+from corefbert.pretraining import run_pretraining  # noqa: E402
 from corefbert.pretraining_args import PretrainingArguments  # noqa: E402
+from corefbert.training import parameter_groups  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("fresh_accelerate_state")
 
@@ -78,12 +79,9 @@ def _records(out, split="train") -> list[dict]:
     return [r for r in map(json.loads, lines) if r["split"] == split]
 
 
-def test_warmup_then_linear_decay_to_zero():
-    factor = warmup_linear(max_steps=10, warmup_steps=2)
-    values = [factor(s) for s in range(11)]
-    assert values[0] < values[1] < values[2] == 1.0
-    assert values[2:] == pytest.approx([(10 - s) / 8 for s in range(2, 11)])
-    assert values[10] == 0.0
+def _linear(max_steps: int, warmup_steps: int):
+    """transformers' linear schedule, written out: 0 -> 1 over the warm-up, then linearly to 0."""
+    return lambda k: k / warmup_steps if k < warmup_steps else max(0.0, (max_steps - k) / (max_steps - warmup_steps))
 
 
 def test_scheduler_steps_once_per_optimizer_step_on_n_processes(monkeypatch):
@@ -99,14 +97,14 @@ def test_scheduler_steps_once_per_optimizer_step_on_n_processes(monkeypatch):
     for with_optimizer in (True, False):
         opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
         opt.step_was_skipped = False  # what accelerate's optimizer wrapper reports
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_linear(max_steps=20, warmup_steps=8))
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, _linear(max_steps=20, warmup_steps=8))
         wrapped = AcceleratedScheduler(sched, opt, step_with_optimizer=with_optimizer)
         for _ in range(3):
             opt.step()
             wrapped.step()
         lrs[with_optimizer] = sched.get_last_lr()[0]
-    assert lrs[False] == pytest.approx(warmup_linear(20, 8)(3))
-    assert lrs[True] == pytest.approx(warmup_linear(20, 8)(12))  # the pitfall this avoids
+    assert lrs[False] == pytest.approx(_linear(20, 8)(3))
+    assert lrs[True] == pytest.approx(_linear(20, 8)(12))  # the pitfall this avoids
 
 
 def test_no_weight_decay_on_bias_layernorm_and_copy_vector(tiny_bert_dir):
@@ -124,14 +122,16 @@ def test_no_weight_decay_on_bias_layernorm_and_copy_vector(tiny_bert_dir):
 
 def _stop_at(monkeypatch, step: int):
     """Send ourselves SIGTERM right after the train record of ``step`` is logged."""
-    real = pretraining.append_log
+    from corefbert.finetuning_io import JsonlLogger
 
-    def append(path, record):
-        real(path, record)
-        if record["split"] == "train" and record["step"] == step:
+    real = JsonlLogger.log
+
+    def log(self, record):
+        real(self, record)
+        if record.get("split") == "train" and record["step"] == step:
             signal.raise_signal(signal.SIGTERM)
 
-    monkeypatch.setattr(pretraining, "append_log", append)
+    monkeypatch.setattr(JsonlLogger, "log", log)
 
 
 @pytest.mark.parametrize("accumulation", [1, 2])
@@ -167,7 +167,7 @@ def test_resume_after_sigterm_repeats_the_uninterrupted_losses(
     assert resumed["mrp_accuracy"] == pytest.approx(full["mrp_accuracy"], abs=1e-9)
     assert resumed["mlm_loss"] == pytest.approx(full["mlm_loss"], abs=1e-5)
     if accumulation == 2:
-        assert expected[-1]["epoch"] == 2  # 14 micro-batches over 5-batch epochs: the run crossed two boundaries
+        assert int(expected[-1]["epoch"]) == 2  # 14 micro-batches over 5-batch epochs: the run crossed two boundaries
 
 
 def test_final_checkpoint_loads_with_auto_classes_and_has_a_card(tmp_path, tiny_bert_dir, corpus):
@@ -302,7 +302,7 @@ def _cpu_loss_scaler(monkeypatch, init_scale: float):
     """fp16 loss scaling on CPU: accelerate builds a GradScaler only for GPUs, so hand the CPU accelerator a
     real torch one. With native AMP on, the forward runs under fp16 autocast, so a scaled backward overflows
     fp16 (max 65504) exactly as on a GPU: at 2^40 every step, at 2^16 none for this model."""
-    build = pretraining._build_accelerator
+    build = pretraining.build_accelerator
 
     def with_scaler(args):
         accelerator = build(replace(args, mixed_precision="fp16"))  # the CLI refuses fp16 without CUDA
@@ -310,7 +310,7 @@ def _cpu_loss_scaler(monkeypatch, init_scale: float):
         accelerator.native_amp = True  # so clip_grad_norm_ unscales first, as under CUDA fp16
         return accelerator
 
-    monkeypatch.setattr(pretraining, "_build_accelerator", with_scaler)
+    monkeypatch.setattr(pretraining, "build_accelerator", with_scaler)
 
 
 def test_fp16_overflow_skips_the_step_reports_it_and_holds_the_schedule(tmp_path, tiny_bert_dir, corpus,
@@ -324,17 +324,16 @@ def test_fp16_overflow_skips_the_step_reports_it_and_holds_the_schedule(tmp_path
     assert records[-1]["loss_scale"] == 2.0 ** (20 - skipped)
     assert [r["overflow_steps"] for r in records] == sorted(r["overflow_steps"] for r in records)
     # The schedule advances on real updates only: at the end it stands where step (6 - skipped) puts it.
-    factor = warmup_linear(6, 2)(6 - skipped)
+    factor = _linear(6, 2)(6 - skipped)
     assert records[-1]["lr"] == pytest.approx(1e-3 * factor)
     assert f"fp16: {skipped} of 6 optimizer steps skipped for gradient overflow" in capsys.readouterr().out
 
 
 def test_fp16_overflow_at_every_scale_stops_after_saving(tmp_path, tiny_bert_dir, corpus, monkeypatch):
     _cpu_loss_scaler(monkeypatch, float("inf"))  # overflows at any scale: a broken run
-    monkeypatch.setattr(pretraining, "MAX_CONSECUTIVE_OVERFLOWS", 3)
     out = tmp_path / "run"
     with pytest.raises(CorefBertError) as error:
-        run_pretraining(_args(tiny_bert_dir, out), splits=corpus)
+        run_pretraining(_args(tiny_bert_dir, out, max_consecutive_skips=3), splits=corpus)
     assert str(error.value).startswith("fp16 gradients overflowed in 3 optimizer steps in a row (up to step 3;")
     assert f"saved {out}/checkpoints/step_2" in str(error.value) and "bf16" in str(error.value)
     assert [step for step, _ in list_checkpoints(out)] == [2]

@@ -303,6 +303,9 @@ def read_wsc_xml(path: str, strict: bool = False, schemas: str = "auto") -> tupl
             root = ET.fromstring(handle.read())
     except ET.ParseError as err:
         raise CorefBertError(f"not well-formed XML ({err})", path=path) from None
+    except LookupError as err:  # the declaration names an encoding Python does not know
+        raise CorefBertError(f"the XML declaration names an unknown encoding ({err}); the official file is "
+                             "ISO-8859-1", path=path) from None
     every = list(root.iter("schema"))
     official = os.path.basename(path).lower().startswith("wscollection")
     keep = WSC273 if schemas == "wsc273" or (schemas == "auto" and official) else len(every)

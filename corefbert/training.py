@@ -1,0 +1,413 @@
+"""The one training loop: pretraining and every fine-tuning task run it (docs/contracts.md, "Training core").
+
+A job (:class:`TrainingJob`) supplies its loss step, its evaluation and the state it wants checkpointed;
+:func:`train` does the rest on Accelerate, on one CPU, N GPUs, DeepSpeed or FSDP. What it guarantees,
+each backed by tests (tests/test_training.py, tests/test_pretraining.py, tests/test_finetuning.py,
+tests/test_cli_resume.py, tests/test_crash_safety.py):
+
+- one optimizer step = ``gradient_accumulation_steps`` micro-batches on every process, also across an
+  epoch boundary (accumulation does not restart with the epoch, so every step sees the same amount of data);
+- the LR schedule (``transformers.get_scheduler``) advances once per optimizer step on any number of
+  processes, and not on a step that fp16 loss scaling or a non-finite loss skipped;
+- a resumed run repeats the uninterrupted run's losses: the seedable sampler + ``set_epoch`` +
+  ``skip_first_batches`` give the same data, :class:`PreservedRng` keeps the data iterator from consuming
+  the restored RNG state, and the running log window is part of the checkpoint;
+- SIGTERM/SIGINT save a checkpoint and exit with 128+signal, also while steps are being skipped;
+- a non-finite loss saves and stops naming the step (``--on_nonfinite stop``) or skips the step (``skip``);
+  ``--max_consecutive_skips`` skipped steps in a row (non-finite or fp16 overflow) save and stop.
+
+Checkpoints are ``output_dir/checkpoints/step_N`` (:mod:`corefbert.checkpointing`), one layout for every
+CLI; the resume position is ``(epoch, batches_in_epoch)`` in micro-batches.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from corefbert.checkpointing import (
+    StopSignal,
+    any_process,
+    checkpoints_root,
+    list_checkpoints,
+    load_checkpoint,
+    remove_folder,
+    resolve_checkpoint,
+    save_checkpoint,
+    truncate_log,
+)
+from corefbert.errors import CorefBertError
+from corefbert.finetuning_io import JsonlLogger
+from corefbert.training_args import (
+    TrainingArguments,
+    check_output_dir,
+    resolve_mixed_precision,
+    tracking_backends,
+)
+
+LOG_FILE = "log.jsonl"
+
+
+@dataclass
+class StepOutput:
+    """What a job's training step returns: the loss to back-propagate and named parts to log as means."""
+
+    loss: torch.Tensor  # [] scalar
+    logs: dict[str, torch.Tensor] = field(default_factory=dict)  # name -> [] scalar, e.g. mlm_loss, mrp_loss
+
+
+class TrainingJob:
+    """What a model brings to the loop. Subclasses override what they need."""
+
+    #: Evaluate at the end of every epoch when ``--eval_steps`` is not given (fine-tuning's convention).
+    evaluate_each_epoch: bool = False
+
+    def training_step(self, model, batch: dict) -> StepOutput:
+        """Forward one micro-batch; the default reads ``.loss`` of the model's output."""
+        return StepOutput(model(**batch).loss)
+
+    def on_train_begin(self, model, step: int) -> None:
+        """Called once after any resume, before the first step (``step`` is where training starts)."""
+
+    def on_epoch_begin(self, epoch: int) -> None:
+        """Called before the batches of each epoch are drawn (also for the epoch a resume continues)."""
+
+    def evaluate(self, model, step: int, epoch: float) -> None:
+        """Called every ``--eval_steps``, at epoch ends when :attr:`evaluate_each_epoch`, and at the last step."""
+
+    def state_dict(self) -> dict:
+        """JSON-able state to keep in each checkpoint (e.g. the best metric so far)."""
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore what :meth:`state_dict` returned, on resume."""
+
+
+def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+    """AdamW groups by one rule: decay on matrices, none on 1-D parameters (biases, LayerNorm/norm weights,
+    the copy vector V, scalar gates). BERT's recipe names biases and LayerNorm; every 1-D tensor of these
+    models is one of the two kinds or a per-dimension scale that decay would pull towards zero."""
+    decay, no_decay = [], []
+    for param in model.parameters():
+        if param.requires_grad:
+            (no_decay if param.ndim < 2 else decay).append(param)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def build_accelerator(args: TrainingArguments):
+    """The run's Accelerator: seedable sampler, accumulation across epoch ends, the launcher's precision
+    under ``--mixed_precision auto``, trackers when asked. Resets accelerate's process-wide singletons first,
+    so a second run in one process (tests, notebooks) may use another precision."""
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState, GradientState
+    from accelerate.utils import DataLoaderConfiguration, GradientAccumulationPlugin
+
+    AcceleratorState._reset_state(reset_partial_state=False)
+    GradientState._reset_state()
+    return Accelerator(
+        mixed_precision=resolve_mixed_precision(args.mixed_precision),
+        gradient_accumulation_plugin=GradientAccumulationPlugin(
+            num_steps=args.gradient_accumulation_steps, sync_with_dataloader=False),
+        dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True, data_seed=args.seed),
+        # We step the scheduler once per optimizer step ourselves; the default would step it once per
+        # process per step, ending warm-up N times too early on N processes.
+        step_scheduler_with_optimizer=False,
+        log_with=tracking_backends(args.report_to) if args.with_tracking else None,
+        project_dir=args.output_dir,
+    )
+
+
+def prepare_output_dir(args: TrainingArguments, accelerator) -> Path:
+    """Create ``output_dir``; on ``--overwrite_output_dir`` (no resume) delete the earlier run's checkpoints
+    and log, which would otherwise be rotated into this run and found by ``latest``."""
+    output_dir = Path(args.output_dir)
+    if accelerator.is_main_process:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        if args.overwrite_output_dir and not args.resume_from_checkpoint:
+            remove_folder(checkpoints_root(output_dir))
+            (output_dir / LOG_FILE).unlink(missing_ok=True)
+    accelerator.wait_for_everyone()
+    return output_dir
+
+
+def check_training_start(args: TrainingArguments) -> None:
+    """Everything about the output folder that must fail before any model or data is loaded."""
+    from corefbert.checkpointing import check_writable
+
+    resolve_checkpoint(args.resume_from_checkpoint, args.output_dir)  # a bad path fails first
+    check_output_dir(args)
+    check_writable(args.output_dir)
+
+
+def total_training_steps(args: TrainingArguments, batches_per_epoch: int) -> int:
+    """``--max_steps`` when given, else enough optimizer steps for ``--num_train_epochs`` of the data."""
+    if args.max_steps > 0:
+        return args.max_steps
+    return max(1, math.ceil(args.num_train_epochs * batches_per_epoch / args.gradient_accumulation_steps))
+
+
+def build_scheduler(optimizer, args: TrainingArguments, total_steps: int):
+    """``transformers.get_scheduler`` with ``--warmup_steps`` (else ``--warmup_ratio`` of the steps)."""
+    from transformers import get_scheduler
+
+    warmup = args.warmup_steps if args.warmup_steps > 0 else math.ceil(args.warmup_ratio * total_steps)
+    return get_scheduler(args.lr_scheduler_type, optimizer, num_warmup_steps=warmup,
+                         num_training_steps=total_steps)
+
+
+def build_optimizer(model: torch.nn.Module, args: TrainingArguments) -> torch.optim.Optimizer:
+    return torch.optim.AdamW(parameter_groups(model, args.weight_decay), lr=args.learning_rate,
+                             betas=(args.adam_beta1, args.adam_beta2), eps=args.adam_epsilon)
+
+
+def train(job: TrainingJob, args: TrainingArguments, accelerator, model, optimizer, scheduler, train_loader,
+          total_steps: int, project: str = "corefbert") -> dict[str, float]:
+    """Run the optimizer steps ``job`` needs on the prepared ``model``/``optimizer``/``train_loader``;
+    ``scheduler`` is built on the prepared optimizer and not itself prepared. Returns train metrics."""
+    loop = _Loop(job, args, accelerator, model, optimizer, scheduler, train_loader, total_steps)
+    if args.with_tracking:
+        accelerator.init_trackers(project, config=_flat(asdict(args)))
+    loop.resume()
+    job.on_train_begin(model, loop.step)
+    model.train()
+    with _progress(args, accelerator, total_steps, loop.step) as bar, StopSignal() as stop:
+        loop.run(bar, stop)
+    return loop.results()
+
+
+class _Loop:
+    """The state of one training run between optimizer steps (what a checkpoint holds)."""
+
+    def __init__(self, job, args, accelerator, model, optimizer, scheduler, train_loader, total_steps):
+        self.job, self.args, self.accelerator = job, args, accelerator
+        self.model, self.optimizer, self.scheduler, self.train_loader = model, optimizer, scheduler, train_loader
+        self.total_steps = total_steps
+        self.output_dir = Path(args.output_dir)
+        self.logger = JsonlLogger(str(self.output_dir / LOG_FILE), enabled=accelerator.is_main_process)
+        accelerator.register_for_checkpointing(scheduler)
+        self.step = 0
+        self.state = {"epoch": 0, "batches_in_epoch": 0, "tokens": 0, "overflow_steps": 0, "skipped_in_a_row": 0,
+                      "loss_sum": 0.0, "loss_batches": 0, "epoch_end_pending": False, "window": self._new_window()}
+        self.started = self.window_started = time.perf_counter()
+        self.bad_loss, self.grad_norm = False, None
+
+    @staticmethod
+    def _new_window() -> dict:
+        return {"loss": 0.0, "logs": {}, "micro": 0, "tokens": 0}
+
+    def resume(self) -> None:
+        args = self.args
+        checkpoint = resolve_checkpoint(args.resume_from_checkpoint, self.output_dir)
+        if checkpoint is None:
+            if args.resume_from_checkpoint == "latest":
+                self.accelerator.print(f"no checkpoint under {checkpoints_root(self.output_dir)} yet: starting fresh")
+            if self.accelerator.is_main_process:  # a fresh run starts a fresh log (a run killed before its
+                Path(self.logger.path).unlink(missing_ok=True)  # first checkpoint may have left one)
+            return
+        earlier = [path for _, path in reversed(list_checkpoints(self.output_dir)) if path != checkpoint]
+        checkpoint, saved = load_checkpoint(self.accelerator, checkpoint,
+                                            earlier if args.resume_from_checkpoint == "latest" else ())
+        self.step = saved["step"]
+        self.state.update({k: v for k, v in saved.items() if k in self.state})
+        self.job.load_state_dict(saved.get("job", {}))
+        self.accelerator.print(f"resumed from {checkpoint} at step {self.step} (epoch {self.state['epoch']})")
+        if self.accelerator.is_main_process:
+            truncate_log(Path(self.logger.path), self.step)
+        self.logger.log({"split": "resume", "step": self.step, "resumed_from": str(checkpoint)})
+
+    def run(self, bar, stop: StopSignal) -> None:
+        self.bar, self.stop = bar, stop
+        state = self.state
+        while self.step < self.total_steps:
+            self.job.on_epoch_begin(state["epoch"])
+            self.train_loader.set_epoch(state["epoch"])
+            if hasattr(self.train_loader.dataset, "set_epoch"):  # accelerate skips the dataset on N processes
+                self.train_loader.dataset.set_epoch(state["epoch"])
+            skip = state["batches_in_epoch"]
+            batches = self.accelerator.skip_first_batches(self.train_loader, skip) if skip else self.train_loader
+            for batch in PreservedRng(batches):
+                state["batches_in_epoch"] += 1
+                state["epoch_end_pending"] |= state["batches_in_epoch"] >= len(self.train_loader)
+                if self._micro_batch(batch) and self._after_update():
+                    return
+            else:
+                state["epoch"] += 1
+                state["batches_in_epoch"] = 0
+
+    def _micro_batch(self, batch: dict) -> bool:
+        """Forward/backward one micro-batch; True when it completed an optimizer step (or a skipped one)."""
+        accelerator, window = self.accelerator, self.state["window"]
+        with accelerator.accumulate(self.model):
+            out = self.job.training_step(self.model, batch)
+            self.bad_loss |= not bool(torch.isfinite(out.loss.detach()))
+            accelerator.backward(out.loss)
+            self.grad_norm = None
+            if accelerator.sync_gradients:
+                self.bad_loss = any_process(accelerator, self.bad_loss)
+                if self.bad_loss and self.args.on_nonfinite == "stop":
+                    self._save_and_stop(
+                        f"non-finite loss at step {self.step + 1} (epoch {self.state['epoch']}, batch "
+                        f"{self.state['batches_in_epoch']}); saved the last good weights at "
+                        f"{checkpoints_root(self.output_dir)}/step_{self.step}, positioned after the bad batch. "
+                        "Lower --learning_rate, use bf16, or pass --on_nonfinite skip")
+                if not self.bad_loss and self.args.max_grad_norm > 0:
+                    self.grad_norm = accelerator.clip_grad_norm_(self.model.parameters(), self.args.max_grad_norm)
+            if not self.bad_loss:
+                self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+        window["loss"] += out.loss.detach().float().item()
+        for name, value in out.logs.items():
+            window["logs"][name] = window["logs"].get(name, 0.0) + float(value)
+        window["micro"] += 1
+        if "attention_mask" in batch:
+            window["tokens"] += int(batch["attention_mask"].sum()) * accelerator.num_processes
+        return accelerator.sync_gradients
+
+    def _after_update(self) -> bool:
+        """Bookkeeping after an optimizer step (or a skipped one); True when training is over."""
+        state, args = self.state, self.args
+        if self.bad_loss:  # --on_nonfinite skip: no update, the step does not count
+            self.bad_loss = False
+            self.accelerator.print(f"skipped optimizer step {self.step + 1}: non-finite loss")
+            state["window"] = self._new_window()
+            self._count_skip(lambda n: f"the loss was non-finite in {n} optimizer steps in a row (up to step "
+                                       f"{self.step + 1})")
+            return self._signal_or_periodic(periodic=False)
+        if self.accelerator.optimizer_step_was_skipped:
+            # fp16: the loss scaler found inf/NaN gradients, skipped the update and halved the scale.
+            state["overflow_steps"] += 1
+            self._count_skip(lambda n: f"fp16 gradients overflowed in {n} optimizer steps in a row (up to step "
+                                       f"{self.step + 1}; loss scale now {self.accelerator.scaler.get_scale():.3g})")
+        else:
+            state["skipped_in_a_row"] = 0
+            self.scheduler.step()
+        self.step += 1
+        self.bar.update(1)
+        if self.step % args.logging_steps == 0 or self.step == self.total_steps:
+            self._log()
+        epoch_end = state["epoch_end_pending"]
+        state["epoch_end_pending"] = False
+        if ((args.eval_steps and self.step % args.eval_steps == 0) or self.step == self.total_steps
+                or (epoch_end and self.job.evaluate_each_epoch and not args.eval_steps)):
+            self.job.evaluate(self.model, self.step, self._epoch_float())
+        every = args.checkpointing_steps
+        periodic = (every == "epoch" and epoch_end) or (every not in (None, "epoch") and self.step % int(every) == 0)
+        if self._signal_or_periodic(periodic):
+            return True
+        if self.step >= self.total_steps:
+            if every is not None and not any(s == self.step for s, _ in list_checkpoints(self.output_dir)):
+                self._checkpoint()  # a finished run always leaves its last step resumable
+            return True
+        return False
+
+    def _count_skip(self, what) -> None:
+        """One more skipped step; ``--max_consecutive_skips`` in a row save and stop (``what(n)`` says why)."""
+        self.state["skipped_in_a_row"] += 1
+        if self.state["skipped_in_a_row"] >= self.args.max_consecutive_skips:
+            self._save_and_stop(
+                f"{what(self.state['skipped_in_a_row'])}; saved {checkpoints_root(self.output_dir)}/step_{self.step}. "
+                "Use bf16, lower --learning_rate, or raise --max_consecutive_skips")
+
+    def _signal_or_periodic(self, periodic: bool) -> bool:
+        """Save when due or asked to stop; a received SIGTERM/SIGINT ends the run (SystemExit 128+signal)."""
+        stopping = any_process(self.accelerator, self.stop.received is not None)
+        if periodic or stopping:
+            path = self._checkpoint()
+        if stopping:
+            name = signal.Signals(self.stop.received or signal.SIGTERM).name
+            self.accelerator.print(f"\n{name}: saved {path}; continue with --resume_from_checkpoint latest")
+            self.logger.log({"split": "signal", "signal": name, "step": self.step, "checkpoint": str(path)})
+            self.bar.close()
+            raise SystemExit(128 + (self.stop.received or signal.SIGTERM))
+        return False
+
+    def _checkpoint(self) -> Path:
+        trainer_state = {**self.state, "job": self.job.state_dict()}
+        return save_checkpoint(self.accelerator, self.output_dir, self.step, trainer_state, self.args.save_total_limit)
+
+    def _save_and_stop(self, message: str) -> None:
+        self._checkpoint()
+        raise CorefBertError(message)
+
+    def _epoch_float(self) -> float:
+        return round(self.state["epoch"] + self.state["batches_in_epoch"] / max(len(self.train_loader), 1), 4)
+
+    def _log(self) -> None:
+        accelerator, window, state = self.accelerator, self.state["window"], self.state
+        micro = max(window["micro"], 1)
+        names = sorted(window["logs"])
+        means = torch.tensor([window["loss"] / micro] + [window["logs"][n] / micro for n in names],
+                             device=accelerator.device)
+        means = accelerator.reduce(means, reduction="mean").tolist()
+        seconds = max(time.perf_counter() - self.window_started, 1e-9)
+        state["tokens"] += window["tokens"]
+        state["loss_sum"] += means[0] * window["micro"]
+        state["loss_batches"] += window["micro"]
+        record = {"split": "train", "step": self.step, "epoch": self._epoch_float(), "loss": means[0],
+                  **dict(zip(names, means[1:])), "lr": self.scheduler.get_last_lr()[0],
+                  "tokens": state["tokens"], "tokens_per_s": window["tokens"] / seconds}
+        if self.grad_norm is not None:
+            record["grad_norm"] = float(self.grad_norm)
+        if accelerator.scaler is not None:  # fp16: the loss scale tells whether steps are being skipped
+            record["loss_scale"] = float(accelerator.scaler.get_scale())
+            record["overflow_steps"] = state["overflow_steps"]
+        self.logger.log(record)
+        if self.args.with_tracking:
+            accelerator.log({f"train/{k}": v for k, v in record.items() if k != "split"}, step=self.step)
+        self.bar.set_postfix(loss=f"{record['loss']:.4f}")
+        state["window"] = self._new_window()
+        self.window_started = time.perf_counter()
+
+    def results(self) -> dict[str, float]:
+        window = self.state["window"]
+        if window["micro"]:  # the tail after the last log record (a resumed run that had nothing left to do)
+            self.state["loss_sum"] += window["loss"]
+            self.state["loss_batches"] += window["micro"]
+        results = {"train_loss": self.state["loss_sum"] / max(self.state["loss_batches"], 1),
+                   "train_steps": self.step, "train_runtime": round(time.perf_counter() - self.started, 2)}
+        if self.accelerator.scaler is not None:
+            results["train_fp16_skipped_updates"] = self.state["overflow_steps"]
+            results["train_fp16_loss_scale"] = self.accelerator.scaler.get_scale()
+        return results
+
+
+class PreservedRng:
+    """Iterate a DataLoader without letting it consume the global torch RNG.
+
+    Creating a DataLoader iterator draws a base seed from the global RNG. After a resume that draw would
+    happen after the restored RNG state, shifting every later dropout mask; here it never counts.
+    """
+
+    def __init__(self, dataloader):
+        self.dataloader = dataloader
+
+    def __iter__(self):
+        iterator = None
+        while True:
+            state = torch.get_rng_state()
+            try:
+                if iterator is None:
+                    iterator = iter(self.dataloader)
+                batch = next(iterator)
+            except StopIteration:
+                return
+            finally:
+                torch.set_rng_state(state)
+            yield batch
+
+
+def _progress(args, accelerator, total: int, initial: int):
+    from tqdm.auto import tqdm
+
+    # tqdm shows the rate and the time left; the bar closes on any exit, so an error starts on its own line.
+    return tqdm(total=total, initial=initial, desc="train", dynamic_ncols=True,
+                disable=args.disable_tqdm or not accelerator.is_local_main_process)
+
+
+def _flat(values: dict) -> dict:
+    return {k: v if isinstance(v, (int, float, str, bool)) else str(v) for k, v in values.items()}
