@@ -50,9 +50,10 @@ class _RepeatableList(argparse.Action):
         setattr(namespace, marker, True)
 
 
-@dataclass
-class PrepareArguments:
-    """Corpus preparation settings, in the Hugging Face examples' vocabulary."""
+@dataclass(kw_only=True)
+class CorpusArguments:
+    """Corpus preparation settings, in the Hugging Face examples' vocabulary (the flags ``run_mrp.py`` and
+    ``prepare_corpus.py`` share; the tokenizer, seed and output folder come from each script's own flags)."""
 
     train_file: list[str] = field(
         default_factory=list,
@@ -65,8 +66,6 @@ class PrepareArguments:
     validation_split_percentage: int = field(
         default=5, metadata={"help": "Without --validation_file: the first N%% of train documents."}
     )
-    model_name_or_path: str | None = field(default=None, metadata={"help": "Tokenizer (a fast one)."})
-    output_dir: str | None = field(default=None, metadata={"help": "Where the prepared DatasetDict goes."})
     max_seq_length: int = field(default=512, metadata={"help": "Tokens per sequence, special tokens included."})
     short_seq_prob: float = field(default=0.1, metadata={"help": "Chance of a random shorter target length."})
     num_proc: int | None = field(default=None, metadata={"help": "Processes for tagging and packing."})
@@ -75,7 +74,6 @@ class PrepareArguments:
     )
     group_by: str = field(default="surface", metadata={"help": "Mention group key: surface | lemma."})
     text_column: str = field(default="text", metadata={"help": "Text field of JSONL / saved datasets."})
-    seed: int = field(default=42, metadata={"help": "Seed of the sequence-length draws."})
     num_shards: int = field(default=1, metadata={"help": "Split the documents into this many shards..."})
     shard_index: int = field(default=0, metadata={"help": "...and prepare only this one (0-based)."})
     preprocessing_batch_size: int = field(default=64, metadata={"help": "Documents per map batch."})
@@ -86,6 +84,15 @@ class PrepareArguments:
         default="auto", metadata={"help": "Check of a cached corpus before reuse: sizes | checksums | auto "
                                   "(checksums up to 2 GiB, else sizes)."})
     overwrite_cache: bool = field(default=False, metadata={"help": "Prepare again even if cached."})
+
+
+@dataclass(kw_only=True)
+class PrepareArguments(CorpusArguments):
+    """Everything :func:`prepare_corpus` needs: the corpus flags plus tokenizer, seed and output folder."""
+
+    model_name_or_path: str | None = field(default=None, metadata={"help": "Tokenizer (a fast one)."})
+    output_dir: str | None = field(default=None, metadata={"help": "Where the prepared DatasetDict goes."})
+    seed: int = field(default=42, metadata={"help": "Seed of the sequence-length draws."})
 
 
 def _check_args(args: PrepareArguments) -> None:

@@ -28,32 +28,16 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-import typing
 from pathlib import Path
 
 from corefbert import pretraining_args
 from corefbert.arguments import load_yaml_config, parse_args
-from corefbert.corpus import PrepareArguments
+from corefbert.corpus import CorpusArguments, PrepareArguments
 from corefbert.errors import CorefBertError, cli_entry
 from corefbert.pretraining_args import PretrainingArguments, default_backbone
 
 DEMO_CONFIG = Path(__file__).resolve().parent / "configs" / "demo.yaml"
 DEMO_CORPUS = Path(pretraining_args.__file__).resolve().parent / "resources" / "demo_corpus.txt"
-# PrepareArguments fields the trainer owns (one flag each): the backbone is also the tokenizer, one seed
-# drives everything, and the trainer's --output_dir is the run folder.
-SHARED_FIELDS = {"model_name_or_path", "seed", "output_dir"}
-
-
-def corpus_flags_type() -> type:
-    """PrepareArguments without the fields the trainer already has, so each flag exists once."""
-    hints = typing.get_type_hints(PrepareArguments)
-    fields = [
-        (f.name, hints[f.name], dataclasses.field(default=f.default, default_factory=f.default_factory,
-                                                  metadata=f.metadata))
-        for f in dataclasses.fields(PrepareArguments)
-        if f.name not in SHARED_FIELDS
-    ]
-    return dataclasses.make_dataclass("CorpusArguments", fields)
 
 
 def parse(argv: list[str] | None = None) -> tuple[PretrainingArguments, PrepareArguments]:
@@ -62,9 +46,8 @@ def parse(argv: list[str] | None = None) -> tuple[PretrainingArguments, PrepareA
     defaults = {} if "--config" in argv or any(a.startswith("--config=") for a in argv) else (
         load_yaml_config(str(DEMO_CONFIG))
     )
-    train_args, corpus_args = parse_args(
-        [PretrainingArguments, corpus_flags_type()], argv, prog="run_mrp.py", defaults=defaults
-    )
+    train_args, corpus_args = parse_args([PretrainingArguments, CorpusArguments], argv, prog="run_mrp.py",
+                                         defaults=defaults)
     if train_args.dataset_dir and corpus_args.train_file:
         raise CorefBertError("--dataset_dir and --train_file both given: pass a prepared corpus or text, not both")
     if train_args.model_name_or_path is None:
@@ -78,11 +61,9 @@ def parse(argv: list[str] | None = None) -> tuple[PretrainingArguments, PrepareA
         if not defaults:  # the demo corpus stands in only for the demo, never under a paper config
             raise CorefBertError("no corpus: pass --train_file (text) or --dataset_dir (a prepared corpus)")
         corpus_args.train_file = [str(DEMO_CORPUS)]
-    prepare_args = PrepareArguments(
-        **dataclasses.asdict(corpus_args),
-        model_name_or_path=train_args.model_name_or_path,
-        seed=train_args.seed,
-    )
+    # The backbone is also the tokenizer, and one seed drives everything; the corpus is cached by fingerprint.
+    prepare_args = PrepareArguments(**dataclasses.asdict(corpus_args), model_name_or_path=train_args.model_name_or_path,
+                                    seed=train_args.seed)
     return train_args, prepare_args
 
 

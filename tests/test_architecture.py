@@ -177,3 +177,34 @@ def test_no_module_re_exports_names_it_does_not_use():
                 if local not in used:
                     offenders.append(f"{module.path.relative_to(ROOT)}:{line}: {name} from {base}")
     assert not offenders, "imported and never used (a re-export?):\n" + "\n".join(offenders)
+
+
+def test_no_module_but_the_training_core_steps_an_optimizer():
+    """Issue 12: one loop. A ``backward()``, an optimizer's ``step()`` or ``clip_grad_norm_`` anywhere in
+    the package outside corefbert/training.py is a second training loop in the making."""
+    loop_calls = {"backward", "clip_grad_norm_", "zero_grad"}
+    offenders = []
+    for module in _modules().values():
+        if module.name == "corefbert.training" or not module.name.startswith("corefbert"):
+            continue
+        for node in ast.walk(module.tree):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            owner = ast.unparse(node.func.value)
+            if node.func.attr in loop_calls or (node.func.attr == "step" and "optim" in owner):
+                offenders.append(f"{module.path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node.func)}()")
+    assert not offenders, offenders
+
+
+def test_the_core_and_the_entry_functions_read_on_one_screen():
+    """Issue 12: every function of the training core, and run_pretraining, is at most ~60 lines."""
+    too_long = []
+    for name, only in (("corefbert.training", None), ("corefbert.training_args", None),
+                       ("corefbert.pretraining", {"run_pretraining"})):
+        module = _modules()[name]
+        for node in ast.walk(module.tree):
+            if isinstance(node, ast.FunctionDef) and (only is None or node.name in only):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > 60:
+                    too_long.append(f"{module.path.relative_to(ROOT)}:{node.lineno}: {node.name} ({lines} lines)")
+    assert not too_long, too_long
