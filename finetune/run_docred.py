@@ -16,25 +16,12 @@ only read, for Ign F1, which is left out without it):
         --train_file train_annotated.json --do_predict --output_dir out/docred_test
 """
 
-from __future__ import annotations
-
-from corefbert.arguments import parse_args
-from corefbert.errors import cli_entry
-from corefbert.finetuning import FinetuningArguments, check_data_flags, report_results, run_finetuning
-from corefbert.tasks.docred import DocredArguments, DocredTask
-
-# The paper's DocRED settings (appendix): LR 4e-5, batch 32; evaluation every few epochs keeps the best.
-DEFAULTS = {"learning_rate": 4e-5, "per_device_train_batch_size": 32, "per_device_eval_batch_size": 8}
+from corefbert.finetuning import main as run_task
+from corefbert.tasks.docred import DocredTask
 
 
-@cli_entry
 def main(argv: list[str] | None = None) -> dict[str, float]:
-    data_args, train_args = parse_args((DocredArguments, FinetuningArguments), argv, prog="run_docred.py",
-                                       defaults=DEFAULTS)
-    check_data_flags(train_args, data_args.train_file, data_args.validation_file, data_args.test_file,
-                     can_split=data_args.split_seed is not None, kind="official DocRED JSON")
-    task = DocredTask(data_args, train_args.model_name_or_path, seed=train_args.seed)
-    return report_results(run_finetuning(task, train_args))
+    return run_task(DocredTask, argv, prog="run_docred.py")
 
 
 if __name__ == "__main__":

@@ -11,27 +11,16 @@ One CPU (or one GPU)::
         --validation_file SQuAD-dev.jsonl.gz --do_train --do_eval --output_dir out/squad
 
 Without a dev file, ``--validation_split_percentage 10`` holds out 10% of the training contexts
-(seeded by ``--seed``). N GPUs: ``accelerate launch --num_processes N finetune/run_mrqa.py ...``.
+(seeded by ``--split_seed``). N GPUs: ``accelerate launch --num_processes N finetune/run_mrqa.py ...``.
 Writes ``all_results.json`` and ``eval_predictions.json`` ``{qid: answer}`` (the official format).
 """
 
-from __future__ import annotations
-
-import logging
-
-from corefbert.arguments import parse_args
-from corefbert.errors import cli_entry
-from corefbert.finetuning import FinetuningArguments, report_results, run_finetuning
-from corefbert.tasks.extractive_qa import QADataArguments
-from corefbert.tasks.mrqa import MRQA_DEFAULTS, MRQATask
+from corefbert.finetuning import main as run_task
+from corefbert.tasks.mrqa import MRQATask
 
 
-@cli_entry
 def main(argv: list[str] | None = None) -> dict[str, float]:
-    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    data_args, args = parse_args([QADataArguments, FinetuningArguments], argv, prog="run_mrqa.py",
-                                 defaults=MRQA_DEFAULTS)
-    return report_results(run_finetuning(MRQATask(data_args, args), args))
+    return run_task(MRQATask, argv, prog="run_mrqa.py")
 
 
 if __name__ == "__main__":

@@ -14,22 +14,12 @@ Writes ``all_results.json`` (EM/F1 by the official DROP-style metric), ``eval_pr
 ``{question_id: [answer strings]}`` and, with ``--do_predict --test_file``, ``predict_predictions.json``.
 """
 
-from __future__ import annotations
-
-import logging
-
-from corefbert.arguments import parse_args
-from corefbert.errors import cli_entry
-from corefbert.finetuning import FinetuningArguments, report_results, run_finetuning
-from corefbert.tasks.quoref import QUOREF_DEFAULTS, QuorefArguments, QuorefTask
+from corefbert.finetuning import main as run_task
+from corefbert.tasks.quoref import QuorefTask
 
 
-@cli_entry
 def main(argv: list[str] | None = None) -> dict[str, float]:
-    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    data_args, args = parse_args([QuorefArguments, FinetuningArguments], argv, prog="run_quoref.py",
-                                 defaults=QUOREF_DEFAULTS)
-    return report_results(run_finetuning(QuorefTask(data_args, args), args))
+    return run_task(QuorefTask, argv, prog="run_quoref.py")
 
 
 if __name__ == "__main__":

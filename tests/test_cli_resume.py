@@ -80,7 +80,7 @@ CASES = {
         "--per_device_train_batch_size", "1"]),
     "fever_concat": ("run_fever", lambda tmp: [
         "--model_type", "concat", "--train_file", str(FIXTURES / "fever" / "pairs.jsonl"), "--split_seed", "3",
-        "--validation_fraction", "0.25", "--per_device_train_batch_size", "1"]),
+        "--validation_split_percentage", "25", "--per_device_train_batch_size", "1"]),
     "fever_kgat": ("run_fever", lambda tmp: [
         "--model_type", "kgat", "--max_seq_length", "32", "--train_file", str(FIXTURES / "fever" / "train.jsonl"),
         "--wiki_pages_dir", str(FIXTURES / "fever" / "wiki-pages"),

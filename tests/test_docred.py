@@ -219,7 +219,7 @@ def test_real_redocred_reads_and_trains_a_few_steps(tiny_bert_dir, tmp_path):
     subset.write_text(json.dumps(docs[:6]), encoding="utf-8")
     results = _run_docred([
         "--model_name_or_path", str(tiny_bert_dir), "--rel_info_file", str(rel_info), "--train_file", str(subset),
-        "--split_seed", "1", "--validation_fraction", "0.34", "--do_train", "--do_eval",
+        "--split_seed", "1", "--validation_split_percentage", "34", "--do_train", "--do_eval",
         "--output_dir", str(tmp_path / "out"), "--max_steps", "1", "--per_device_train_batch_size", "4",
         "--num_na_pairs", "4", "--sliding_window", "true", "--max_seq_length", "256", "--disable_tqdm", "true",
     ])

@@ -51,7 +51,7 @@ CASES = {
     ],
     "run_fever": lambda: [
         "--train_file", str(FIXTURES / "fever" / "pairs.jsonl"), "--split_seed", "3",
-        "--validation_fraction", "0.25", "--do_train", "--do_eval",
+        "--validation_split_percentage", "25", "--do_train", "--do_eval",
     ],
     "run_coref": lambda: [
         "--train_file", str(FIXTURES / "coref" / "blocks.txt"),

@@ -114,11 +114,13 @@ def test_kernel_features_values_and_masking():
 
 
 def _task(tiny_bert_dir, **kwargs):
+    from corefbert.finetuning import FinetuningArguments
     from corefbert.tasks.fever import FeverArguments, FeverTask
 
     options = dict(train_file=str(FEVER / "train.jsonl"), wiki_pages_dir=str(FEVER / "wiki-pages"),
                    model_type="kgat", max_seq_length=32) | kwargs
-    return FeverTask(FeverArguments(**options), str(tiny_bert_dir))
+    return FeverTask(FeverArguments(**options), FinetuningArguments(model_name_or_path=str(tiny_bert_dir),
+                                                                    output_dir="unused", do_train=True))
 
 
 def test_kgat_masks_padded_nodes(tiny_bert_dir):
@@ -177,7 +179,7 @@ def test_cli_kgat_end_to_end_with_wiki_pages_and_retrieved_evidence(tiny_bert_di
 def test_cli_concat_on_pairs_with_a_seeded_split(tiny_bert_dir, tmp_path):
     results = _run_fever([
         "--model_name_or_path", str(tiny_bert_dir), "--train_file", str(FEVER / "pairs.jsonl"), "--split_seed", "3",
-        "--validation_fraction", "0.25", "--do_train", "--do_eval", "--output_dir", str(tmp_path / "out"),
+        "--validation_split_percentage", "25", "--do_train", "--do_eval", "--output_dir", str(tmp_path / "out"),
         "--max_steps", "2", "--per_device_train_batch_size", "4", "--disable_tqdm", "true",
     ])
     assert results["train_steps"] == 2 and "eval_fever_score" not in results
@@ -205,7 +207,7 @@ def test_real_fever_files_read_and_train_a_few_steps(tiny_bert_dir, tmp_path):
     assert form == "pairs" and len(pairs) == 681
     results = _run_fever([
         "--model_name_or_path", str(tiny_bert_dir), "--model_type", "kgat", "--max_seq_length", "48",
-        "--train_file", str(symmetric), "--split_seed", "1", "--do_train", "--do_eval",
+        "--train_file", str(symmetric), "--split_seed", "1", "--validation_split_percentage", "20", "--do_train", "--do_eval",
         "--output_dir", str(tmp_path / "out"), "--max_steps", "2", "--per_device_train_batch_size", "4",
         "--gradient_accumulation_steps", "1", "--max_eval_samples", "16", "--disable_tqdm", "true",
     ])

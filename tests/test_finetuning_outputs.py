@@ -152,3 +152,41 @@ def test_a_folder_without_its_head_weights_is_one_error_line(name, trained, tmp_
     assert info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: {old}") and "_head.safetensors" in err and "\n" not in err
+
+
+HF_HEAD_CLASSES = {  # cli -> the standard Hugging Face class its folders are saved as
+    "glue": "AutoModelForSequenceClassification",
+    "fever_concat": "AutoModelForSequenceClassification",
+    "mrqa": "AutoModelForQuestionAnswering",
+}
+SIDECARS = {"quoref": "quoref", "docred": "docred", "fever_kgat": "fever"}  # cli -> its <task>_head.* sidecar
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(HF_HEAD_CLASSES))
+def test_standard_heads_load_with_their_auto_class(name, trained):
+    """QA and sequence classification are saved as their HF class (``pipeline()`` works on them)."""
+    import transformers
+
+    out, _ = trained(name)
+    auto_class = getattr(transformers, HF_HEAD_CLASSES[name])
+    for folder in ("best", "last"):
+        _, info = auto_class.from_pretrained(str(out / folder), output_loading_info=True)
+        assert sorted(info["missing_keys"]) == [], (folder, info)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(SIDECARS))
+def test_other_heads_sit_in_one_sidecar_layout(name, trained):
+    """The encoder at the top (tested above), the head in ``<task>_head.safetensors`` + ``<task>_head.json``,
+    read back by :mod:`corefbert.tasks.heads`."""
+    from safetensors.torch import load_file
+
+    from corefbert.tasks.heads import head_weights_file, read_head_config
+
+    out, _ = trained(name)
+    task = SIDECARS[name]
+    for folder in ("best", "last"):
+        assert read_head_config(str(out / folder), task), folder
+        weights = load_file(str(out / folder / head_weights_file(task)))
+        assert weights and not any(key.startswith("encoder.") for key in weights), folder

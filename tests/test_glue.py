@@ -177,16 +177,16 @@ def test_cola_stsb_mnli_end_to_end(tmp_path, glue_bert_dir):
 )
 def test_real_glue_reads_and_trains(tmp_path, glue_bert_dir, task, folder, train_rows, dev_rows):
     from corefbert.finetuning import FinetuningArguments, run_finetuning
+    from corefbert.tasks.glue import GlueArguments
 
     data = shared_data("glue", folder)
-    files = glue_files(task, None, {"train": [(str(data / "train.tsv"), "")],
-                                    "eval": [(str(data / "dev_sample.tsv"), "")]}, {"train": True, "eval": True})
-    glue = GlueTask(task, str(glue_bert_dir), files, max_seq_length=64)
-    assert len(glue.examples("train")) == train_rows and len(glue.examples("eval")) == dev_rows
-    assert all(e.label is not None for e in glue.examples("eval"))
     args = FinetuningArguments(model_name_or_path=str(glue_bert_dir), output_dir=str(tmp_path / "out"),
                                do_train=True, do_eval=True, max_steps=2, per_device_train_batch_size=4,
                                max_train_samples=8, max_eval_samples=8, disable_tqdm=True)
+    glue = GlueTask(GlueArguments(task_name=task, train_file=str(data / "train.tsv"),
+                                  validation_file=str(data / "dev_sample.tsv"), max_seq_length=64), args)
+    assert len(glue.examples("train")) == train_rows and len(glue.examples("eval")) == dev_rows
+    assert all(e.label is not None for e in glue.examples("eval"))
     results = run_finetuning(glue, args)
     assert results["train_steps"] == 2 and f"eval_{glue.main_metric}" in results
 

@@ -117,8 +117,9 @@ def test_validation_split_is_seeded_and_by_context(tmp_path, bert_dir):  # noqa:
     from corefbert.tasks.mrqa import MRQATask
 
     def split(seed):
-        data = QADataArguments(train_file=str(SQUAD), validation_split_percentage=50, max_seq_length=64)
-        task = MRQATask(data, FinetuningArguments(model_name_or_path=str(bert_dir), output_dir=str(tmp_path), seed=seed))
+        data = QADataArguments(train_file=str(SQUAD), validation_split_percentage=50, split_seed=seed,
+                               max_seq_length=64)
+        task = MRQATask(data, FinetuningArguments(model_name_or_path=str(bert_dir), output_dir=str(tmp_path)))
         return [ex.qid for ex in task._examples("train")], [ex.qid for ex in task._examples("eval")]
 
     train, held_out = split(1)

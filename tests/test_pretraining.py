@@ -122,7 +122,7 @@ def test_no_weight_decay_on_bias_layernorm_and_copy_vector(tiny_bert_dir):
 
 def _stop_at(monkeypatch, step: int):
     """Send ourselves SIGTERM right after the train record of ``step`` is logged."""
-    from corefbert.finetuning_io import JsonlLogger
+    from corefbert.run_outputs import JsonlLogger
 
     real = JsonlLogger.log
 

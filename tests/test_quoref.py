@@ -235,7 +235,7 @@ def test_cli_end_to_end_on_the_fixture(tmp_path, bert_dir):
     assert set(predictions) == {"q-single", "q-multi", "q-end", "q-shifted", "q-missing"}
     assert all(isinstance(p, list) and 1 <= len(p) <= 2 and all(isinstance(s, str) for s in p) for p in predictions.values())
     assert (out / "predict_predictions.json").is_file()
-    assert (out / "best" / "qa_heads.safetensors").is_file()
+    assert (out / "best" / "quoref_head.safetensors").is_file()
 
 
 def test_cli_bad_input_is_one_line(tmp_path, bert_dir, capsys):

@@ -19,8 +19,8 @@ import torch
 from torch import nn
 
 from corefbert.errors import CorefBertError
-from corefbert.finetuning_io import frozen_pooler
 from corefbert.tasks.coref_readers import PronounExample
+from corefbert.tasks.heads import frozen_pooler
 
 REDUCTIONS = ("mean", "sum")
 LOSS_VARIANTS = ("paper", "wikicrem")

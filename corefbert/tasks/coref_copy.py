@@ -28,10 +28,10 @@ from torch import nn
 from transformers import AutoModel
 
 from corefbert.errors import CorefBertError
-from corefbert.finetuning_io import safetensors_files
 from corefbert.modeling import copy_scores
 from corefbert.tasks.coref import CandidateScoringOutput, with_labels_and_index
 from corefbert.tasks.coref_readers import PronounExample
+from corefbert.tasks.heads import safetensors_files
 
 COPY_VECTOR_KEY = "mrp.copy_vector"
 COPY_SPANS = ("last_word", "full")

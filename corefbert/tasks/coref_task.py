@@ -20,7 +20,6 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer
 
 from corefbert.errors import CorefBertError
 from corefbert.finetuning import FinetuningArguments, FinetuningTask
-from corefbert.finetuning_io import load_weights, saved_pooler, with_pooler
 from corefbert.metrics.gap import accuracy, gap_metrics
 from corefbert.tasks.coref import (
     LOSS_VARIANTS,
@@ -44,11 +43,10 @@ from corefbert.tasks.coref_readers import (
     detect_format,
     read_pronoun_file,
 )
+from corefbert.tasks.heads import load_weights, saved_pooler, with_pooler
 
 logger = logging.getLogger(__name__)
 
-# Paper appendix (table 5 setup): LR 3e-5, batch 64, max length 128, 10 epochs.
-COREF_DEFAULTS = {"learning_rate": 3e-5, "per_device_train_batch_size": 64, "num_train_epochs": 10.0}
 ZERO_SHOT = ("mlm", "copy")
 
 
@@ -101,9 +99,14 @@ class CorefTask(FinetuningTask):
 
     name = "coref"
     main_metric = "score"
+    args_class = CorefArguments
+    # Paper appendix (table 5 setup): LR 3e-5, batch 64, 10 epochs (max length 128: CorefArguments).
+    training_defaults = {"learning_rate": 3e-5, "per_device_train_batch_size": 64, "num_train_epochs": 10.0}
 
-    def __init__(self, data_args: CorefArguments, args: FinetuningArguments):
-        self.data_args, self.args = data_args, args
+    def __init__(self, task_args: CorefArguments, training_args: FinetuningArguments):
+        super().__init__(task_args, training_args)
+        self.data_args = data_args = task_args  # self.args: the training arguments
+        args = training_args
         if data_args.zero_shot and args.do_train:
             raise CorefBertError("--zero_shot evaluates a checkpoint as it is; drop --do_train or --zero_shot")
         try:

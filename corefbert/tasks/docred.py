@@ -29,19 +29,25 @@ from torch import nn
 from transformers import AutoTokenizer
 
 from corefbert.errors import CorefBertError
-from corefbert.finetuning import FinetuningTask
-from corefbert.finetuning_io import (
-    head_weights_path,
-    load_encoder,
-    load_encoder_and_head,
-    save_encoder_and_head,
+from corefbert.finetuning import (
+    FinetuningArguments,
+    FinetuningTask,
+    HeldOutArguments,
+    check_data_flags,
+    held_out_split,
 )
 from corefbert.jsonio import read_json
 from corefbert.metrics.docred import best_threshold, docred_scores, training_facts
+from corefbert.tasks.heads import (
+    check_head_weights,
+    load_encoder,
+    load_encoder_and_head,
+    read_head_config,
+    save_encoder_and_head,
+)
 
 NA_RELATION = "Na"
-HEAD_CONFIG = "docred_head.json"
-HEAD_WEIGHTS = "docred_head.safetensors"
+HEAD = "docred"  # docred_head.safetensors + docred_head.json
 # Signed log buckets of word distance, as the DocRED baseline's dis2idx: 0 | 1 | 2-3 | 4-7 | ... | 256+,
 # mirrored for negative distances and shifted by 10, so 19 buckets in 0..19.
 _BUCKET_EDGES = np.array([1, 2, 4, 8, 16, 32, 64, 128, 256])
@@ -51,8 +57,8 @@ _CANDIDATE_FLOOR = 1e-3
 
 
 @dataclass
-class DocredArguments:
-    """Data and model options of ``finetune/run_docred.py``."""
+class DocredArguments(HeldOutArguments):
+    """Data and model options of ``finetune/run_docred.py`` (the DocRED baseline's sizes)."""
 
     train_file: str | None = field(default=None, metadata={"help": "DocRED JSON with labels (train_annotated.json)."})
     validation_file: str | None = field(default=None, metadata={"help": "DocRED JSON with labels (dev.json)."})
@@ -73,11 +79,6 @@ class DocredArguments:
     threshold: float | None = field(
         default=None, metadata={"help": "Fact probability threshold; default: the one chosen on dev."}
     )
-    split_seed: int | None = field(
-        default=None,
-        metadata={"help": "With --train_file only: split it seeded into train / dev (--validation_fraction)."},
-    )
-    validation_fraction: float = field(default=0.1, metadata={"help": "Share of documents held out by --split_seed."})
 
 
 def distance_bucket(distance: np.ndarray | int) -> np.ndarray:
@@ -333,15 +334,19 @@ class DocredTask(FinetuningTask):
 
     name = "docred"
     main_metric = "f1"
+    args_class = DocredArguments
+    # The paper's DocRED settings (appendix): LR 4e-5, batch 32; evaluation every few epochs keeps the best.
+    training_defaults = {"learning_rate": 4e-5, "per_device_train_batch_size": 32, "per_device_eval_batch_size": 8}
 
-    def __init__(self, args: DocredArguments, model_name_or_path: str, seed: int = 42):
-        self.args, self.model_name_or_path, self.seed = args, model_name_or_path, seed
-        head_config = os.path.join(model_name_or_path, HEAD_CONFIG)
-        self.head = None
-        if os.path.isfile(head_config):  # a model fine-tuned here: its relation classes and threshold
-            self.head = read_json(head_config)
+    def __init__(self, task_args: DocredArguments, training_args: FinetuningArguments):
+        super().__init__(task_args, training_args)
+        check_data_flags(training_args, task_args, kind="official DocRED JSON")
+        args, model_name_or_path = task_args, training_args.model_name_or_path
+        self.model_name_or_path, self.seed = model_name_or_path, training_args.seed
+        self.head = read_head_config(model_name_or_path, HEAD)
+        if self.head is not None:  # a model fine-tuned here: its relation classes and threshold
             self.relations = self.head["relations"]
-            head_weights_path(model_name_or_path, HEAD_WEIGHTS)
+            check_head_weights(model_name_or_path, HEAD)
         elif args.rel_info_file is not None:
             self.relations = load_relation_ids(args.rel_info_file)
         else:
@@ -352,27 +357,25 @@ class DocredTask(FinetuningTask):
         read = lambda path: read_docred(path, self.relations) if path else None  # noqa: E731
         self.train_docs, self.eval_docs, self.test_docs = (read(args.train_file), read(args.validation_file),
                                                            read(args.test_file))
-        if args.split_seed is not None and self.train_docs is not None and self.eval_docs is None:
-            order = list(range(len(self.train_docs)))
-            random.Random(args.split_seed).shuffle(order)
-            held_out = max(1, round(args.validation_fraction * len(order)))
-            self.eval_docs = [self.train_docs[i] for i in sorted(order[:held_out])]
-            self.train_docs = [self.train_docs[i] for i in sorted(order[held_out:])]
+        if args.validation_split_percentage and self.train_docs is not None and self.eval_docs is None:
+            self.train_docs, self.eval_docs = held_out_split(self.train_docs, args.validation_split_percentage,
+                                                             args.split_seed)
         # Ign F1 ignores facts of the training annotations (the file given, or its seeded part).
         # Without training annotations Ign F1 would silently equal F1: it is left out (see evaluate).
         self.train_facts = training_facts(self.train_docs) if self.train_docs is not None else None
         self.truncated_entities: dict[str, int] = {}  # per split: each is featurized once, in any order
 
     def _features(self, documents, split: str):
-        features = [document_features(doc, self.tokenizer, self.args.max_seq_length, self.args.sliding_window,
-                                      self.args.window_stride, self.relation_index) for doc in documents]
+        a = self.task_args
+        features = [document_features(doc, self.tokenizer, a.max_seq_length, a.sliding_window, a.window_stride,
+                                      self.relation_index) for doc in documents]
         self.truncated_entities[split] = sum(f["truncated_entities"] for f in features)
         return features
 
     def train_dataset(self):
         if not self.train_docs:
             return None
-        return DocredDataset(self._features(self.train_docs, "train"), self.args.num_na_pairs, seed=self.seed)
+        return DocredDataset(self._features(self.train_docs, "train"), self.task_args.num_na_pairs, seed=self.seed)
 
     def eval_dataset(self):
         return DocredDataset(self._features(self.eval_docs, "eval")) if self.eval_docs else None
@@ -389,10 +392,10 @@ class DocredTask(FinetuningTask):
         if self.head is not None:
             model = DocredModel(encoder, len(self.relations), self.head["entity_hidden_size"],
                                 self.head["distance_embedding_size"])
-            load_encoder_and_head(model, self.model_name_or_path, HEAD_WEIGHTS, with_encoder=False)
+            load_encoder_and_head(model, self.model_name_or_path, HEAD, with_encoder=False)
             return model
-        return DocredModel(encoder, len(self.relations), self.args.entity_hidden_size,
-                           self.args.distance_embedding_size)
+        return DocredModel(encoder, len(self.relations), self.task_args.entity_hidden_size,
+                           self.task_args.distance_embedding_size)
 
     def evaluate(self, model, dataloader, accelerator, split):
         documents = self.eval_docs if split == "eval" else self.test_docs
@@ -417,7 +420,7 @@ class DocredTask(FinetuningTask):
         gold_docs = [documents[i] for i in seen]
         has_labels = all("labels" in doc for doc in gold_docs)
         metrics: dict[str, float] = {}
-        if split == "eval" and has_labels and self.args.threshold is None:
+        if split == "eval" and has_labels and self.task_args.threshold is None:
             gold = {(i, lab["h"], lab["t"], self.relation_index[lab["r"]]) for i in seen
                     for lab in documents[i]["labels"]}
             is_correct = np.array([tuple(f) in gold for f in facts.tolist()], dtype=bool)
@@ -444,17 +447,14 @@ class DocredTask(FinetuningTask):
 
     def save_pretrained(self, model, output_dir, state_dict=None):
         # The encoder as an ordinary checkpoint (AutoModel loads it), the head in docred_head.*.
-        os.makedirs(output_dir, exist_ok=True)
-        save_encoder_and_head(model, output_dir, HEAD_WEIGHTS, state_dict)
-        self.tokenizer.save_pretrained(output_dir)
         head = {"relations": self.relations, "threshold": self.threshold,
                 "entity_hidden_size": model.entity_projection.out_features,
                 "distance_embedding_size": model.distance_embedding.embedding_dim}
-        with open(os.path.join(output_dir, HEAD_CONFIG), "w", encoding="utf-8") as handle:
-            json.dump(head, handle, indent=1)
+        save_encoder_and_head(model, output_dir, HEAD, head, state_dict)
+        self.tokenizer.save_pretrained(output_dir)
 
     def load_weights(self, model, directory):
-        load_encoder_and_head(model, directory, HEAD_WEIGHTS)
-        saved = read_json(os.path.join(directory, HEAD_CONFIG))["threshold"]
-        if self.args.threshold is None and saved is not None:
+        load_encoder_and_head(model, directory, HEAD)
+        saved = read_head_config(directory, HEAD)["threshold"]
+        if self.task_args.threshold is None and saved is not None:
             self.threshold = saved

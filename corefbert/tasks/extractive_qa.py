@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -16,23 +15,27 @@ import torch
 from transformers import AutoConfig, AutoTokenizer
 
 from corefbert.errors import CorefBertError
-from corefbert.finetuning import FinetuningArguments, FinetuningTask
+from corefbert.finetuning import (
+    FinetuningArguments,
+    FinetuningTask,
+    HeldOutArguments,
+    check_data_flags,
+    held_out_split,
+)
 from corefbert.tasks.qa import QAExample, read_qa_file
 from corefbert.tasks.qa_windows import build_windows, collate_windows, decode_answers
 
 
 @dataclass
-class QADataArguments:
-    """Data and windowing settings, named as in Hugging Face's ``run_qa.py``."""
+class QADataArguments(HeldOutArguments):
+    """Data and windowing settings, named as in Hugging Face's ``run_qa.py``; the paper's windows: 512 tokens,
+    stride 128. Without ``--validation_file``, ``--validation_split_percentage`` holds out training contexts."""
 
     train_file: str | None = field(default=None, metadata={"help": "Training file (official format)."})
     validation_file: str | None = field(default=None, metadata={"help": "Dev file, scored after training."})
     test_file: str | None = field(default=None, metadata={"help": "File to write predictions for (--do_predict)."})
     data_format: str = field(default="auto", metadata={"help": "auto | squad (JSON) | mrqa (JSONL)."})
-    validation_split_percentage: int = field(
-        default=0, metadata={"help": "Without --validation_file: hold out this percentage of training contexts (seeded)."}
-    )
-    max_seq_length: int = field(default=384, metadata={"help": "Tokens per window, special tokens included."})
+    max_seq_length: int = field(default=512, metadata={"help": "Tokens per window, special tokens included."})
     doc_stride: int = field(default=128, metadata={"help": "Tokens between the starts of consecutive windows."})
     max_query_length: int = field(default=64, metadata={"help": "Questions are cut to this many tokens."})
     n_best_size: int = field(default=20, metadata={"help": "Best starts x best ends considered per window."})
@@ -47,8 +50,13 @@ class ExtractiveQATask(FinetuningTask):
     max_answers: int | None = None
     max_count: int | None = None
 
-    def __init__(self, data_args: QADataArguments, args: FinetuningArguments):
-        self.data_args, self.args = data_args, args
+    args_class = QADataArguments
+
+    def __init__(self, task_args: QADataArguments, training_args: FinetuningArguments):
+        super().__init__(task_args, training_args)
+        self.data_args = data_args = task_args  # self.args: the training arguments
+        args = training_args
+        check_data_flags(args, data_args)
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(args.model_name_or_path)
         except (OSError, ValueError) as err:
@@ -75,11 +83,10 @@ class ExtractiveQATask(FinetuningTask):
         train = read_qa_file(d.train_file, d.data_format)
         if not d.validation_split_percentage or d.validation_file:
             return train
-        # Split by context so no passage is on both sides; seeded so every run holds out the same ones.
-        contexts = sorted({example.context for example in train})
-        random.Random(self.args.seed).shuffle(contexts)
-        held_out = set(contexts[: max(1, len(contexts) * d.validation_split_percentage // 100)])
-        return [example for example in train if (example.context in held_out) == (split == "eval")]
+        # Split by context so no passage is on both sides.
+        kept, held_out = held_out_split(train, d.validation_split_percentage, d.split_seed,
+                                        group=lambda example: example.context)
+        return held_out if split == "eval" else kept
 
     def _windows(self, split: str):
         if split not in self._splits:

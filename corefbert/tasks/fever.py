@@ -18,7 +18,6 @@ from __future__ import annotations
 import glob
 import json
 import os
-import random
 import re
 import sys
 from dataclasses import dataclass, field
@@ -26,26 +25,35 @@ from dataclasses import dataclass, field
 import torch
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
+from corefbert.arguments import peek_argument
 from corefbert.errors import CorefBertError
-from corefbert.finetuning import FinetuningTask
-from corefbert.finetuning_io import (
-    head_weights_path,
+from corefbert.finetuning import (
+    FinetuningArguments,
+    FinetuningTask,
+    HeldOutArguments,
+    check_data_flags,
+    held_out_split,
+)
+from corefbert.jsonio import read_jsonl
+from corefbert.metrics.fever import LABELS, fever_score, label_scores
+from corefbert.tasks.heads import (
+    check_head_weights,
     load_encoder,
     load_encoder_and_head,
+    read_head_config,
     save_encoder_and_head,
+    write_head_config,
 )
-from corefbert.jsonio import read_json, read_jsonl
-from corefbert.metrics.fever import LABELS, fever_score, label_scores
 from corefbert.tasks.kgat import KgatModel
 
-HEAD_CONFIG = "fever_head.json"
-HEAD_WEIGHTS = "fever_head.safetensors"
+HEAD = "fever"  # fever_head.json (the model type) + fever_head.safetensors (KGAT's head)
+MODEL_TYPES = ("concat", "kgat")
 _BRACKETS = {"-LRB-": "(", "-RRB-": ")", "-LSB-": "[", "-RSB-": "]", "-LCB-": "{", "-RCB-": "}", "-COLON-": ":"}
 
 
 @dataclass
-class FeverArguments:
-    """Data and model options of ``finetune/run_fever.py``."""
+class FeverArguments(HeldOutArguments):
+    """Data and model options of ``finetune/run_fever.py`` (KGAT's setup: 5 sentences of 130 tokens)."""
 
     train_file: str | None = field(default=None, metadata={"help": "FEVER JSONL, retrieved-evidence or pairs file."})
     validation_file: str | None = field(default=None, metadata={"help": "Dev file (same forms)."})
@@ -63,10 +71,11 @@ class FeverArguments:
         default=512, metadata={"help": "Tokens of claim + all evidence (BERT-concat); capped by the encoder."}
     )
     num_kernels: int = field(default=21, metadata={"help": "KGAT Gaussian kernels (exact match + evenly spaced)."})
-    split_seed: int | None = field(
-        default=None, metadata={"help": "With --train_file only: split it seeded into train / dev."}
-    )
-    validation_fraction: float = field(default=0.2, metadata={"help": "Share held out by --split_seed."})
+
+
+def check_model_type(model_type: str) -> None:
+    if model_type not in MODEL_TYPES:
+        raise CorefBertError(f"--model_type {model_type!r} is not one of {', '.join(MODEL_TYPES)}")
 
 
 @dataclass
@@ -260,31 +269,42 @@ class FeverTask(FinetuningTask):
 
     name = "fever"
     main_metric = "accuracy"
+    args_class = FeverArguments
+    # Paper settings (KGAT setup): 3 epochs, LR 2e-5 for BERT-concat, 5e-5 for KGAT.
+    model_type_defaults = {
+        "concat": {"learning_rate": 2e-5, "num_train_epochs": 3.0},
+        "kgat": {"learning_rate": 5e-5, "num_train_epochs": 3.0, "per_device_train_batch_size": 8,
+                 "gradient_accumulation_steps": 4, "per_device_eval_batch_size": 16},
+    }
+    training_defaults = model_type_defaults["concat"]
 
-    def __init__(self, args: FeverArguments, model_name_or_path: str, seed: int = 42):
-        self.args, self.model_name_or_path = args, model_name_or_path
-        head_config = os.path.join(model_name_or_path, HEAD_CONFIG)
-        self.head = None
-        if os.path.isfile(head_config):  # a model fine-tuned here decides its own type
-            self.head = read_json(head_config)
+    @classmethod
+    def defaults_for(cls, argv: list[str]) -> dict:
+        """The paper's settings of the ``--model_type`` in ``argv`` or its ``--config`` file (default concat)."""
+        model_type = peek_argument(argv, "model_type") or "concat"
+        check_model_type(model_type)
+        return dict(cls.model_type_defaults[model_type])
+
+    def __init__(self, task_args: FeverArguments, training_args: FinetuningArguments):
+        super().__init__(task_args, training_args)
+        check_data_flags(training_args, task_args)
+        args = task_args
+        self.model_name_or_path = model_name_or_path = training_args.model_name_or_path
+        self.head = read_head_config(model_name_or_path, HEAD)
+        if self.head is not None:  # a model fine-tuned here decides its own type
             args.model_type = self.head["model_type"]
             if args.model_type == "kgat":
-                head_weights_path(model_name_or_path, HEAD_WEIGHTS)
-        if args.model_type not in ("concat", "kgat"):
-            raise CorefBertError(f"--model_type {args.model_type!r} is not one of concat, kgat")
+                check_head_weights(model_name_or_path, HEAD)
+        check_model_type(args.model_type)
         self.tokenizer = AutoTokenizer.from_pretrained(model_name_or_path)
         self.claims = {
             "train": self._load(args.train_file, args.train_evidence_file),
             "eval": self._load(args.validation_file, args.validation_evidence_file),
             "predict": self._load(args.test_file, args.test_evidence_file),
         }
-        if args.split_seed is not None and self.claims["train"] and not self.claims["eval"]:
-            claims = self.claims["train"]
-            order = list(range(len(claims)))
-            random.Random(args.split_seed).shuffle(order)
-            held_out = set(order[:max(1, round(args.validation_fraction * len(order)))])
-            self.claims["eval"] = [c for i, c in enumerate(claims) if i in held_out]
-            self.claims["train"] = [c for i, c in enumerate(claims) if i not in held_out]
+        if args.validation_split_percentage and self.claims["train"] and not self.claims["eval"]:
+            self.claims["train"], self.claims["eval"] = held_out_split(
+                self.claims["train"], args.validation_split_percentage, args.split_seed)
         config = AutoConfig.from_pretrained(model_name_or_path)
         # RoBERTa's positions start after the padding index: two fewer usable positions.
         positions = config.max_position_embeddings - (2 if config.model_type in ("roberta", "camembert") else 0)
@@ -297,18 +317,18 @@ class FeverTask(FinetuningTask):
         if evidence_path is not None:
             attach_retrieved(claims, evidence_path)
         elif form == "fever":
-            if self.args.wiki_pages_dir is None:
+            if self.task_args.wiki_pages_dir is None:
                 raise CorefBertError("official FEVER JSONL holds no evidence text; pass --wiki_pages_dir or the "
                                      "split's retrieved --*_evidence_file", path=path)
-            attach_wiki_evidence(claims, self.args.wiki_pages_dir, path)
+            attach_wiki_evidence(claims, self.task_args.wiki_pages_dir, path)
         return claims
 
     def _features(self, claims: list[Claim] | None) -> list[dict] | None:
         if not claims:
             return None
-        k, features = self.args.max_evidence, []
+        k, features = self.task_args.max_evidence, []
         label_index = {label: i for i, label in enumerate(LABELS)}
-        if self.args.model_type == "concat":
+        if self.task_args.model_type == "concat":
             texts = [" ".join(_evidence_text(e) for e in c.candidates[:k]) for c in claims]
             encoded = self.tokenizer([c.claim for c in claims], texts, truncation="longest_first",
                                      max_length=self.concat_length)
@@ -318,7 +338,7 @@ class FeverTask(FinetuningTask):
         for claim in claims:
             nodes = [_evidence_text(e) for e in claim.candidates[:k]] or [""]  # no evidence: the claim alone
             encoded = self.tokenizer([claim.claim] * len(nodes), nodes, truncation="longest_first",
-                                     max_length=self.args.max_seq_length)
+                                     max_length=self.task_args.max_seq_length)
             sides = [encoded.sequence_ids(n) for n in range(len(nodes))]
             features.append({key: encoded[key] for key in encoded} | {
                 "claim_mask": [[int(s == 0) for s in side] for side in sides],
@@ -338,7 +358,7 @@ class FeverTask(FinetuningTask):
     def collate(self, features):
         pad = self.tokenizer.pad_token_id
         batch: dict[str, torch.Tensor] = {}
-        if self.args.model_type == "concat":
+        if self.task_args.model_type == "concat":
             for key in features[0]:
                 if key != "label":
                     batch[key] = _pad([f[key] for f in features], pad if key == "input_ids" else 0)
@@ -355,7 +375,7 @@ class FeverTask(FinetuningTask):
         return batch
 
     def build_model(self):
-        if self.args.model_type == "concat":
+        if self.task_args.model_type == "concat":
             return AutoModelForSequenceClassification.from_pretrained(
                 self.model_name_or_path, num_labels=len(LABELS), id2label=dict(enumerate(LABELS)),
                 label2id={label: i for i, label in enumerate(LABELS)})
@@ -363,9 +383,9 @@ class FeverTask(FinetuningTask):
         encoder = load_encoder(self.model_name_or_path)
         if self.head is not None:
             model = KgatModel(encoder, len(LABELS), self.head["num_kernels"])
-            load_encoder_and_head(model, self.model_name_or_path, HEAD_WEIGHTS, with_encoder=False)
+            load_encoder_and_head(model, self.model_name_or_path, HEAD, with_encoder=False)
             return model
-        return KgatModel(encoder, len(LABELS), self.args.num_kernels)
+        return KgatModel(encoder, len(LABELS), self.task_args.num_kernels)
 
     def evaluate(self, model, dataloader, accelerator, split):
         predicted = []
@@ -374,7 +394,7 @@ class FeverTask(FinetuningTask):
             predicted.extend(accelerator.gather_for_metrics(logits.argmax(-1)).tolist())
         claims = self.claims["eval" if split == "eval" else "predict"][:len(predicted)]
         predictions = [{"id": c.id, "predicted_label": LABELS[p],
-                        "predicted_evidence": [[e.page, e.sentence] for e in c.candidates[:self.args.max_evidence]
+                        "predicted_evidence": [[e.page, e.sentence] for e in c.candidates[:self.task_args.max_evidence]
                                                if e.page is not None]}
                        for c, p in zip(claims, predicted)]
         metrics: dict[str, float] = {}
@@ -393,19 +413,16 @@ class FeverTask(FinetuningTask):
         return [path]
 
     def save_pretrained(self, model, output_dir, state_dict=None):
-        os.makedirs(output_dir, exist_ok=True)
-        head = {"model_type": self.args.model_type}
-        if self.args.model_type == "concat":  # a standard sequence-classification checkpoint
+        if self.task_args.model_type == "concat":  # a standard sequence-classification checkpoint
             super().save_pretrained(model, output_dir, state_dict=state_dict)
+            write_head_config(output_dir, HEAD, {"model_type": "concat"})
         else:  # the encoder as an ordinary checkpoint, the KGAT head in fever_head.safetensors
-            save_encoder_and_head(model, output_dir, HEAD_WEIGHTS, state_dict)
+            save_encoder_and_head(model, output_dir, HEAD, {"model_type": "kgat", "num_kernels": len(model.mus)},
+                                  state_dict)
             self.tokenizer.save_pretrained(output_dir)
-            head["num_kernels"] = len(model.mus)
-        with open(os.path.join(output_dir, HEAD_CONFIG), "w", encoding="utf-8") as handle:
-            json.dump(head, handle)
 
     def load_weights(self, model, directory):
-        if self.args.model_type == "concat":
+        if self.task_args.model_type == "concat":
             super().load_weights(model, directory)
         else:
-            load_encoder_and_head(model, directory, HEAD_WEIGHTS)
+            load_encoder_and_head(model, directory, HEAD)

@@ -10,13 +10,13 @@ sentence``). Classification (regression for STS-B) is on the first token, as in 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from corefbert.errors import CorefBertError
-from corefbert.finetuning import FinetuningTask
+from corefbert.finetuning import FinetuningArguments, FinetuningTask
 from corefbert.metrics.glue import GLUE_MAIN_METRIC, canonical_task_name, glue_metrics
 
 
@@ -145,29 +145,60 @@ class _EncodedExamples(torch.utils.data.Dataset):
         return self.cache[i]
 
 
+@dataclass
+class GlueArguments:
+    """The GLUE task and its files (``--data_dir`` with the official names, or each file given)."""
+
+    task_name: str = field(metadata={"help": "cola, sst2, mrpc, qqp, stsb, mnli, qnli, rte or wnli."})
+    data_dir: str | None = field(
+        default=None, metadata={"help": "Directory with the official train.tsv/dev.tsv/test.tsv "
+                                        "(MNLI: dev_matched.tsv, dev_mismatched.tsv, test_matched.tsv, ...)."})
+    train_file: str | None = field(default=None, metadata={"help": "Training TSV (overrides --data_dir)."})
+    validation_file: str | None = field(
+        default=None, metadata={"help": "Dev TSV (MNLI: the matched one; overrides --data_dir)."})
+    validation_mismatched_file: str | None = field(default=None, metadata={"help": "MNLI dev_mismatched TSV."})
+    test_file: str | None = field(default=None, metadata={"help": "Test TSV (MNLI: the matched one)."})
+    test_mismatched_file: str | None = field(default=None, metadata={"help": "MNLI test_mismatched TSV."})
+    max_seq_length: int = field(default=128, metadata={"help": "Longer pairs are truncated (longest first)."})
+    tokenizer_name: str | None = field(default=None, metadata={"help": "Tokenizer, if not the model's."})
+
+
+def _explicit(path: str | None, mismatched: str | None = None) -> list | None:
+    if path is None and mismatched is None:
+        return None
+    return [None if path is None else (path, ""), None if mismatched is None else (mismatched, "mm_")]
+
+
 class GlueTask(FinetuningTask):
-    """One GLUE task for :func:`corefbert.finetuning.run_finetuning`.
+    """One GLUE task for :func:`corefbert.finetuning.run_finetuning`; its files come from
+    :func:`glue_files` (``self.files``: split -> ``[(path, subset)]``). BERT's recipe, the
+    :class:`FinetuningArguments` defaults, is the paper's."""
 
-    ``files`` maps a split ("train", "eval", "predict") to ``[(path, subset)]``; :func:`glue_files` builds
-    it from a ``--data_dir`` and explicit file arguments.
-    """
+    args_class = GlueArguments
 
-    def __init__(self, task_name: str, model_name_or_path: str, files: dict[str, list[tuple[str, str]]],
-                 tokenizer=None, max_seq_length: int = 128):
+    def __init__(self, task_args: GlueArguments, training_args: FinetuningArguments):
         from transformers import AutoTokenizer
 
-        self.task = canonical_task_name(task_name)
+        super().__init__(task_args, training_args)
+        a = task_args
+        self.task = canonical_task_name(a.task_name)
         self.spec = GLUE_TASKS[self.task]
         self.name = self.task
         self.main_metric = GLUE_MAIN_METRIC[self.task]
-        self.model_name_or_path = model_name_or_path
-        self.files = files
-        self.max_seq_length = max_seq_length
+        self.model_name_or_path = training_args.model_name_or_path
+        self.files = glue_files(
+            self.task, a.data_dir,
+            {"train": _explicit(a.train_file), "eval": _explicit(a.validation_file, a.validation_mismatched_file),
+             "predict": _explicit(a.test_file, a.test_mismatched_file)},
+            wanted={"train": training_args.do_train, "eval": training_args.do_eval,
+                    "predict": training_args.do_predict})
+        self.max_seq_length = a.max_seq_length
+        tokenizer_path = a.tokenizer_name or self.model_name_or_path
         try:
-            self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(model_name_or_path)
+            self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
         except (OSError, ValueError) as err:
             raise CorefBertError(f"cannot load a tokenizer ({type(err).__name__}); give a checkpoint directory "
-                                 "with tokenizer files or --tokenizer_name", path=model_name_or_path) from None
+                                 "with tokenizer files or --tokenizer_name", path=tokenizer_path) from None
         self._examples: dict[str, list[GlueExample]] = {}
 
     @property

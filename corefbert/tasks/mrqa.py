@@ -10,15 +10,13 @@ from corefbert.metrics.squad import squad_metrics
 from corefbert.tasks.extractive_qa import ExtractiveQATask
 from corefbert.tasks.qa_models import SpanQAModel
 
-# The paper's settings for MRQA: LR 3e-5, 2 epochs, batch 32, windows of 512 with stride 128.
-MRQA_DEFAULTS = {"learning_rate": 3e-5, "num_train_epochs": 2.0, "per_device_train_batch_size": 32,
-                 "max_seq_length": 512}
-
 
 class MRQATask(ExtractiveQATask):
     """MRQA / SQuAD: ``{qid: answer}`` predictions, SQuAD EM/F1 (max over gold answers)."""
 
     name = "mrqa"
+    # The paper's settings for MRQA: LR 3e-5, 2 epochs, batch 32 (windows: QADataArguments' defaults).
+    training_defaults = {"learning_rate": 3e-5, "num_train_epochs": 2.0, "per_device_train_batch_size": 32}
     multi_span = False
     max_answers = 4
     max_count = None

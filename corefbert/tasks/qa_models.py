@@ -4,7 +4,8 @@
 corefbert pretraining checkpoints), one extra randomly initialized Transformer layer over its output
 (the "reasoning layer"), a start/end head, and an answer-count head on the first token that predicts
 0, 1 or 2 answer spans in the window. Either extra piece can be switched off; with both off it is
-plain BERT QA. ``save_pretrained`` writes the encoder as an ordinary checkpoint plus ``qa_heads.*``.
+plain BERT QA. ``save_pretrained`` writes the encoder as an ordinary checkpoint plus the sidecar
+``quoref_head.safetensors`` + ``quoref_head.json`` (:mod:`corefbert.tasks.heads`).
 
 ``SpanQAModel`` wraps ``AutoModelForQuestionAnswering`` (MRQA/SQuAD) so the loss can use up to four
 gold spans per window; what it saves is the plain Hugging Face QA checkpoint.
@@ -12,13 +13,10 @@ gold spans per window; what it saves is the plain Hugging Face QA checkpoint.
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 from dataclasses import dataclass
 
 import torch
-from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import AutoModelForQuestionAnswering
 from transformers.masking_utils import create_bidirectional_mask
@@ -27,14 +25,20 @@ from transformers.models.bert.modeling_bert import BertLayer
 from transformers.models.roberta.modeling_roberta import RobertaLayer
 
 from corefbert.errors import CorefBertError
-from corefbert.finetuning_io import frozen_pooler, load_encoder, saved_pooler, with_pooler
-from corefbert.jsonio import read_json
+from corefbert.tasks.heads import (
+    frozen_pooler,
+    load_encoder,
+    load_encoder_and_head,
+    read_head_config,
+    save_encoder_and_head,
+    saved_pooler,
+    with_pooler,
+)
 from corefbert.tasks.qa_windows import span_loss
 
 logger = logging.getLogger(__name__)
 
-HEADS_CONFIG = "qa_heads.json"
-HEADS_WEIGHTS = "qa_heads.safetensors"
+HEAD = "quoref"  # quoref_head.safetensors + quoref_head.json
 _LAYERS = {"bert": BertLayer, "roberta": RobertaLayer}
 
 
@@ -93,42 +97,25 @@ class QuorefQAModel(nn.Module):
     @classmethod
     def from_pretrained(cls, model_name_or_path: str, reasoning_layer: bool = True, count_head: bool = True):
         """Load an encoder checkpoint (fresh heads) or a saved QUOREF model (its own heads and options)."""
-        heads_config = os.path.join(str(model_name_or_path), HEADS_CONFIG)
+        options = read_head_config(model_name_or_path, HEAD)
         encoder = _load_encoder(model_name_or_path)
-        if not os.path.isfile(heads_config):
+        if options is None:
             return cls(encoder, reasoning_layer=reasoning_layer, count_head=count_head)
-        options = read_json(heads_config)
         asked = {"reasoning_layer": reasoning_layer, "count_head": count_head}
         if any(options.get(key, value) != value for key, value in asked.items()):
             logger.warning("%s was fine-tuned with %s; its saved heads are used, not %s",
                            model_name_or_path, options, asked)
         model = cls(encoder, **options)
-        model.load_heads(str(model_name_or_path))
+        load_encoder_and_head(model, str(model_name_or_path), HEAD, with_encoder=False)
         return model
-
-    def load_heads(self, directory: str) -> None:
-        """Load ``qa_heads.safetensors`` from ``directory`` into the non-encoder modules."""
-        heads = {k: v for k, v in self.state_dict().items() if not k.startswith("encoder.")}
-        state = load_file(os.path.join(directory, HEADS_WEIGHTS))
-        if set(state) != set(heads):
-            raise CorefBertError(f"the QA heads do not match this model: saved {sorted(set(state) ^ set(heads))}; "
-                                 "were --no_reasoning_layer / --no_count_head changed?", path=directory)
-        self.load_state_dict(state, strict=False)
 
     def load_weights(self, directory: str) -> None:
         """Reload encoder and heads from a directory :meth:`save_pretrained` wrote, in place."""
-        self.encoder.load_state_dict(_load_encoder(directory).state_dict())
-        self.load_heads(directory)
+        load_encoder_and_head(self, directory, HEAD)
 
     def save_pretrained(self, output_dir: str, state_dict: dict | None = None) -> None:
-        """Write the encoder as an ordinary checkpoint and the heads as ``qa_heads.*`` in ``output_dir``."""
-        state_dict = self.state_dict() if state_dict is None else state_dict
-        encoder_state = {k[len("encoder."):]: v for k, v in state_dict.items() if k.startswith("encoder.")}
-        self.encoder.save_pretrained(output_dir, state_dict=encoder_state)
-        heads = {k: v.detach().contiguous().cpu() for k, v in state_dict.items() if not k.startswith("encoder.")}
-        save_file(heads, os.path.join(output_dir, HEADS_WEIGHTS))
-        with open(os.path.join(output_dir, HEADS_CONFIG), "w", encoding="utf-8") as handle:
-            json.dump(self.options, handle, indent=2)
+        """Write the encoder as an ordinary checkpoint and the heads in the ``quoref_head.*`` sidecar."""
+        save_encoder_and_head(self, output_dir, HEAD, self.options, state_dict)
 
     def forward(self, input_ids, attention_mask, token_type_ids=None, answer_starts=None, answer_ends=None,
                 answer_count=None, feature_index=None) -> QAOutput:

@@ -12,10 +12,6 @@ from corefbert.metrics.drop import quoref_metrics
 from corefbert.tasks.extractive_qa import ExtractiveQATask, QADataArguments
 from corefbert.tasks.qa_models import QuorefQAModel
 
-# The paper's settings (appendix): LR 2e-5, 6 epochs, batch 32, windows of 512 with stride 128.
-QUOREF_DEFAULTS = {"learning_rate": 2e-5, "num_train_epochs": 6.0, "per_device_train_batch_size": 32,
-                   "max_seq_length": 512}
-
 
 @dataclass
 class QuorefArguments(QADataArguments):
@@ -29,6 +25,9 @@ class QuorefTask(ExtractiveQATask):
     """QUOREF: ``{question_id: [answer strings]}`` predictions, DROP-style EM/F1."""
 
     name = "quoref"
+    args_class = QuorefArguments
+    # The paper's settings (appendix): LR 2e-5, 6 epochs, batch 32 (windows: QADataArguments' defaults).
+    training_defaults = {"learning_rate": 2e-5, "num_train_epochs": 6.0, "per_device_train_batch_size": 32}
     multi_span = True
     max_count = 2  # the count head predicts 0, 1 or 2 spans per window (the paper's setting)
 

@@ -1,0 +1,181 @@
+"""The one layout of a fine-tuned folder: the encoder as an ordinary Hugging Face checkpoint at the top level,
+task heads in a sidecar ``<task>_head.safetensors`` (weights, keys as in the task model) + ``<task>_head.json``
+(what rebuilds the head: sizes, label sets, a threshold).
+
+``AutoModel.from_pretrained(folder)`` therefore loads every such folder with no missing encoder key. Tasks
+whose model is a standard Hugging Face head class (GLUE and FEVER-concat: sequence classification; MRQA:
+question answering) save that class instead, with the backbone's pooler carried frozen
+(:func:`frozen_pooler`) where the class has none, so both ``AutoModel`` and the head class load the folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import torch
+
+from corefbert.errors import CorefBertError
+from corefbert.jsonio import read_json
+
+ENCODER_PREFIX = "encoder."
+
+
+def head_weights_file(task: str) -> str:
+    """``<task>_head.safetensors``: the sidecar weights of ``task``'s head."""
+    return f"{task}_head.safetensors"
+
+
+def head_config_file(task: str) -> str:
+    """``<task>_head.json``: what rebuilds ``task``'s head (sizes, labels, options)."""
+    return f"{task}_head.json"
+
+
+def safetensors_files(directory: str) -> list[str]:
+    """The weight files of a ``save_pretrained`` folder: the shards its index lists, else ``model.safetensors``."""
+    index = os.path.join(directory, "model.safetensors.index.json")
+    if os.path.isfile(index):
+        with open(index, encoding="utf-8") as handle:
+            files = sorted(set(json.load(handle)["weight_map"].values()))
+    else:
+        files = ["model.safetensors"]
+    return [os.path.join(directory, name) for name in files]
+
+
+def load_weights(model: torch.nn.Module, directory: str, extra_prefixes: tuple[str, ...] = ()) -> None:
+    """Load ``model.safetensors`` (or its shards) from ``directory`` into ``model`` in place.
+
+    Keys missing from the file must be tied to a loaded tensor (``save_pretrained`` drops tied copies).
+    Keys starting with one of ``extra_prefixes`` may be in the file without being in ``model`` (a frozen
+    pooler saved beside a head class that has none, see :func:`frozen_pooler`).
+    """
+    from safetensors.torch import load_file
+
+    state = {}
+    for path in safetensors_files(directory):
+        state.update(load_file(path))
+    state = {k: v for k, v in state.items() if not (extra_prefixes and k.startswith(extra_prefixes))}
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    params = dict(model.named_parameters(remove_duplicate=False))
+    loaded = {params[k].data_ptr() for k in state if k in params}
+    untied = [k for k in missing if k not in params or params[k].data_ptr() not in loaded]
+    if unexpected or untied:
+        raise RuntimeError(f"weights in {directory} do not match the model: missing {untied}, unexpected {unexpected}")
+
+
+def load_encoder(model_name_or_path: str) -> torch.nn.Module:
+    """``AutoModel.from_pretrained`` with its pooler kept but frozen.
+
+    Kept, so the saved folder is a complete checkpoint of the encoder class (``AutoModel`` then loads it
+    with no missing key); frozen, because heads that never read it would leave it an unused trainable
+    parameter (DDP fails at the second step) and AdamW's weight decay would still shrink it.
+    """
+    from transformers import AutoModel
+
+    try:
+        encoder = AutoModel.from_pretrained(model_name_or_path)
+    except (OSError, ValueError) as err:
+        raise CorefBertError(f"cannot load an encoder ({str(err).splitlines()[0]})", path=model_name_or_path) from None
+    pooler = getattr(encoder, "pooler", None)
+    if pooler is not None:
+        pooler.requires_grad_(False)
+    return encoder
+
+
+def write_head_config(output_dir: str, task: str, config: dict) -> None:
+    """Write ``<task>_head.json`` (what rebuilds the head) into ``output_dir``."""
+    with open(os.path.join(output_dir, head_config_file(task)), "w", encoding="utf-8") as handle:
+        json.dump(config, handle, indent=1)
+
+
+def read_head_config(directory: str, task: str) -> dict | None:
+    """``<task>_head.json`` of a folder :func:`save_encoder_and_head` wrote; None for any other checkpoint
+    (a base encoder, a pretraining checkpoint), which then gets a fresh head."""
+    path = os.path.join(str(directory), head_config_file(task))
+    return read_json(path) if os.path.isfile(path) else None
+
+
+def save_encoder_and_head(model: torch.nn.Module, output_dir: str, task: str, config: dict,
+                          state_dict: dict | None = None) -> None:
+    """Save ``model.encoder`` as an ordinary Hugging Face checkpoint at the top of ``output_dir``, every
+    other weight (the task head) in ``<task>_head.safetensors`` and ``config`` in ``<task>_head.json``."""
+    from safetensors.torch import save_file
+
+    os.makedirs(output_dir, exist_ok=True)
+    state_dict = model.state_dict() if state_dict is None else state_dict
+    encoder_state = {k[len(ENCODER_PREFIX):]: v for k, v in state_dict.items() if k.startswith(ENCODER_PREFIX)}
+    model.encoder.save_pretrained(output_dir, state_dict=encoder_state)
+    head = {k: v.detach().contiguous().cpu() for k, v in state_dict.items() if not k.startswith(ENCODER_PREFIX)}
+    save_file(head, os.path.join(output_dir, head_weights_file(task)))
+    write_head_config(output_dir, task, config)
+
+
+def check_head_weights(directory: str, task: str) -> str:
+    """``directory/<task>_head.safetensors``; a fine-tuned folder without it (e.g. one written before the
+    encoder/head split, with the whole model under ``encoder.``) is one clear error, before any weight is read."""
+    name = head_weights_file(task)
+    path = os.path.join(str(directory), name)
+    if not os.path.isfile(path):
+        raise CorefBertError(f"no {name} (the task head) in this fine-tuned folder; fine-tune it again "
+                             "with this version, or give the base encoder checkpoint", path=directory)
+    return path
+
+
+def load_encoder_and_head(model: torch.nn.Module, directory: str, task: str, with_encoder: bool = True) -> None:
+    """Load what :func:`save_encoder_and_head` wrote into ``model`` in place; every weight must match.
+    ``with_encoder=False``: the head alone (the encoder already came from ``directory``)."""
+    from safetensors.torch import load_file
+
+    path = check_head_weights(directory, task)
+    if with_encoder:
+        load_weights(model.encoder, directory)
+    head = load_file(path)
+    expected = {k for k in model.state_dict() if not k.startswith(ENCODER_PREFIX)}
+    if set(head) != expected:
+        raise CorefBertError(f"{head_weights_file(task)} does not match this model (differing keys: "
+                             f"{sorted(set(head) ^ expected)[:4]}); was it saved by another task or with other "
+                             "head options?", path=directory)
+    model.load_state_dict(head, strict=False)
+
+
+def frozen_pooler(config, weights: dict[str, torch.Tensor] | None) -> torch.nn.Linear:
+    """The backbone's pooler (``weights`` from :func:`saved_pooler`, else freshly initialized), frozen.
+
+    For task models on a head class without a pooler (QA, masked LM): they never use it, but carry it so
+    their saved folder is a complete encoder checkpoint (``AutoModel`` loads it with no missing key).
+    """
+    hidden = config.hidden_size
+    pooler = torch.nn.Linear(hidden, hidden)
+    if weights is None:
+        torch.nn.init.normal_(pooler.weight, std=getattr(config, "initializer_range", 0.02))
+        torch.nn.init.zeros_(pooler.bias)
+    else:
+        pooler.load_state_dict(weights)
+    return pooler.requires_grad_(False)
+
+
+def with_pooler(state_dict: dict, pooler_key: str, base_model_prefix: str) -> dict:
+    """``state_dict`` of the head class plus the pooler at ``pooler_key`` (``pooler.weight``/``.bias`` of the
+    wrapper) renamed to where the encoder class keeps it (``bert.pooler.dense.*``)."""
+    prefix = f"{pooler_key}."
+    extra = {f"{base_model_prefix}.pooler.dense.{k[len(prefix):]}": v for k, v in state_dict.items()
+             if k.startswith(prefix)}
+    return {**{k: v for k, v in state_dict.items() if not k.startswith(prefix)}, **extra}
+
+
+def saved_pooler(directory: str) -> dict[str, torch.Tensor] | None:
+    """``{"weight", "bias"}`` of the pooler saved in a checkpoint folder (any model prefix), else None.
+
+    For task models built on a head class without a pooler (QA, masked LM): they carry it frozen and save it
+    so that ``AutoModel`` finds every weight of the encoder in their folder."""
+    from safetensors import safe_open
+
+    found = {}
+    for path in safetensors_files(directory) if os.path.isdir(directory) else []:
+        if os.path.isfile(path):
+            with safe_open(path, framework="pt") as weights:  # reads only the two tensors wanted
+                for key in weights.keys():
+                    name = key.rsplit("pooler.dense.", 1)[-1]
+                    if (key.startswith("pooler.dense.") or ".pooler.dense." in key) and name in ("weight", "bias"):
+                        found[name] = weights.get_tensor(key)
+    return found if len(found) == 2 else None
