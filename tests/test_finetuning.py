@@ -156,20 +156,53 @@ class _CrashingDataset(_PairDataset):
         return super().__getitem__(i)
 
 
-def _resume_equals_uninterrupted(tmp_path, model_dir, accumulation, crash_at, resumed_at):
+POISON = 9  # a token whose loss is NaN (see _PoisonedToyTask)
+
+
+class _PoisonedToyTask(ToyTask):
+    """Row 13 carries the token POISON, whose loss is NaN: with --on_nonfinite skip one update per epoch is
+    skipped and does not count as a step."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        _poison(self.train)
+
+    def build_model(self):
+        model = super().build_model()
+        forward = model.forward
+
+        def poisoned(input_ids=None, **kwargs):
+            out = forward(input_ids=input_ids, **kwargs)
+            if out.loss is not None and bool((input_ids == POISON).any()):
+                out.loss = out.loss * float("nan")
+            return out
+
+        model.forward = poisoned
+        return model
+
+
+def _poison(dataset):
+    dataset.rows[13]["input_ids"][1] = POISON
+
+
+def _resume_equals_uninterrupted(tmp_path, model_dir, accumulation, crash_at, resumed_at, poisoned=False):
     common = dict(gradient_accumulation_steps=accumulation, checkpointing_steps="2", save_total_limit=2,
-                  num_train_epochs=3, per_device_train_batch_size=6, eval_steps=3)
+                  num_train_epochs=3, per_device_train_batch_size=6, eval_steps=3,
+                  on_nonfinite="skip" if poisoned else "stop")
+    task_class = _PoisonedToyTask if poisoned else ToyTask
     full = _args(tmp_path / "full", model_dir, **common)
-    run_finetuning(ToyTask(model_dir, train_size=40), full)
+    run_finetuning(task_class(model_dir, train_size=40), full)
 
     interrupted = _args(tmp_path / "interrupted", model_dir, **common)
-    crashing = ToyTask(model_dir, train_size=40)
+    crashing = task_class(model_dir, train_size=40)
     crashing.train = _CrashingDataset(40, 0, crash_at)
+    if poisoned:
+        _poison(crashing.train)
     with pytest.raises(_Preempted):
         run_finetuning(crashing, interrupted)
     assert [step for step, _ in list_checkpoints(interrupted.output_dir)] == [resumed_at - 2, resumed_at]
     interrupted.resume_from_checkpoint = "latest"
-    run_finetuning(ToyTask(model_dir, train_size=40), interrupted)
+    run_finetuning(task_class(model_dir, train_size=40), interrupted)
 
     for name in ("last", "best"):
         a, b = _weights(os.path.join(full.output_dir, name)), _weights(os.path.join(interrupted.output_dir, name))
@@ -206,6 +239,20 @@ def test_resume_with_accumulation_equals_uninterrupted(tmp_path, toy_bert_dir):
     # and batch 1 of epoch 2. The crash comes while reading batch 6 of epoch 2 (prefetched while batch 5 is
     # handed out, mid-update 6): step_4, an update that straddles the epoch boundary, is the latest.
     _resume_equals_uninterrupted(tmp_path, toy_bert_dir, accumulation=2, crash_at=40 + 6 * 5, resumed_at=4)
+
+
+@pytest.mark.parametrize("accumulation", [1, 2])
+def test_resume_with_skipped_nonfinite_updates_equals_uninterrupted(tmp_path, toy_bert_dir, accumulation, capsys):
+    """--on_nonfinite skip in fine-tuning: every epoch has an update with a NaN loss (batch 3, row 13); the
+    crash comes in epoch 2 after such a skip, and the resumed run repeats the uninterrupted one."""
+    # accumulation 1: 7 batches, 6 steps per epoch (batch 3 skipped); the crash while reading batch 5 of
+    # epoch 2 (prefetched as batch 4 is handed out) leaves step 8 = 6 + batches 1 and 2, after the skip.
+    # accumulation 2: steps (1,2), (5,6), (7 | 1), (4,5) of epoch 2 (the pairs holding a batch 3 skipped); the
+    # crash while reading batch 7 of epoch 2 leaves step 4, taken right after the epoch-2 skip.
+    crash_at, resumed_at = {1: (40 + 6 * 4, 8), 2: (40 + 6 * 6, 4)}[accumulation]
+    _resume_equals_uninterrupted(tmp_path, toy_bert_dir, accumulation=accumulation, crash_at=crash_at,
+                                 resumed_at=resumed_at, poisoned=True)
+    assert capsys.readouterr().out.count("non-finite loss") >= 6  # the skips happened, in every run
 
 
 def test_no_weight_decay_on_bias_and_layernorm(toy_bert_dir):
