@@ -47,35 +47,76 @@ def is_complete(path: str | os.PathLike) -> bool:
 
 
 def list_checkpoints(output_dir: str | os.PathLike) -> list[tuple[int, Path]]:
-    """Complete checkpoints of a run as ``(step, path)``, oldest first."""
+    """Complete checkpoints of a run as ``(step, path)``, oldest first.
+
+    A complete ``step_N.tmp`` without ``step_N`` counts as step N: a kill between the two renames of a
+    same-step re-save (:func:`replace_folder`) leaves the new copy there and the old one as ``.deleting``,
+    and it may be the only complete checkpoint of the run.
+    """
     root = checkpoints_root(output_dir)
     if not root.is_dir():
         return []
-    found = []
+    found = {}
     for child in root.iterdir():
-        match = _STEP_DIR.match(child.name)
+        match = _STEP_DIR.match(child.name.removesuffix(".tmp"))
         if match and child.is_dir() and is_complete(child):
-            found.append((int(match.group(1)), child))
-    return sorted(found)
+            step = int(match.group(1))
+            if step not in found or not child.name.endswith(".tmp"):
+                found[step] = child
+    return sorted(found.items())
 
 
-def resolve_checkpoint(resume_from_checkpoint: str | None, output_dir: str | os.PathLike) -> Path | None:
+def leftovers(output_dir: str | os.PathLike) -> list[str]:
+    """Names under ``checkpoints/`` that show a checkpoint once existed though none is complete now (a
+    damaged ``step_N``, a ``step_N.deleting``); a partial ``.tmp`` alone is a first save that never ended."""
+    root = checkpoints_root(output_dir)
+    if not root.is_dir():
+        return []
+    return sorted(child.name for child in root.iterdir()
+                  if _STEP_DIR.match(child.name.removesuffix(".deleting")) and ".tmp" not in child.name)
+
+
+def recover_interrupted_saves(output_dir: str | os.PathLike) -> None:
+    """Rename each complete ``step_N.tmp`` that :func:`list_checkpoints` counts into its place (main process
+    only), before leftovers are deleted: never delete the only complete checkpoint."""
+    for _, path in list_checkpoints(output_dir):
+        if path.name.endswith(".tmp"):
+            os.replace(path, path.with_name(path.name.removesuffix(".tmp")))
+            _fsync_dir(path.parent)
+
+
+def resolve_checkpoint(resume_from_checkpoint: str | None, output_dir: str | os.PathLike,
+                       start_over: bool = False) -> Path | None:
     """Turn ``--resume_from_checkpoint`` (a path, ``latest`` or None) into a checkpoint folder.
 
-    ``latest`` with no checkpoint yet returns None (a preemptible job script can always pass it);
-    an explicit path that is missing or incomplete is the user's error.
+    ``latest`` with no checkpoint yet returns None (a preemptible job script can always pass it), but when
+    checkpoints were there and none is complete it is an error unless ``start_over``
+    (``--overwrite_output_dir``); an explicit path that is missing or incomplete is the user's error.
     """
     if not resume_from_checkpoint:
         return None
     if resume_from_checkpoint == "latest":
         found = list_checkpoints(output_dir)
-        return found[-1][1] if found else None
+        if found:
+            return found[-1][1]
+        lost = leftovers(output_dir)
+        if lost and not start_over:
+            raise CorefBertError(
+                f"--resume_from_checkpoint latest: no complete checkpoint, though earlier ones were here "
+                f"({', '.join(lost)}); nothing to resume from. Pass --overwrite_output_dir to start over (deletes "
+                "them) or another --output_dir", path=checkpoints_root(output_dir))
+        return None
     path = Path(resume_from_checkpoint)
     if not path.is_dir():
         raise CorefBertError(
             "checkpoint folder not found; pass an existing output_dir/checkpoints/step_N or 'latest'",
             path=path,
         )
+    if not is_complete(path) and (path / "config.json").is_file():
+        raise CorefBertError(
+            "a final model folder, not a checkpoint (no trainer state to resume from); to start a new run from "
+            f"its weights pass --model_name_or_path {path}, or resume from output_dir/checkpoints/step_N or "
+            "'latest'", path=path)
     if not is_complete(path):
         raise CorefBertError(
             f"incomplete checkpoint (no readable {STATE_FILE}: the save was interrupted); "
@@ -117,6 +158,11 @@ def check_writable(output_dir: str | os.PathLike, flag: str = "--output_dir") ->
             f"{flag} cannot be written ({_reason(err)}); free space, fix its permissions or choose another "
             f"{flag}", path=path,
         ) from None
+
+
+def os_error_reason(err: OSError) -> str:
+    """A short reason for a failed write: disk full, read-only file system, permission denied, ..."""
+    return _reason(err)
 
 
 def _reason(err: OSError) -> str:
@@ -223,6 +269,8 @@ def atomic_save_state(accelerator, final: Path, trainer_state: dict, fallback: s
     tmp = final.with_name(final.name + ".tmp")
     if accelerator.is_main_process:
         final.parent.mkdir(parents=True, exist_ok=True)
+        if final.parent.name == "checkpoints":
+            recover_interrupted_saves(final.parent.parent)
         for stale in [*final.parent.glob("*.tmp"), *final.parent.glob("*.deleting")]:
             remove_folder(stale)
     accelerator.wait_for_everyone()
@@ -263,9 +311,10 @@ def _fail_everywhere(accelerator, error: Exception | None, tmp: Path, what: str,
     raise _write_error(tmp, what, reason, fallback) from None
 
 
-def truncate_log(path: Path, step: int) -> None:
+def truncate_log(path: Path, step: int, evaluated: bool = True) -> None:
     """After a resume from ``step``, drop the log records the killed run wrote past it (so every step is
-    logged once, as in an uninterrupted run)."""
+    logged once, as in an uninterrupted run). ``evaluated=False``: the checkpoint was saved before the
+    evaluation of its step (the last one), which the resumed run repeats, so those records go too."""
     if not path.is_file():
         return
     kept = []
@@ -274,7 +323,8 @@ def truncate_log(path: Path, step: int) -> None:
             record = json.loads(line)
         except ValueError:
             continue  # a line cut by the kill
-        if record.get("step", 0) <= step:
+        at = record.get("step", 0)
+        if at < step or (at == step and (evaluated or record.get("split") in ("train", "resume", "signal"))):
             kept.append(line)
     # Rewritten beside and renamed: a kill right after a resume must not cost the log of the whole run.
     tmp = path.with_name(path.name + ".tmp")
@@ -319,6 +369,17 @@ def save_checkpoint(accelerator, output_dir: str | os.PathLike, step: int, train
     return final
 
 
+_MISMATCH = re.compile(r"Error\(s\) in loading state_dict|size mismatch for|Missing key\(s\)|Unexpected key\(s\)")
+
+
+def _mismatch_detail(text: str) -> str:
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith(("size mismatch", "Missing key", "Unexpected key")):
+            return line[:160]
+    return text.strip().splitlines()[0][:160]
+
+
 def load_checkpoint(accelerator, path: str | os.PathLike, fallbacks=()) -> tuple[Path, dict]:
     """Restore everything a checkpoint holds; returns the folder used and its trainer state.
 
@@ -329,7 +390,7 @@ def load_checkpoint(accelerator, path: str | os.PathLike, fallbacks=()) -> tuple
     candidates = [Path(path), *map(Path, fallbacks)]
     reasons = []
     for index, candidate in enumerate(candidates):
-        error = None
+        error, state = None, None
         try:
             state = read_trainer_state(candidate)
             accelerator.load_state(str(candidate))
@@ -338,6 +399,12 @@ def load_checkpoint(accelerator, path: str | os.PathLike, fallbacks=()) -> tuple
         if not any_process(accelerator, error is not None):
             return candidate, state
         text = str(error).strip().splitlines()[0][:200] if error is not None and str(error).strip() else ""
+        if _MISMATCH.search(str(error)):  # a healthy checkpoint of another model: every earlier one is too
+            model = state.get("settings", {}).get("model_name_or_path") if isinstance(state, dict) else None
+            raise CorefBertError(
+                f"the checkpoint does not match the model ({_mismatch_detail(str(error))}); resume with the model "
+                f"it was trained from{f' (--model_name_or_path {model})' if model else ''}, or start a new run "
+                "in another --output_dir", path=candidate)
         reasons.append(f"{type(error).__name__}: {text}" if error is not None else "unreadable on another process")
         if index + 1 < len(candidates) and accelerator.is_main_process:
             print(f"warning: {candidate}: checkpoint cannot be loaded ({reasons[-1]}); trying "

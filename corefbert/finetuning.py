@@ -26,6 +26,7 @@ from accelerate import Accelerator
 from accelerate.utils import set_seed
 from torch.utils.data import DataLoader, Dataset
 
+from corefbert import run_lock
 from corefbert.arguments import parse_args
 from corefbert.checkpointing import check_writable, resolve_checkpoint
 from corefbert.errors import CorefBertError, cli_entry
@@ -202,12 +203,28 @@ def report_results(results: dict[str, float]) -> dict[str, float]:
 
 
 class FinetuningJob(TrainingJob):
-    """A task's loss is its model's ``.loss``; evaluation keeps ``output_dir/best`` (:class:`Evaluator`)."""
+    """A task's loss is its model's ``.loss``; evaluation keeps ``output_dir/best`` (:class:`Evaluator`);
+    the end of training saves ``output_dir/last``."""
 
     evaluate_each_epoch = True
 
-    def __init__(self, evaluator: Evaluator, eval_loader):
-        self.evaluator, self.eval_loader = evaluator, eval_loader
+    def __init__(self, task: FinetuningTask, args: FinetuningArguments, evaluator: Evaluator, eval_loader):
+        self.task, self.args, self.evaluator, self.eval_loader = task, args, evaluator, eval_loader
+
+    def on_train_end(self, model, step: int) -> None:
+        save_model(self.task, model, self.evaluator.accelerator, os.path.join(self.args.output_dir, "last"))
+
+    def settings(self) -> dict:
+        """What decides the result beyond the training flags: the model, the task's flags and the size of each
+        input file it names (a resume on other files is refused)."""
+        task_args = getattr(self.task, "task_args", None)
+        task_args = asdict(task_args) if task_args is not None else {}
+        paths = [v for value in task_args.values() for v in (value if isinstance(value, list) else [value])
+                 if isinstance(v, str) and os.path.isfile(v)]
+        return {"model_name_or_path": self.args.model_name_or_path, "task": self.task.name,
+                "task_args": json.loads(json.dumps(task_args, default=str)),
+                "max_train_samples": self.args.max_train_samples,
+                "file_sizes": {path: os.path.getsize(path) for path in paths}}
 
     def evaluate(self, model, step: int, epoch: float) -> None:
         if self.eval_loader is not None:
@@ -230,7 +247,14 @@ def run_finetuning(task: FinetuningTask, args: FinetuningArguments) -> dict[str,
         check_writable(args.output_dir)
     accelerator = build_accelerator(args)
     set_seed(args.seed)
-    prepare_output_dir(args, accelerator)
+    prepare_output_dir(args, accelerator)  # takes the folder's lock: released when the run ends, however it ends
+    try:
+        return _run(task, args, accelerator)
+    finally:
+        run_lock.release(args.output_dir)
+
+
+def _run(task: FinetuningTask, args: FinetuningArguments, accelerator) -> dict[str, float]:
     logger = JsonlLogger(os.path.join(args.output_dir, LOG_FILE), enabled=accelerator.is_main_process)
     train_set, eval_set, predict_set = _datasets(task, args, accelerator)
     model = task.build_model()
@@ -248,8 +272,7 @@ def run_finetuning(task: FinetuningTask, args: FinetuningArguments) -> dict[str,
     if args.do_train:
         model, train_results = _train(task, args, accelerator, model, loader(train_set, args.per_device_train_batch_size,
                                                                              True), eval_loader, evaluator)
-        results.update(train_results)
-        save_model(task, model, accelerator, os.path.join(args.output_dir, "last"))
+        results.update(train_results)  # last/ was saved at the end of training (FinetuningJob.on_train_end)
         reloaded_best = args.load_best_model_at_end and evaluator.best_step is not None
         if reloaded_best:
             task.load_weights(accelerator.unwrap_model(model), evaluator.best_dir)
@@ -304,7 +327,7 @@ def _train(task, args, accelerator, model, train_loader, eval_loader, evaluator)
     # len() after prepare: per-process batches, so the schedule is right on N processes.
     total_steps = total_training_steps(args, len(train_loader))
     scheduler = build_scheduler(optimizer, args, total_steps)
-    job = FinetuningJob(evaluator, accelerator.prepare(eval_loader) if eval_loader is not None else None)
+    job = FinetuningJob(task, args, evaluator, accelerator.prepare(eval_loader) if eval_loader is not None else None)
     return model, train(job, args, accelerator, model, optimizer, scheduler, train_loader, total_steps,
                         project=f"corefbert_{task.name}")
 

@@ -8,8 +8,11 @@ before, during and after training, and ``final/`` with its model card.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 
+from corefbert import run_lock
 from corefbert.errors import CorefBertError
 from corefbert.pretraining_args import PretrainingArguments
 from corefbert.pretraining_data import (
@@ -19,9 +22,8 @@ from corefbert.pretraining_data import (
     pretraining_dataloader,
 )
 from corefbert.pretraining_report import evaluate
-from corefbert.run_outputs import JsonlLogger
 from corefbert.training import (
-    LOG_FILE,
+    RunLog,
     StepOutput,
     TrainingJob,
     build_accelerator,
@@ -36,10 +38,14 @@ from corefbert.training import (
 class PretrainingJob(TrainingJob):
     """MLM + MRP loss per micro-batch; held-out MLM/MRP metrics at the start and every ``--eval_steps``."""
 
-    def __init__(self, train_collate: SeededCollate, eval_loader, accelerator, output_dir: Path, with_tracking: bool):
+    def __init__(self, train_collate: SeededCollate, eval_loader, accelerator, output_dir: Path, with_tracking: bool,
+                 run_settings: dict | None = None, final=None):
         self.train_collate, self.eval_loader = train_collate, eval_loader
         self.accelerator, self.with_tracking = accelerator, with_tracking
-        self.logger = JsonlLogger(str(output_dir / LOG_FILE), enabled=accelerator.is_main_process)
+        self.logger = RunLog(output_dir, accelerator)
+        self.run_settings = run_settings or {}
+        self.final = final  # final(model, before, after) -> the final/ folder, at the end of training
+        self.final_dir: Path | None = None
         self.before: dict | None = None  # held-out metrics of the starting weights (kept across resumes)
         self.metrics: dict | None = None  # the latest held-out metrics
 
@@ -68,6 +74,13 @@ class PretrainingJob(TrainingJob):
                                f"{metrics['mlm_accuracy']:.3f}")
         return metrics
 
+    def on_train_end(self, model, step: int) -> None:
+        if self.final is not None:
+            self.final_dir = self.final(model, self.before, self.metrics)
+
+    def settings(self) -> dict:
+        return self.run_settings
+
     def state_dict(self) -> dict:
         return {"before": self.before}
 
@@ -81,6 +94,16 @@ def run_pretraining(args: PretrainingArguments, data_args=None, splits=None) -> 
     The corpus comes from ``splits`` (a DatasetDict with train/validation), else ``args.dataset_dir``,
     else ``corefbert.corpus.prepare_corpus(data_args, tokenizer)``.
     """
+    args.validate()
+    check_training_start(args)
+    accelerator = build_accelerator(args)
+    try:
+        return _run(args, data_args, splits, accelerator)
+    finally:
+        run_lock.release(args.output_dir)
+
+
+def _run(args: PretrainingArguments, data_args, splits, accelerator) -> dict[str, float]:
     from accelerate.utils import set_seed
     from transformers import AutoTokenizer
 
@@ -88,9 +111,6 @@ def run_pretraining(args: PretrainingArguments, data_args=None, splits=None) -> 
     from corefbert.modeling import load_pretraining_model
     from corefbert.pretraining_report import final_save, print_summary
 
-    args.validate()
-    check_training_start(args)
-    accelerator = build_accelerator(args)
     set_seed(args.seed)
     output_dir = prepare_output_dir(args, accelerator)
     model = load_pretraining_model(
@@ -119,20 +139,43 @@ def run_pretraining(args: PretrainingArguments, data_args=None, splits=None) -> 
     # Built on the prepared optimizer: DeepSpeed ZeRO-3 regroups the parameters it was handed, and a
     # scheduler made on the original groups then fails at its first step.
     scheduler = build_scheduler(optimizer, args, args.max_steps)
-    job = PretrainingJob(train_collate, eval_dl, accelerator, output_dir, args.with_tracking)
+    job = PretrainingJob(train_collate, eval_dl, accelerator, output_dir, args.with_tracking,
+                         run_settings=pretraining_settings(args, train_rows, eval_rows),
+                         final=lambda model, before, after: final_save(accelerator, model, tokenizer, args, before,
+                                                                      after))
     results = train(job, args, accelerator, model, optimizer, scheduler, train_dl, args.max_steps,
                     project="corefbert_pretraining")
-    if job.metrics is None:  # resumed from a checkpoint at max_steps: nothing was left to train
-        job.evaluate(model, results["train_steps"], 0.0)
     metrics = job.metrics
     if accelerator.scaler is not None:
         accelerator.print(f"fp16: {results['train_fp16_skipped_updates']} of {results['train_steps']} optimizer "
                           f"steps skipped for gradient overflow; final loss scale {results['train_fp16_loss_scale']:.3g}")
-    final_dir = final_save(accelerator, model, tokenizer, args, job.before, metrics)
     if args.with_tracking:
         accelerator.end_training()
-    print_summary(accelerator, args, job.before, metrics, final_dir)
+    print_summary(accelerator, args, job.before, metrics, job.final_dir)
     return metrics
+
+
+#: Pretraining flags that decide the result besides the shared ones (docs: "Resume checks what it resumes").
+PRETRAINING_SETTINGS = ("model_name_or_path", "mlm_probability", "mrp_ratio", "mrp_loss_weight", "mrp_official_loss",
+                        "max_eval_samples")
+
+
+def pretraining_settings(args: PretrainingArguments, train_rows, eval_rows) -> dict:
+    """What a pretraining checkpoint records beyond the shared settings: the model, the masking and MRP
+    flags, and a fingerprint of the corpus (row counts and a hash of sampled rows: another corpus, sequence
+    length or tokenizer changes it; moving the same corpus does not)."""
+    return {**{name: getattr(args, name) for name in PRETRAINING_SETTINGS},
+            "corpus": f"{len(train_rows)} train + {len(eval_rows)} held-out rows, sha256 "
+                      f"{_rows_digest(train_rows)}/{_rows_digest(eval_rows)}"}
+
+
+def _rows_digest(rows) -> str:
+    """SHA-256 (12 hex digits) of the input_ids of up to 8 rows spread over ``rows``."""
+    picks = sorted({round(i * (len(rows) - 1) / 7) for i in range(8)}) if len(rows) else []
+    digest = hashlib.sha256()
+    for index in picks:
+        digest.update(json.dumps([index, list(rows[index]["input_ids"])]).encode())
+    return digest.hexdigest()[:12]
 
 
 def _corpus(args, data_args, splits, tokenizer, accelerator):

@@ -30,12 +30,15 @@ from pathlib import Path
 
 import torch
 
+from corefbert import run_lock
 from corefbert.checkpointing import (
     StopSignal,
     any_process,
     checkpoints_root,
     list_checkpoints,
     load_checkpoint,
+    os_error_reason,
+    read_trainer_state,
     remove_folder,
     resolve_checkpoint,
     save_checkpoint,
@@ -45,8 +48,11 @@ from corefbert.errors import CorefBertError
 from corefbert.run_outputs import JsonlLogger
 from corefbert.training_args import (
     TrainingArguments,
+    changed_settings,
     check_output_dir,
+    refuse_changed_settings,
     resolve_mixed_precision,
+    run_settings,
     tracking_backends,
 )
 
@@ -78,7 +84,16 @@ class TrainingJob:
         """Called before the batches of each epoch are drawn (also for the epoch a resume continues)."""
 
     def evaluate(self, model, step: int, epoch: float) -> None:
-        """Called every ``--eval_steps``, at epoch ends when :attr:`evaluate_each_epoch`, and at the last step."""
+        """Called every ``--eval_steps``, at epoch ends when :attr:`evaluate_each_epoch`, and at the last step
+        (after its checkpoint; again on a resume from that checkpoint)."""
+
+    def on_train_end(self, model, step: int) -> None:
+        """The final save, after the last evaluation; a signal meanwhile waits for it to finish."""
+
+    def settings(self) -> dict:
+        """JSON-able settings that decide the result beyond :class:`TrainingArguments` (corpus, model, task
+        files): kept in each checkpoint; a resume under other values is refused (``--ignore_changed_settings``)."""
+        return {}
 
     def state_dict(self) -> dict:
         """JSON-able state to keep in each checkpoint (e.g. the best metric so far)."""
@@ -126,11 +141,20 @@ def prepare_output_dir(args: TrainingArguments, accelerator) -> Path:
     """Create ``output_dir``; on ``--overwrite_output_dir`` (no resume) delete the earlier run's checkpoints
     and log, which would otherwise be rotated into this run and found by ``latest``."""
     output_dir = Path(args.output_dir)
+    refused = None
     if accelerator.is_main_process:
         output_dir.mkdir(parents=True, exist_ok=True)
-        if args.overwrite_output_dir and not args.resume_from_checkpoint:
-            remove_folder(checkpoints_root(output_dir))
-            (output_dir / LOG_FILE).unlink(missing_ok=True)
+        try:  # held until run_lock.release(output_dir) or this process ends
+            run_lock.acquire(output_dir)
+        except CorefBertError as err:
+            refused = err
+    if any_process(accelerator, refused is not None):
+        raise refused or CorefBertError("another run is using this --output_dir", path=output_dir)
+    if accelerator.is_main_process and args.overwrite_output_dir and (
+            not args.resume_from_checkpoint
+            or (args.resume_from_checkpoint == "latest" and not list_checkpoints(output_dir))):
+        remove_folder(checkpoints_root(output_dir))
+        (output_dir / LOG_FILE).unlink(missing_ok=True)
     accelerator.wait_for_everyone()
     return output_dir
 
@@ -139,7 +163,8 @@ def check_training_start(args: TrainingArguments) -> None:
     """Everything about the output folder that must fail before any model or data is loaded."""
     from corefbert.checkpointing import check_writable
 
-    resolve_checkpoint(args.resume_from_checkpoint, args.output_dir)  # a bad path fails first
+    resolve_checkpoint(args.resume_from_checkpoint, args.output_dir, args.overwrite_output_dir)  # bad path first
+    run_lock.refuse_if_locked(args.output_dir)
     check_output_dir(args)
     check_writable(args.output_dir)
 
@@ -172,12 +197,46 @@ def train(job: TrainingJob, args: TrainingArguments, accelerator, model, optimiz
     loop = _Loop(job, args, accelerator, model, optimizer, scheduler, train_loader, total_steps)
     if args.with_tracking:
         accelerator.init_trackers(project, config=_flat(asdict(args)))
-    loop.resume()
-    job.on_train_begin(model, loop.step)
-    model.train()
-    with _progress(args, accelerator, total_steps, loop.step) as bar, StopSignal() as stop:
-        loop.run(bar, stop)
+    with StopSignal() as stop:  # to the end: the final evaluation and save included
+        loop.stop = stop
+        loop.resume()
+        job.on_train_begin(model, loop.step)
+        model.train()
+        with _progress(args, accelerator, total_steps, loop.step) as bar:
+            loop.bar = bar
+            if loop.step >= total_steps:  # resumed from the last step's checkpoint, saved before its evaluation
+                loop.final_evaluation()
+            else:
+                loop.run()
+        job.on_train_end(model, loop.step)
+        if stop.received is not None:  # during the final save: it finished, so nothing is left to do
+            accelerator.print(f"{signal.Signals(stop.received).name} came during the final save; the run is complete")
     return loop.results()
+
+
+class RunLog:
+    """``log.jsonl`` of a run (written by the main process): a failed append (disk full, ...) stops every
+    process with one line naming the checkpoint that is intact, as a failed checkpoint save does.
+
+    Every process must call :meth:`log` at the same point (they agree on the failure)."""
+
+    def __init__(self, output_dir: Path, accelerator):
+        self.output_dir, self.accelerator = Path(output_dir), accelerator
+        self.path = str(self.output_dir / LOG_FILE)
+        self._logger = JsonlLogger(self.path, enabled=accelerator.is_main_process)
+
+    def log(self, record: dict) -> None:
+        error = None
+        try:
+            self._logger.log(record)
+        except OSError as err:
+            error = err
+        if any_process(self.accelerator, error is not None, if_peer_gone=True):
+            found = list_checkpoints(self.output_dir)
+            intact = f"the last complete checkpoint is {found[-1][1]}" if found else "no checkpoint was written yet"
+            reason = os_error_reason(error) if error is not None else "failed on the main process"
+            raise CorefBertError(f"could not append to the log ({reason}); {intact}. Free space or choose another "
+                                 "--output_dir, then rerun with --resume_from_checkpoint latest", path=self.path)
 
 
 class _Loop:
@@ -188,7 +247,10 @@ class _Loop:
         self.model, self.optimizer, self.scheduler, self.train_loader = model, optimizer, scheduler, train_loader
         self.total_steps = total_steps
         self.output_dir = Path(args.output_dir)
-        self.logger = JsonlLogger(str(self.output_dir / LOG_FILE), enabled=accelerator.is_main_process)
+        self.logger = RunLog(self.output_dir, accelerator)
+        self.settings = run_settings(args, accelerator.num_processes, str(accelerator.mixed_precision),
+                                     job.settings())
+        self.saved_at = None  # the loop position of the newest checkpoint this process wrote
         accelerator.register_for_checkpointing(scheduler)
         self.step = 0
         self.state = {"epoch": 0, "batches_in_epoch": 0, "tokens": 0, "overflow_steps": 0, "skipped_in_a_row": 0,
@@ -202,13 +264,15 @@ class _Loop:
 
     def resume(self) -> None:
         args = self.args
-        checkpoint = resolve_checkpoint(args.resume_from_checkpoint, self.output_dir)
+        checkpoint = resolve_checkpoint(args.resume_from_checkpoint, self.output_dir, args.overwrite_output_dir)
         if checkpoint is None:
             if args.resume_from_checkpoint == "latest":
                 self.accelerator.print(f"no checkpoint under {checkpoints_root(self.output_dir)} yet: starting fresh")
             if self.accelerator.is_main_process:  # a fresh run starts a fresh log (a run killed before its
                 Path(self.logger.path).unlink(missing_ok=True)  # first checkpoint may have left one)
             return
+        refuse_changed_settings(changed_settings(read_trainer_state(checkpoint).get("settings"), self.settings),
+                                checkpoint, args.ignore_changed_settings, self.accelerator.print)
         earlier = [path for _, path in reversed(list_checkpoints(self.output_dir)) if path != checkpoint]
         checkpoint, saved = load_checkpoint(self.accelerator, checkpoint,
                                             earlier if args.resume_from_checkpoint == "latest" else ())
@@ -216,12 +280,12 @@ class _Loop:
         self.state.update({k: v for k, v in saved.items() if k in self.state})
         self.job.load_state_dict(saved.get("job", {}))
         self.accelerator.print(f"resumed from {checkpoint} at step {self.step} (epoch {self.state['epoch']})")
+        self.saved_at = self._position()
         if self.accelerator.is_main_process:
-            truncate_log(Path(self.logger.path), self.step)
+            truncate_log(Path(self.logger.path), self.step, evaluated=self.step < self.total_steps)
         self.logger.log({"split": "resume", "step": self.step, "resumed_from": str(checkpoint)})
 
-    def run(self, bar, stop: StopSignal) -> None:
-        self.bar, self.stop = bar, stop
+    def run(self) -> None:
         state = self.state
         while self.step < self.total_steps:
             self.job.on_epoch_begin(state["epoch"])
@@ -292,18 +356,23 @@ class _Loop:
             self._log()
         epoch_end = state["epoch_end_pending"]
         state["epoch_end_pending"] = False
-        if ((args.eval_steps and self.step % args.eval_steps == 0) or self.step == self.total_steps
-                or (epoch_end and self.job.evaluate_each_epoch and not args.eval_steps)):
-            self.job.evaluate(self.model, self.step, self._epoch_float())
         every = args.checkpointing_steps
         periodic = (every == "epoch" and epoch_end) or (every not in (None, "epoch") and self.step % int(every) == 0)
-        if self._signal_or_periodic(periodic):
-            return True
         if self.step >= self.total_steps:
-            if every is not None and not any(s == self.step for s, _ in list_checkpoints(self.output_dir)):
-                self._checkpoint()  # a finished run always leaves its last step resumable
+            # Save first, then evaluate: a signal or kill in the final evaluation or save costs no step.
+            self._signal_or_periodic(every is not None)
+            self.final_evaluation()
             return True
-        return False
+        if ((args.eval_steps and self.step % args.eval_steps == 0)
+                or (epoch_end and self.job.evaluate_each_epoch and not args.eval_steps)):
+            self.job.evaluate(self.model, self.step, self._epoch_float())
+        return self._signal_or_periodic(periodic)
+
+    def final_evaluation(self) -> None:
+        """The last step's evaluation (after its checkpoint); a signal during it saves (when the checkpoint
+        is not there yet) and exits, and the resume evaluates again."""
+        self.job.evaluate(self.model, self.step, self._epoch_float())
+        self._signal_or_periodic(periodic=False)
 
     def _count_skip(self, what) -> None:
         """One more skipped step; ``--max_consecutive_skips`` in a row save and stop (``what(n)`` says why)."""
@@ -316,7 +385,8 @@ class _Loop:
     def _signal_or_periodic(self, periodic: bool) -> bool:
         """Save when due or asked to stop; a received SIGTERM/SIGINT ends the run (SystemExit 128+signal)."""
         stopping = any_process(self.accelerator, self.stop.received is not None)
-        if periodic or stopping:
+        path = checkpoints_root(self.output_dir) / f"step_{self.step}"
+        if periodic or (stopping and self.saved_at != self._position()):
             path = self._checkpoint()
         if stopping:
             name = signal.Signals(self.stop.received or signal.SIGTERM).name
@@ -326,9 +396,16 @@ class _Loop:
             raise SystemExit(128 + (self.stop.received or signal.SIGTERM))
         return False
 
+    def _position(self) -> tuple:
+        return self.step, self.state["epoch"], self.state["batches_in_epoch"]
+
     def _checkpoint(self) -> Path:
-        trainer_state = {**self.state, "job": self.job.state_dict()}
-        return save_checkpoint(self.accelerator, self.output_dir, self.step, trainer_state, self.args.save_total_limit)
+        if self.saved_at == self._position():  # this very position is saved (the last step's save, a resume)
+            return checkpoints_root(self.output_dir) / f"step_{self.step}"
+        trainer_state = {**self.state, "job": self.job.state_dict(), "settings": self.settings}
+        path = save_checkpoint(self.accelerator, self.output_dir, self.step, trainer_state, self.args.save_total_limit)
+        self.saved_at = self._position()
+        return path
 
     def _save_and_stop(self, message: str) -> None:
         self._checkpoint()

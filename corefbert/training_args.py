@@ -8,10 +8,15 @@ paper's setting differs. :meth:`TrainingArguments.validate` is the one place a b
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import os
+import types
+import typing
 from dataclasses import dataclass, field
 
 from corefbert.errors import CorefBertError
+from corefbert.run_lock import LOCK_FILE
 
 MIXED_PRECISION = ("auto", "no", "bf16", "fp16")
 ON_NONFINITE = ("stop", "skip")
@@ -59,6 +64,9 @@ class TrainingArguments:
     save_total_limit: int | None = field(default=2, metadata={"help": "Keep only the last K checkpoints (0: all)."})
     resume_from_checkpoint: str | None = field(
         default=None, metadata={"help": "A checkpoints/step_N folder, or 'latest' (starts fresh when none)."})
+    ignore_changed_settings: bool = field(
+        default=False, metadata={"help": "Resume although a setting that decides the result (batch size, seed, "
+                                         "learning rate, corpus, model, ...) differs from the checkpoint's."})
     num_workers: int = field(default=0, metadata={"help": "DataLoader worker processes."})
     with_tracking: bool = field(default=False, metadata={"help": "Also log to a tracker (see --report_to)."})
     report_to: str = field(default="tensorboard", metadata={"help": "tensorboard | wandb | all."})
@@ -66,6 +74,22 @@ class TrainingArguments:
 
     def validate(self) -> None:
         """Reject values that cannot work, each in one line; subclasses add their own after this."""
+        _check_types(self)
+        if self.output_dir is not None and not self.output_dir.strip():
+            raise CorefBertError("--output_dir is empty; pass the folder the run should write to")
+        for name in ("seed", "num_workers"):
+            if getattr(self, name) < 0:
+                raise CorefBertError(f"--{name} must be >= 0 (got {getattr(self, name)})")
+        for name in ("adam_beta1", "adam_beta2"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise CorefBertError(f"--{name} must be within [0, 1) (got {getattr(self, name)})")
+        if self.adam_epsilon <= 0:
+            raise CorefBertError(f"--adam_epsilon must be > 0 (got {self.adam_epsilon})")
+        if self.learning_rate <= 0:
+            raise CorefBertError(f"--learning_rate must be > 0 (got {self.learning_rate})")
+        if self.max_steps <= 0 and self.num_train_epochs <= 0:
+            raise CorefBertError(f"--num_train_epochs must be > 0 when --max_steps is not given (got "
+                                 f"{self.num_train_epochs})")
         for name in ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps",
                      "logging_steps", "max_consecutive_skips"):
             if getattr(self, name) < 1:
@@ -80,9 +104,9 @@ class TrainingArguments:
             raise CorefBertError(f"--checkpointing_steps {steps!r} must be a positive integer or 'epoch'")
         if not 0.0 <= self.warmup_ratio <= 1.0:
             raise CorefBertError(f"--warmup_ratio must be within [0, 1] (got {self.warmup_ratio})")
-        if self.learning_rate <= 0 or self.max_grad_norm < 0 or self.weight_decay < 0 or self.warmup_steps < 0:
-            raise CorefBertError("--learning_rate must be > 0; --max_grad_norm, --weight_decay and --warmup_steps "
-                                 "must be >= 0")
+        for name in ("max_grad_norm", "weight_decay", "warmup_steps"):
+            if getattr(self, name) < 0:
+                raise CorefBertError(f"--{name} must be >= 0 (got {getattr(self, name)})")
         _check_choice("mixed_precision", self.mixed_precision, MIXED_PRECISION)
         _check_choice("on_nonfinite", self.on_nonfinite, ON_NONFINITE)
         _check_choice("report_to", self.report_to, REPORT_TO)
@@ -100,6 +124,60 @@ class TrainingArguments:
             tracking_backends(self.report_to)
 
 
+_SCALARS = {int, float, str, bool, type(None)}
+
+
+def _check_types(args) -> None:
+    """Every scalar field holds its declared type. A ``--config`` YAML value bypasses argparse's conversion
+    (``max_steps: null``, ``[1, 2]``, ``3.7``); YAML's own spellings are accepted: ``1e-5`` (a string to
+    YAML 1.1) as a float, ``500`` for a string flag, ``mixed_precision: no`` (read as false) as "no"."""
+    hints = typing.get_type_hints(type(args))
+    for f in dataclasses.fields(args):
+        declared = hints.get(f.name)
+        kinds = set(typing.get_args(declared)) if isinstance(declared, types.UnionType) else {declared}
+        if not kinds <= _SCALARS:
+            continue  # lists and other shapes: the subclass checks them
+        value = getattr(args, f.name)
+        setattr(args, f.name, _coerce(f.name, value, kinds))
+
+
+def _coerce(name: str, value, kinds: set):
+    if value is None:
+        if type(None) in kinds:
+            return None
+        raise CorefBertError(f"--{name} needs a value (got null)")
+    if bool in kinds:
+        if isinstance(value, bool):
+            return value
+        raise CorefBertError(f"--{name} must be true or false (got {value!r})")
+    if int in kinds and float not in kinds:
+        if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+            value = int(value)
+        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+            value = int(value)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise CorefBertError(f"--{name} must be an integer (got {value!r})")
+    if float in kinds:
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                pass
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            if not math.isfinite(value):
+                raise CorefBertError(f"--{name} must be a finite number (got {value!r})")
+            return float(value)
+        raise CorefBertError(f"--{name} must be a number (got {value!r})")
+    if isinstance(value, str):
+        return value
+    if value is False and name == "mixed_precision":
+        return "no"  # YAML 1.1 reads a bare no as false
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)  # checkpointing_steps: 500
+    raise CorefBertError(f"--{name} must be a string (got {value!r})")
+
+
 def _check_choice(name: str, value: str, allowed) -> None:
     if value not in allowed:
         raise CorefBertError(f"--{name} {value!r} is not one of {', '.join(allowed)}")
@@ -112,7 +190,8 @@ def check_output_dir(args: TrainingArguments) -> None:
     ``--resume_from_checkpoint latest`` would then continue the old run.
     """
     out = args.output_dir
-    if args.resume_from_checkpoint or args.overwrite_output_dir or not os.path.isdir(out) or not os.listdir(out):
+    if (args.resume_from_checkpoint or args.overwrite_output_dir or not os.path.isdir(out)
+            or not set(os.listdir(out)) - {LOCK_FILE}):
         return
     raise CorefBertError(
         "output directory is not empty (an earlier run?); pass --resume_from_checkpoint latest to continue "
@@ -151,3 +230,44 @@ def resolve_mixed_precision(value: str) -> str | None:
     if torch.cuda.is_available() and torch.cuda.is_bf16_supported():
         return "bf16"
     return "no"
+
+
+#: The settings that decide a run's result: a resume under other values would not repeat the uninterrupted
+#: run (``--max_steps``, evaluation, logging and checkpoint cadence, workers and tracking may change).
+EXACT_SETTINGS = ("seed", "per_device_train_batch_size", "gradient_accumulation_steps", "learning_rate",
+                  "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon", "lr_scheduler_type", "warmup_ratio",
+                  "warmup_steps", "max_grad_norm")
+
+
+def run_settings(args: TrainingArguments, num_processes: int, precision: str, job_settings: dict) -> dict:
+    """What a checkpoint records of the run that wrote it: :data:`EXACT_SETTINGS`, the process count and
+    precision used (the batch per step and the numerics), and the job's own (corpus, model, task files)."""
+    return {**{name: getattr(args, name) for name in EXACT_SETTINGS}, "num_processes": num_processes,
+            "mixed_precision": precision, **job_settings}
+
+
+def changed_settings(saved: dict | None, current: dict) -> list[tuple[str, object, object]]:
+    """``(name, checkpoint's value, this run's value)`` for each recorded setting that differs (a checkpoint
+    from before settings were recorded has none to compare)."""
+    if not saved:
+        return []
+    return [(name, saved[name], value) for name, value in current.items()
+            if name in saved and saved[name] != value]
+
+
+def refuse_changed_settings(changed: list, checkpoint, ignore: bool, warn) -> None:
+    """One line naming the first changed setting and both values, unless ``--ignore_changed_settings``
+    (then ``warn`` gets one line per change)."""
+    if not changed:
+        return
+    if ignore:
+        for name, old, new in changed:
+            warn(f"warning: {name} changed since the checkpoint ({old!r} -> {new!r}); resuming anyway "
+                 "(--ignore_changed_settings): the run will not repeat the uninterrupted one")
+        return
+    name, old, new = changed[0]
+    more = f" (also changed: {', '.join(n for n, _, _ in changed[1:])})" if len(changed) > 1 else ""
+    raise CorefBertError(
+        f"cannot resume: {name} was {old!r} in this checkpoint but is {new!r} now{more}; a resumed run would not "
+        "repeat the run it continues. Use the checkpoint's value, or pass --ignore_changed_settings to resume "
+        "anyway", path=checkpoint)

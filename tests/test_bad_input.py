@@ -235,6 +235,19 @@ def _docred_without_head(w, m):
             "--validation_file", str(DOCRED), "--do_eval"]
 
 
+def _mrp_yaml(text):
+    return lambda w, m: ["--config", _file(w, "run.yaml", text), "--model_name_or_path", str(m),
+                         "--output_dir", str(w / "run"), "--dataset_dir", str(w)]
+
+
+def _final_folder(w):
+    """The final/ model folder of an earlier run (weights and config, no trainer state)."""
+    final = w / "old" / "final"
+    final.mkdir(parents=True)
+    (final / "config.json").write_text("{}")
+    return str(final)
+
+
 GLUE_CLI, QUOREF_CLI, MRQA_CLI = "finetune/run_glue.py", "finetune/run_quoref.py", "finetune/run_mrqa.py"
 DOCRED_CLI, FEVER_CLI, COREF_CLI = "finetune/run_docred.py", "finetune/run_fever.py", "finetune/run_coref.py"
 PREP_CLI, MRP_CLI = "pretrain/prepare_corpus.py", "pretrain/run_mrp.py"
@@ -339,6 +352,22 @@ CASES = [
                        "--train_file", str(FIXTURES / "tiny_corpus.txt")]),
     Case(MRP_CLI, "--with_tracking, tracker not installed",
          mrp("--dataset_dir", "{work}", "--with_tracking"), fault=_no_trackers),
+    Case(MRP_CLI, "YAML max_steps: null", _mrp_yaml("max_steps: null\n")),
+    Case(MRP_CLI, "YAML max_steps: a list", _mrp_yaml("max_steps: [1, 2]\n")),
+    Case(MRP_CLI, "YAML max_steps: 3.7", _mrp_yaml("max_steps: 3.7\n")),
+    Case(MRP_CLI, "YAML batch size 2.5", _mrp_yaml("per_device_train_batch_size: 2.5\n")),
+    Case(MRP_CLI, "negative --seed", mrp("--dataset_dir", "{work}", "--seed", "-1")),
+    Case(MRP_CLI, "negative --num_workers", mrp("--dataset_dir", "{work}", "--num_workers", "-1")),
+    Case(MRP_CLI, "--adam_beta1 out of range", mrp("--dataset_dir", "{work}", "--adam_beta1", "1.5")),
+    Case(MRP_CLI, "negative --adam_epsilon", mrp("--dataset_dir", "{work}", "--adam_epsilon", "-1")),
+    Case(MRP_CLI, "--learning_rate nan", mrp("--dataset_dir", "{work}", "--learning_rate", "nan")),
+    Case(MRP_CLI, "negative --learning_rate", mrp("--dataset_dir", "{work}", "--learning_rate", "-1")),
+    Case(MRP_CLI, "--logging_steps 0", mrp("--dataset_dir", "{work}", "--logging_steps", "0")),
+    Case(MRP_CLI, "--per_device_eval_batch_size 0", mrp("--dataset_dir", "{work}", "--per_device_eval_batch_size", "0")),
+    Case(MRP_CLI, "empty --output_dir", lambda w, m: ["--model_name_or_path", str(m), "--output_dir", "",
+                                                       "--max_steps", "1", "--dataset_dir", str(w)]),
+    Case(MRP_CLI, "resume from a final/ folder",
+         lambda w, m: mrp("--dataset_dir", "{work}", "--resume_from_checkpoint", _final_folder(w))(w, m)),
     Case(MRP_CLI, "corpus of one document (no validation split)",
          lambda w, m: mrp("--train_file", _file(w, "one_document.txt",
                                                 (FIXTURES / "tiny_corpus.txt").read_text().replace("\n\n", "\n")))(w, m)),
