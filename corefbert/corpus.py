@@ -11,6 +11,7 @@ load checks (:mod:`corefbert.corpus_cache`).
 from __future__ import annotations
 
 import argparse
+import glob
 import hashlib
 import json
 import os
@@ -31,13 +32,23 @@ from corefbert.corpus_cache import (
     write_manifest,
 )
 from corefbert.corpus_io import HUGE_DOCUMENT_CHARS, document_sources, merge_read_reports, source_fingerprint
-from corefbert.errors import CorefBertError
+from corefbert.errors import CorefBertError, one_line
 from corefbert.mentions import GROUP_BY_CHOICES, MentionExtractor, load_spacy_pipeline
-from corefbert.packing import COLUMNS, STAT_KEYS, SequencePacker, check_tokenizer, special_token_frame
+from corefbert.packing import (
+    COLUMNS,
+    STAT_KEYS,
+    SequencePacker,
+    check_tokenizer,
+    check_tokenizer_vocabulary,
+    children_die_with_this_process,
+    special_token_frame,
+    tokenizer_identity,
+)
 
 # Bump when the output of the same inputs and settings changes, so old caches are not reused.
 CORPUS_FORMAT_VERSION = 2  # 2: WikiText and CoNLL-2012 readers, escaped WikiExtractor titles, spaCy pieces of 20k
 FINGERPRINT_FILE = "prepare_fingerprint.json"
+MAX_SKIPPED_LINES = 10
 
 
 class _RepeatableList(argparse.Action):
@@ -117,11 +128,25 @@ def load_tokenizer(model_name_or_path: str | None):
     if not model_name_or_path:
         raise CorefBertError("no tokenizer: pass --model_name_or_path (a checkpoint or tokenizer directory)")
     try:
-        return AutoTokenizer.from_pretrained(model_name_or_path)
+        tokenizer = AutoTokenizer.from_pretrained(model_name_or_path)
     except (OSError, ValueError) as err:
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise CorefBertError(f"cannot load a tokenizer ({first_line}); check --model_name_or_path",
                              path=model_name_or_path) from None
+    check_tokenizer_vocabulary(tokenizer, model_name_or_path)
+    return tokenizer
+
+
+def folder_model_config(model_name_or_path: str | None) -> dict | None:
+    """The ``config.json`` of a local model folder as a dict; None for a tokenizer-only folder or a hub name."""
+    path = os.path.join(model_name_or_path or "", "config.json")
+    if not model_name_or_path or not os.path.isfile(path):
+        return None
+    try:
+        config = _read_json(path)
+    except (OSError, ValueError) as err:
+        raise CorefBertError(f"unreadable model config ({type(err).__name__}: {err})", path=path) from None
+    return config if isinstance(config, dict) else None
 
 
 def corpus_fingerprint(args, tokenizer, nlp, train_sources, validation_sources) -> str:
@@ -146,6 +171,19 @@ def corpus_fingerprint(args, tokenizer, nlp, train_sources, validation_sources) 
         "tagger": tagger,
     }
     return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def _check_output_outside_inputs(output_dir: str, args) -> None:
+    """Refuse an ``output_dir`` inside an input folder: the next run would read the prepared corpus as text."""
+    real_output = os.path.realpath(output_dir)
+    for flag, patterns in (("--train_file", args.train_file), ("--validation_file", args.validation_file)):
+        for pattern in [patterns] if isinstance(patterns, str) else patterns or []:
+            if os.path.isdir(pattern) and not glob.has_magic(pattern):
+                folder = os.path.realpath(pattern)
+                if os.path.commonpath([folder, real_output]) == folder:
+                    raise CorefBertError(f"--output_dir {output_dir} is inside the {flag} folder, so the next run "
+                                         "would read the prepared corpus as input; choose an --output_dir "
+                                         "outside it", path=pattern)
 
 
 def _read_json(path):
@@ -175,14 +213,20 @@ def format_summary(summary: dict) -> str:
         if skipped:
             lines.append("    skipped/flagged: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in skipped.items())
                          + " (documents without nouns are kept for MLM only; over-long words are dropped)")
-    for item in summary["skipped_files"]:
-        lines.append(f"  skipped file {item['path']}: {item['reason']}")
+    skipped = [item for item in summary["skipped_files"] if not item.get("duplicate")]
+    for item in skipped[:MAX_SKIPPED_LINES]:
+        lines.append(f"  skipped file {one_line(item['path'])}: {item['reason']}")
+    if len(skipped) > MAX_SKIPPED_LINES:
+        lines.append(f"  ... and {len(skipped) - MAX_SKIPPED_LINES} more skipped file(s), listed in {SUMMARY_FILE}")
+    repeats = len(summary["skipped_files"]) - len(skipped)
+    if repeats:
+        lines.append(f"  {repeats} path(s) led to a file already read (symlinks, a file named twice): read once")
     if summary.get("formats"):
         lines.append("  files read as: " + ", ".join(f"{kind} {n}" for kind, n in sorted(summary["formats"].items())))
     huge = summary.get("huge_documents") or {}
     if huge.get("count"):
         lines.append(f"  documents over {HUGE_DOCUMENT_CHARS:,} characters: {huge['count']} (the longest "
-                     f"{huge['longest']:,}, in {huge['path']})")
+                     f"{huge['longest']:,}, in {one_line(huge['path'])})")
     chunks = summary.get("chunks")
     if chunks:
         parts = []
@@ -209,12 +253,16 @@ def prepare_corpus(args: PrepareArguments, tokenizer=None, nlp=None):
 
     _check_args(args)
     tokenizer = tokenizer if tokenizer is not None else load_tokenizer(args.model_name_or_path)
-    check_tokenizer(tokenizer, args.max_seq_length, args.model_name_or_path)
-    train_sources = document_sources(args.train_file, "--train_file")
-    validation_sources = document_sources(args.validation_file, "--validation_file") if args.validation_file else []
+    check_tokenizer(tokenizer, args.max_seq_length, args.model_name_or_path,
+                    model_config=folder_model_config(args.model_name_or_path))
+    skipped_sources: list[dict] = []  # FIFOs, broken links, files reached twice: in the summary
+    train_sources = document_sources(args.train_file, "--train_file", skipped_sources)
+    validation_sources = (document_sources(args.validation_file, "--validation_file", skipped_sources)
+                          if args.validation_file else [])
     fingerprint = corpus_fingerprint(args, tokenizer, nlp, train_sources, validation_sources)
     output_dir = os.path.abspath(args.output_dir or os.path.join(
         datasets.config.HF_DATASETS_CACHE, "corefbert_prepared", fingerprint))
+    _check_output_outside_inputs(output_dir, args)
     fingerprint_path = os.path.join(output_dir, FINGERPRINT_FILE)
     parent, base = os.path.split(output_dir)
     remove_stale(parent, f"{base}.work-")  # per-process scratch of runs that were killed
@@ -235,7 +283,8 @@ def prepare_corpus(args: PrepareArguments, tokenizer=None, nlp=None):
     work = f"{output_dir}.work-{os.getpid()}"
     os.makedirs(work, exist_ok=True)
     try:
-        return _prepare(args, tokenizer, nlp, train_sources, validation_sources, fingerprint, output_dir, work)
+        return _prepare(args, tokenizer, nlp, train_sources, validation_sources, fingerprint, output_dir, work,
+                        skipped_sources)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -266,13 +315,14 @@ def _read_documents(sources, args, work: str, name: str):
     return docs, _read_json(report)
 
 
-def _prepare(args, tokenizer, nlp, train_sources, validation_sources, fingerprint, output_dir, work):
+def _prepare(args, tokenizer, nlp, train_sources, validation_sources, fingerprint, output_dir, work,
+             skipped_sources=()):
     import datasets
 
     started = time.time()
     docs, report = _read_documents(train_sources, args, work, "train")
     reports = [report]
-    skipped_files = report["skipped_files"]
+    skipped_files = [*skipped_sources, *report["skipped_files"]]
     empty = {"train": report["empty_documents"], "validation": 0}
     if validation_sources:
         validation_docs, val_report = _read_documents(validation_sources, args, work, "validation")
@@ -285,12 +335,15 @@ def _prepare(args, tokenizer, nlp, train_sources, validation_sources, fingerprin
             n_val = max(n_val, 1)
         validation_docs, docs = docs.select(range(n_val)), docs.select(range(n_val, len(docs)))
     if len(docs) == 0:
-        reasons = "; ".join(f"{f['path']}: {f['reason']}" for f in skipped_files) or "no non-empty document"
+        unread = [f for f in skipped_files if not f.get("duplicate")]
+        reasons = "; ".join(f"{one_line(f['path'])}: {f['reason']}" for f in unread[:MAX_SKIPPED_LINES])
+        reasons = (reasons + (f"; and {len(unread) - MAX_SKIPPED_LINES} more" if len(unread) > MAX_SKIPPED_LINES
+                              else "")) or "no non-empty document"
         raise CorefBertError(f"--train_file holds no usable document ({reasons})")
     formats, huge = merge_read_reports(reports)
     if huge["count"]:
         print(f"warning: {huge['count']} document(s) over {HUGE_DOCUMENT_CHARS:,} characters (the longest "
-              f"{huge['longest']:,}, in {huge['path']}); sequences run across whatever such a document holds. "
+              f"{huge['longest']:,}, in {one_line(huge['path'])}); sequences run across whatever such a document holds. "
               "If it is several documents, separate them by blank lines (or WikiText ' = Title = ' lines)",
               file=sys.stderr)
 
@@ -329,7 +382,7 @@ def _prepare(args, tokenizer, nlp, train_sources, validation_sources, fingerprin
     summary = {"fingerprint": fingerprint, "output_dir": output_dir, "seconds": time.time() - started,
                "shard": [args.shard_index, args.num_shards], "skipped_files": skipped_files, "splits": stats,
                "settings": asdict(args), "documents_per_chunk": args.documents_per_chunk, "chunks": chunks,
-               "formats": formats, "huge_documents": huge}
+               "formats": formats, "huge_documents": huge, "tokenizer": tokenizer_identity(tokenizer)}
     staging = os.path.join(work, "staging")
     with writing(staging, "the prepared corpus", "the finished chunks are kept",
                  then="rerun the same command (it reuses them)"):
@@ -370,12 +423,13 @@ def _pack_in_chunks(split, docs, packer, cache, args, fingerprint, work):
             chunk_docs = docs.select(range(start, end))
             num_proc = min(args.num_proc, len(chunk_docs)) if args.num_proc and args.num_proc > 1 else None
             where = f" (chunk {number} of {len(ranges)})" if len(ranges) > 1 else ""
-            rows = chunk_docs.map(
-                packer, batched=True, batch_size=args.preprocessing_batch_size, num_proc=num_proc,
-                remove_columns=chunk_docs.column_names, features=_packed_features(), load_from_cache_file=False,
-                new_fingerprint=f"{fingerprint}-{label}-{args.shard_index}",
-                desc=f"tagging and packing {split}{where}",
-            )
+            with children_die_with_this_process():  # a SIGKILLed run leaves no worker behind
+                rows = chunk_docs.map(
+                    packer, batched=True, batch_size=args.preprocessing_batch_size, num_proc=num_proc,
+                    remove_columns=chunk_docs.column_names, features=_packed_features(),
+                    load_from_cache_file=False, new_fingerprint=f"{fingerprint}-{label}-{args.shard_index}",
+                    desc=f"tagging and packing {split}{where}",
+                )
             if len(rows) == 0:  # datasets can neither save nor reload an empty map output
                 rows = datasets.Dataset.from_dict({c: [] for c in COLUMNS}, features=_packed_features())
             chunk_stats = dict.fromkeys(STAT_KEYS, 0)

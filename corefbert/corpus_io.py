@@ -23,17 +23,19 @@ matches nothing, malformed JSON or a missing text field is a :class:`CorefBertEr
 from __future__ import annotations
 
 import codecs
+import fnmatch
 import glob
 import html
 import io
 import json
 import os
 import re
+import stat
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from corefbert.errors import CorefBertError
+from corefbert.errors import CorefBertError, one_line
 from corefbert.jsonio import open_compressed, read_jsonl
 
 _DOC_OPEN = re.compile(r'^<doc\b[^>]*>\s*$')
@@ -46,6 +48,8 @@ _WIKITEXT_SNIFF_BYTES = 1 << 16
 _PTB_ESCAPES = {"-LRB-": "(", "-RRB-": ")", "-LSB-": "[", "-RSB-": "]", "-LCB-": "{", "-RCB-": "}",
                 "/.": ".", "/?": "?", "/-": "-"}
 _SAVED_DATASET_MARKERS = ("dataset_info.json", "state.json", "dataset_dict.json")
+# Files only prepare_corpus writes (a corpus, its resume chunks): such a folder is output, never input text.
+PREPARED_CORPUS_MARKERS = ("prepare_fingerprint.json", "prepare_summary.json", "prepare_manifest.json")
 _CHUNK = 1 << 20
 # A document this long is most likely several run together (no blank lines, no headings): warned about.
 HUGE_DOCUMENT_CHARS = 1_000_000
@@ -59,39 +63,148 @@ class Source:
     kind: str
 
 
-def document_sources(patterns: list[str] | str | None, what: str = "--train_file") -> list[Source]:
-    """Expand files, directories and globs into sources, in a stable (sorted) order."""
+def document_sources(patterns: list[str] | str | None, what: str = "--train_file",
+                     skipped: list[dict] | None = None) -> list[Source]:
+    """Expand files, directories and globs into sources, in a stable (sorted) order, each file once.
+
+    Files are told apart by what they resolve to (device and inode), so a file reached through several
+    paths (a symlink loop under a ``**`` glob, a file named twice) is read once: the first path in
+    order. ``**`` descends into each real directory once, so symlink loops neither repeat nor hang.
+    FIFOs, sockets, devices and links that lead nowhere are not read (a FIFO would block the run);
+    they and the repeated paths are appended to ``skipped`` as ``{"path", "reason"}``.
+    """
     if isinstance(patterns, str):
         patterns = [patterns]
     if not patterns:
         raise CorefBertError(f"no {what} given; pass text files, a directory or a glob")
+    skipped = [] if skipped is None else skipped
+    first_skip = len(skipped)
     sources: list[Source] = []
+    seen: dict[tuple, str] = {}
     for pattern in patterns:
         if glob.has_magic(pattern):
-            matches = sorted(glob.glob(pattern, recursive=True))
+            matches = sorted(_glob(pattern))
             if not matches:
                 raise CorefBertError(f"{what} glob matches no file; check the pattern", path=pattern)
         else:
-            if not os.path.exists(pattern):
+            if not os.path.lexists(pattern):
                 raise CorefBertError(f"{what} not found; check the path", path=pattern)
             matches = [pattern]
         for match in matches:
-            sources.extend(_expand(match))
+            for source, identity in _expand(match, what, skipped):
+                if seen.get(identity) == source.path:  # "dir/**" lists a folder and then its files again
+                    continue
+                if identity in seen:
+                    skipped.append({"path": source.path, "reason": f"same file as {seen[identity]} (read once)",
+                                    "duplicate": True})
+                    continue
+                seen[identity] = source.path
+                sources.append(source)
+    unique = {item["path"]: item for item in skipped[first_skip:]}  # a FIFO found twice is reported once
+    skipped[first_skip:] = unique.values()
     if not sources:
-        raise CorefBertError(f"{what} {patterns} holds no file")
+        reasons = "; ".join(f"{one_line(s['path'])}: {s['reason']}" for s in skipped[first_skip:][:3])
+        raise CorefBertError(f"{what} {patterns} holds no file" + (f" that can be read ({reasons})" if reasons else ""))
     return sources
 
 
-def _expand(path: str) -> list[Source]:
+def _glob(pattern: str) -> list[str]:
+    """``glob.glob(pattern, recursive=True)``, but ``**`` enters each real directory once.
+
+    Python's own ``**`` follows symlinked directories without remembering them: a link to an ancestor
+    lists the same files ~40 times (until the path is too long to resolve), two such links never end.
+    """
+    if "**" not in pattern:
+        return glob.glob(pattern)
+    parts = pattern.split(os.sep)
+    fixed = next(i for i, part in enumerate(parts) if glob.has_magic(part))
+    root = os.sep.join(parts[:fixed]) or (os.sep if pattern.startswith(os.sep) else os.curdir)
+    found: list[str] = []
+    entered: set[tuple[int, int]] = set()
+
+    def join(folder: str, name: str) -> str:
+        return name if folder == os.curdir and fixed == 0 else os.path.join(folder, name)
+
+    def names(folder: str, part: str) -> list[str]:
+        try:
+            entries = sorted(os.listdir(folder))
+        except OSError:
+            return []
+        return [n for n in entries if part.startswith(".") or not n.startswith(".")]
+
+    def walk(folder: str, rest: list[str]) -> None:
+        if not rest:
+            found.append(folder)
+            return
+        part, tail = rest[0], rest[1:]
+        if part == "**":
+            try:
+                info = os.stat(folder)
+            except OSError:
+                return
+            if (info.st_dev, info.st_ino) in entered:
+                return
+            entered.add((info.st_dev, info.st_ino))
+            walk(folder, tail)  # zero directories
+            for name in names(folder, part):
+                path = join(folder, name)
+                if os.path.isdir(path):
+                    walk(path, rest)
+                elif not tail:
+                    found.append(path)
+        elif glob.has_magic(part):
+            for name in names(folder, part):
+                if fnmatch.fnmatchcase(name, part) and (not tail or os.path.isdir(join(folder, name))):
+                    walk(join(folder, name), tail)
+        elif os.path.lexists(join(folder, part)) if not tail else os.path.isdir(join(folder, part)):
+            walk(join(folder, part), tail)
+
+    walk(root, parts[fixed:])
+    # A trailing "**" names the folders too (as glob does); their files are listed by _expand.
+    return list(dict.fromkeys(path for path in found if path != os.curdir))
+
+
+def _prepared_corpus_marker(folder: str) -> str | None:
+    return next((m for m in PREPARED_CORPUS_MARKERS if os.path.isfile(os.path.join(folder, m))), None)
+
+
+def _refuse_prepared_corpus(folder: str, what: str) -> None:
+    marker = _prepared_corpus_marker(folder)
+    if marker is not None:
+        raise CorefBertError(f"{what} includes a corpus written by prepare_corpus.py (it holds {marker}): packed "
+                             "token ids, not text. Put --output_dir outside the input folder (delete this one "
+                             "or move it) or list the text files themselves", path=folder)
+
+
+def _file_source(path: str, skipped: list[dict]) -> list[tuple[Source, tuple]]:
+    try:
+        info = os.stat(path)  # follows symlinks: a loop or a dangling link raises
+    except OSError as err:
+        skipped.append({"path": os.path.abspath(path), "reason": f"cannot be opened ({err.strerror or err})"})
+        return []
+    if not stat.S_ISREG(info.st_mode):
+        kind = ("a FIFO" if stat.S_ISFIFO(info.st_mode) else "a socket" if stat.S_ISSOCK(info.st_mode)
+                else "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode) else "not a file")
+        skipped.append({"path": os.path.abspath(path), "reason": f"not a regular file ({kind}); not read"})
+        return []
+    return [(Source(os.path.abspath(path), "file"), (info.st_dev, info.st_ino))]
+
+
+def _expand(path: str, what: str, skipped: list[dict]) -> list[tuple[Source, tuple]]:
+    """The sources of one path, each with the identity of what it resolves to."""
     if not os.path.isdir(path):
-        return [Source(os.path.abspath(path), "file")]
+        return _file_source(path, skipped)
+    _refuse_prepared_corpus(path, what)
     if any(os.path.isfile(os.path.join(path, m)) for m in _SAVED_DATASET_MARKERS):
-        return [Source(os.path.abspath(path), "dataset")]
+        return [(Source(os.path.abspath(path), "dataset"), ("dataset", os.path.realpath(path)))]
     found = []
+    # os.walk does not follow symlinked folders (no loops); every file is stat-ed for its identity.
     for root, dirs, files in os.walk(path):
+        _refuse_prepared_corpus(root, what)
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        found.extend(Source(os.path.abspath(os.path.join(root, f)), "file")
-                     for f in sorted(files) if not f.startswith("."))
+        for name in sorted(files):
+            if not name.startswith("."):
+                found.extend(_file_source(os.path.join(root, name), skipped))
     return found
 
 

@@ -10,6 +10,14 @@ from typing import TypeVar
 F = TypeVar("F", bound=Callable[..., object])
 
 
+def one_line(text: object) -> str:
+    """``text`` with line breaks and other control characters escaped (``\\n``), so it prints as one line.
+
+    A file name may hold a newline; printed as is, one error would read as two ``error:`` lines.
+    """
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in str(text))
+
+
 class CorefBertError(Exception):
     """A problem with the user's input or setup: one line saying where, what is wrong, what to do.
 
@@ -19,7 +27,7 @@ class CorefBertError(Exception):
     def __init__(self, message: str, *, path: object | None = None, position: object | None = None):
         where = ""
         if path is not None:
-            where = f"{path}"
+            where = one_line(path)
             if position is not None:
                 where += f":{position}"
             where += ": "
@@ -34,7 +42,10 @@ def cli_entry(main: F) -> F:
         try:
             return main(*args, **kwargs)
         except CorefBertError as err:
-            print(f"error: {err}", file=sys.stderr)
+            # One write of the whole line: print() writes the newline separately, and two processes
+            # failing at once (DDP) could then join their lines.
+            sys.stderr.write(f"error: {one_line(err)}\n")
+            sys.stderr.flush()
             sys.exit(2)
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)

@@ -123,7 +123,12 @@ def split_long_text(text: str, max_chars: int) -> list[tuple[int, str]]:
     Cuts go after the last paragraph break that fits, else a line break, a sentence end, a space;
     only text with no whitespace at all in ``max_chars`` characters is cut mid-word.
     """
-    pieces: list[tuple[int, str]] = []
+    return [(offset, piece) for offset, piece, _ in iter_pieces(text, max_chars)]
+
+
+def iter_pieces(text: str, max_chars: int) -> Iterator[tuple[int, str, bool]]:
+    """``split_long_text``'s parts one at a time, each with whether it is the last: a long text is not
+    copied whole into a list of pieces."""
     start = 0
     while len(text) - start > max_chars:
         window = text[start : start + max_chars]
@@ -134,10 +139,9 @@ def split_long_text(text: str, max_chars: int) -> list[tuple[int, str]]:
                 cut = ends[-1]
                 break
         cut = cut or max_chars
-        pieces.append((start, window[:cut]))
+        yield start, window[:cut], False
         start += cut
-    pieces.append((start, text[start:]))
-    return pieces
+    yield start, text[start:], True
 
 
 class MentionExtractor:
@@ -197,9 +201,8 @@ class MentionExtractor:
     def _docs(self, texts: Iterable[str]):
         def pieces():
             for text in texts:
-                parts = split_long_text(text, self.max_chars) if len(text) > self.max_chars else [(0, text)]
-                for i, (offset, piece) in enumerate(parts):
-                    yield piece, (offset, i == len(parts) - 1)
+                for offset, piece, last in iter_pieces(text, self.max_chars):
+                    yield piece, (offset, last)
 
         if self.is_language:
             if self.n_process != 1:  # one stream: each pipe call would start the workers afresh

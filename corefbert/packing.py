@@ -8,13 +8,18 @@ runs :class:`SequencePacker` over files through ``datasets.map``; :func:`pack_te
 
 from __future__ import annotations
 
+import array
+import contextlib
+import hashlib
 import json
 import os
+import signal
+import sys
 
 import numpy as np
 
 from corefbert.errors import CorefBertError
-from corefbert.mentions import MentionExtractor, load_spacy_pipeline, split_long_text
+from corefbert.mentions import MentionExtractor, iter_pieces, load_spacy_pipeline
 
 COLUMNS = ("input_ids", "word_ids", "mention_starts", "mention_ends", "mention_groups")
 # A document is tokenized, tagged and packed in segments of at most this many characters, cut at a
@@ -22,6 +27,11 @@ COLUMNS = ("input_ids", "word_ids", "mention_starts", "mention_ends", "mention_g
 # characters) are bounded too, not only spaCy's share. No sequence spans a cut (one shorter sequence per
 # million characters); shorter documents are packed exactly as before.
 SEGMENT_CHARS = 1_000_000
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+TOKENIZE_CHARS = 100_000  # longest piece of text one tokenizer call gets (see _tokenizer_pieces)
+# A tokenizer with fewer entries is a stand-in (transformers 5's 5-token fallback), not a language's.
+MIN_VOCABULARY = 100
+PROBE_SENTENCE = "The keeper of the lighthouse wrote in his notebook every evening."
 
 
 def special_token_frame(tokenizer) -> tuple[list[int], list[int]]:
@@ -34,20 +44,155 @@ def special_token_frame(tokenizer) -> tuple[list[int], list[int]]:
     raise CorefBertError(f"cannot locate the special tokens of {type(tokenizer).__name__}; use a BERT/RoBERTa one")
 
 
-def check_tokenizer(tokenizer, max_seq_length: int, name: object = None) -> None:
-    """One clear line for a tokenizer or length this pipeline cannot use."""
+def check_tokenizer_vocabulary(tokenizer, where: object = None) -> None:
+    """Refuse a tokenizer that would turn English text into ``[UNK]``: a tiny vocabulary, or a probe sentence
+    that comes out mostly unknown.
+
+    transformers 5 loads a model folder without tokenizer files as a tokenizer of its 5 special tokens,
+    silently: every word becomes ``[UNK]``, preparation and training exit 0, and ``final/`` ships it.
+    """
+    label = where or type(tokenizer).__name__
+    size = len(tokenizer)
+    files = "tokenizer.json, or vocab.txt (BERT) / vocab.json + merges.txt (RoBERTa)"
+    if size < MIN_VOCABULARY:
+        raise CorefBertError(f"tokenizer {label} has only {size} vocabulary entries (a real one has thousands): "
+                             f"its folder most likely lacks the tokenizer files ({files}); copy them there from the "
+                             "model it was made from, or pass a folder that has them")
+    ids = tokenizer(PROBE_SENTENCE, add_special_tokens=False)["input_ids"]
+    unknown = sum(i == tokenizer.unk_token_id for i in ids) if tokenizer.unk_token_id is not None else 0
+    if not ids or 2 * unknown >= len(ids):
+        raise CorefBertError(f"tokenizer {label} maps {unknown} of the {len(ids)} tokens of the English probe "
+                             f"sentence {PROBE_SENTENCE!r} to {tokenizer.unk_token} (vocabulary of {size}); check "
+                             f"its files ({files}) and --model_name_or_path")
+
+
+def check_tokenizer(tokenizer, max_seq_length: int, name: object = None, model_config=None) -> None:
+    """One clear line for a tokenizer or length this pipeline cannot use.
+
+    ``model_config``: the ``config.json`` of the tokenizer's folder, when it has one: ``max_seq_length``
+    must then fit its position embeddings too (:func:`max_positions`).
+    """
     label = name or type(tokenizer).__name__
     if not getattr(tokenizer, "is_fast", False):
         raise CorefBertError(f"tokenizer {label} is not a fast tokenizer; word boundaries need its character "
                              "offsets (install `tokenizers` and load it with AutoTokenizer)")
     if tokenizer.mask_token_id is None:
         raise CorefBertError(f"tokenizer {label} has no mask token; MLM/MRP pretraining needs one")
+    check_tokenizer_vocabulary(tokenizer, label)
     prefix, suffix = special_token_frame(tokenizer)
     if max_seq_length < len(prefix) + len(suffix) + 2:
         raise CorefBertError(f"max_seq_length {max_seq_length} leaves no room for text; use at least 8")
     if max_seq_length > getattr(tokenizer, "model_max_length", max_seq_length):
         raise CorefBertError(f"max_seq_length {max_seq_length} exceeds the model_max_length "
                              f"{tokenizer.model_max_length} of tokenizer {label}; lower --max_seq_length")
+    positions = max_positions(model_config) if model_config is not None else None
+    if positions is not None and max_seq_length > positions:
+        raise CorefBertError(f"max_seq_length {max_seq_length} exceeds the {positions} positions of the model in "
+                             f"{label} ({_positions_reason(model_config)}); lower --max_seq_length to {positions}")
+
+
+def tokenizer_identity(tokenizer) -> dict:
+    """What a corpus records of its tokenizer (``prepare_summary.json``) so training can match its model's.
+
+    The vocabulary's size and SHA-256 (of its sorted ``token -> id`` pairs: the same vocabulary saved by
+    another transformers version or folder hashes the same), the special-token ids, and the ids framing a
+    sequence.
+    """
+    vocab = sorted(tokenizer.get_vocab().items(), key=lambda item: (item[1], item[0]))
+    digest = hashlib.sha256(json.dumps(vocab, ensure_ascii=False).encode()).hexdigest()
+    special = {name: getattr(tokenizer, f"{name}_token_id", None) for name in ("cls", "sep", "pad", "mask", "unk",
+                                                                              "bos", "eos")}
+    prefix, suffix = special_token_frame(tokenizer)
+    return {"class": type(tokenizer).__name__, "name_or_path": str(getattr(tokenizer, "name_or_path", "")),
+            "vocab_size": len(tokenizer), "vocab_sha256": digest, "special_token_ids": special,
+            "frame": [prefix, suffix]}
+
+
+# Model types whose position ids start after the padding index (RoBERTa's ``padding_idx + 1``), so that
+# ``max_position_embeddings`` counts ``pad_token_id + 1`` slots no token can use.
+_PADDING_OFFSET_MODELS = ("roberta", "xlm-roberta", "camembert", "longformer", "mpnet")
+
+
+def max_positions(model_config) -> int | None:
+    """The longest sequence a model of ``model_config`` (a ``PretrainedConfig`` or its dict) can embed.
+
+    BERT: ``max_position_embeddings`` (512). RoBERTa: ``max_position_embeddings - pad_token_id - 1``
+    (514 - 2 = 512), since its positions start after the padding index. None when the config does not say.
+    """
+    config = model_config if isinstance(model_config, dict) else model_config.to_dict()
+    positions = config.get("max_position_embeddings")
+    if not isinstance(positions, int):
+        return None
+    if config.get("model_type") in _PADDING_OFFSET_MODELS:
+        positions -= _padding_offset(config)
+    return positions
+
+
+def _padding_offset(config: dict) -> int:
+    pad = config.get("pad_token_id")
+    return (1 if pad is None else int(pad)) + 1
+
+
+def _positions_reason(model_config) -> str:
+    config = model_config if isinstance(model_config, dict) else model_config.to_dict()
+    text = f"{config.get('model_type')} with max_position_embeddings {config.get('max_position_embeddings')}"
+    if config.get("model_type") in _PADDING_OFFSET_MODELS:
+        text += f", of which pad_token_id + 1 = {_padding_offset(config)} are the padding offset"
+    return text
+
+
+_armed_pid: int | None = None
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Make this worker process die when ``parent_pid`` (the process that forked it) dies.
+
+    ``datasets.map(num_proc=N)`` forks pool workers that block on their task queue forever once the
+    main process is SIGKILLed (OOM, preemption): ~1 GB each with spaCy loaded. Linux's
+    ``PR_SET_PDEATHSIG`` has the kernel send SIGKILL when the parent goes; it is armed once per
+    worker, at its first batch (``datasets`` offers no pool initializer). Elsewhere this does nothing.
+    """
+    global _armed_pid
+    if _armed_pid == os.getpid() or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    parent = os.getppid()
+    try:
+        armed = ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return
+    if not armed:
+        return
+    _armed_pid = os.getpid()
+    # The parent died before the signal was armed: this process was handed to init (or a subreaper).
+    if os.getppid() != parent or (parent == 1 and parent_pid != 1):
+        os._exit(1)
+
+
+_guarded_parent: int | None = None  # set while forked children must not outlive this process
+
+
+def _arm_forked_child() -> None:
+    if _guarded_parent is not None and os.getppid() == _guarded_parent:
+        die_with_parent(_guarded_parent)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_arm_forked_child)
+
+
+@contextlib.contextmanager
+def children_die_with_this_process():
+    """While open, every process this one forks dies with it (Linux): ``datasets.map(num_proc=N)``'s pool
+    workers and the ``multiprocess`` manager process it starts beside them, none of which runs our code
+    before blocking, and all of which outlive a SIGKILL of this process otherwise."""
+    global _guarded_parent
+    previous, _guarded_parent = _guarded_parent, os.getpid()
+    try:
+        yield
+    finally:
+        _guarded_parent = previous
 
 
 def word_spans(offsets: np.ndarray, mentions) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -85,6 +230,7 @@ class SequencePacker:
     Called by ``datasets.map`` on batches ``{"doc_id": [...], text_column: [...]}``; each document's
     length draws use ``numpy.random.default_rng([seed, doc_id])``, so the output does not depend on
     batching or ``num_proc``. Per-batch counts go to ``stats_dir`` (one JSON file per batch) when set.
+    A call returns the batch's rows as a ``pyarrow.Table`` (``.to_pydict()`` gives lists).
     """
 
     def __init__(self, tokenizer, extractor=None, *, spacy_model=None, group_by="surface", max_seq_length=512,
@@ -97,6 +243,9 @@ class SequencePacker:
         self._doc = None  # the document being packed: id, length-draw generator, word and noun counts
         self.prefix, self.suffix = special_token_frame(tokenizer)
         self.budget = max_seq_length - len(self.prefix) - len(self.suffix)
+        self.prefix_ids = np.asarray(self.prefix, dtype=np.int32)
+        self.suffix_ids = np.asarray(self.suffix, dtype=np.int32)
+        self.owner_pid = os.getpid()  # a call in another process is a map worker of this one
 
     def _extractor(self) -> MentionExtractor:
         # Loaded lazily so that map workers each load spaCy instead of unpickling it.
@@ -106,30 +255,47 @@ class SequencePacker:
         return self.extractor
 
     def __call__(self, batch: dict) -> dict:
+        if os.getpid() != self.owner_pid:
+            die_with_parent(self.owner_pid)
         texts = batch[self.text_column]
-        rows = {name: [] for name in COLUMNS}
+        rows = {name: _ListColumn() for name in COLUMNS}
         self.stats = stats = dict.fromkeys(STAT_KEYS, 0)
         for group in _segment_groups(batch["doc_id"], texts):
             segment_texts = [text for _, _, text in group]
-            encodings = self.tokenizer(segment_texts, add_special_tokens=False, return_offsets_mapping=True,
-                                       return_attention_mask=False, return_token_type_ids=False, verbose=False)
+            encodings = self._encode(segment_texts)
             docs = self._extractor().pipe(segment_texts)
-            for (doc_id, last, _), ids, offsets, mentions in zip(group, encodings["input_ids"],
-                                                                 encodings["offset_mapping"], docs):
+            for (doc_id, last, _), (ids, offsets), mentions in zip(group, encodings, docs):
                 self._pack_segment(int(doc_id), last, ids, offsets, mentions, rows, stats)
         if self.stats_dir is not None and texts:
             with open(os.path.join(self.stats_dir, f"{int(batch['doc_id'][0])}.json"), "w") as handle:
                 json.dump(stats, handle)
-        return rows
+        return _rows_table(rows)
+
+    def _encode(self, texts: list[str]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per text: token ids ``[T]`` and character offsets ``[T, 2]``, from one tokenizer call over the
+        texts' pieces (:func:`_tokenizer_pieces`)."""
+        pieces = [list(_tokenizer_pieces(text)) for text in texts]
+        encodings = self.tokenizer([piece for text in pieces for _, piece in text], add_special_tokens=False,
+                                   return_offsets_mapping=True, return_attention_mask=False,
+                                   return_token_type_ids=False, verbose=False)
+        all_ids, all_offsets = iter(encodings["input_ids"]), iter(encodings["offset_mapping"])
+        out = []
+        for text in pieces:
+            ids, offsets = [], []
+            for start, _ in text:
+                ids.append(np.asarray(next(all_ids), dtype=np.int32))
+                offsets.append(np.asarray(next(all_offsets), dtype=np.int64).reshape(-1, 2) + start)
+            out.append((np.concatenate(ids), np.concatenate(offsets)))
+        return out
 
     def _pack_segment(self, doc_id, last, ids, offsets, mentions, rows, stats) -> None:
         # A document's segments arrive in order; its length draws continue from one segment to the next.
         if self._doc is None or self._doc["id"] != doc_id:
             self._doc = {"id": doc_id, "rng": np.random.default_rng([self.seed, doc_id]), "words": 0, "nouns": 0}
         doc = self._doc
-        doc["words"] += mentions.num_words if ids else 0
-        doc["nouns"] += mentions.num_mentions if ids else 0
-        if ids and mentions.num_words:
+        doc["words"] += mentions.num_words if len(ids) else 0
+        doc["nouns"] += mentions.num_mentions if len(ids) else 0
+        if len(ids) and mentions.num_words:
             self._pack_words(ids, offsets, mentions, doc["rng"], rows, stats)
         if last:
             stats["documents"] += 1
@@ -173,11 +339,13 @@ class SequencePacker:
         kept = mention_words[groups >= 0]
         word_ids = np.full(n_pre + (t1 - t0) + n_suf, -1, dtype=np.int32)
         word_ids[n_pre : n_pre + t1 - t0] = word_of_token[t0:t1] - first
-        rows["input_ids"].append(self.prefix + ids[t0:t1].tolist() + self.suffix)
-        rows["word_ids"].append(word_ids.tolist())
-        rows["mention_starts"].append((tok_starts[kept] - t0 + n_pre).tolist())
-        rows["mention_ends"].append((tok_ends[kept] - 1 - t0 + n_pre).tolist())
-        rows["mention_groups"].append(groups[groups >= 0].tolist())
+        # Flat int32 buffers, not Python lists: a list costs ~40 bytes per token, which made the rows of one
+        # long document (all in one map batch) grow memory by ~20 MB per MB of its text.
+        rows["input_ids"].append(self.prefix_ids, ids[t0:t1], self.suffix_ids)
+        rows["word_ids"].append(word_ids)
+        rows["mention_starts"].append((tok_starts[kept] - t0 + n_pre).astype(np.int32))
+        rows["mention_ends"].append((tok_ends[kept] - 1 - t0 + n_pre).astype(np.int32))
+        rows["mention_groups"].append(groups[groups >= 0].astype(np.int32))
         stats["sequences"] += 1
         stats["tokens"] += len(word_ids)
         stats["mentions"] += len(kept)
@@ -185,20 +353,66 @@ class SequencePacker:
         stats["sequences_with_groups"] += int(usable.any())
 
 
+class _ListColumn:
+    """One ``list<int32>`` column being built row by row: a flat int32 buffer and the row ends."""
+
+    def __init__(self):
+        self.values = array.array("i")  # grows in place; ~4 bytes per id
+        self.ends = array.array("q", [0])
+
+    def append(self, *parts: np.ndarray) -> None:
+        """Add one row, the concatenation of ``parts``."""
+        for part in parts:
+            self.values.frombytes(np.ascontiguousarray(part, dtype=np.int32).tobytes())
+        self.ends.append(len(self.values))
+
+    def arrow(self):
+        import pyarrow as pa
+
+        offsets = np.frombuffer(self.ends, dtype=np.int64).astype(np.int32)  # [rows + 1]; far below 2**31 ids
+        return pa.ListArray.from_arrays(offsets, np.frombuffer(self.values, dtype=np.int32))
+
+
+def _rows_table(rows: dict[str, _ListColumn]):
+    """The packed rows as a ``pyarrow.Table`` of ``list<int32>`` columns (what ``datasets.map`` writes as is)."""
+    import pyarrow as pa
+
+    return pa.Table.from_arrays([rows[name].arrow() for name in COLUMNS], names=list(COLUMNS))
+
+
+def _tokenizer_pieces(text: str):
+    """``(offset, piece)`` parts of ``text`` of at most ``TOKENIZE_CHARS`` characters, for the tokenizer.
+
+    A fast tokenizer holds ~160 bytes per character of its input while it works (measured: +160 MB for
+    one call on 1,000,000 characters); pieces keep that to ~16 MB. A piece ends before a single space
+    between two non-space characters, so the next starts with `` word`` as inside the text (byte-level
+    BPE's ``Ġword``, SentencePiece's ``▁word``, WordPiece alike); a text with no such space stays whole.
+    """
+    start = 0
+    while len(text) - start > TOKENIZE_CHARS:
+        cut = text.rfind(" ", start + 1, start + TOKENIZE_CHARS)
+        while cut > start and (text[cut - 1].isspace() or cut + 1 >= len(text) or text[cut + 1].isspace()):
+            cut = text.rfind(" ", start + 1, cut)
+        if cut <= start:
+            break
+        yield start, text[start:cut]
+        start = cut
+    yield start, text[start:]
+
+
 def _segment_groups(doc_ids, texts):
     """Lists of ``(doc_id, is_last_segment, text)`` holding at most ``SEGMENT_CHARS`` characters each.
 
-    A text longer than ``SEGMENT_CHARS`` is cut into segments at line ends (``split_long_text``); short
+    A text longer than ``SEGMENT_CHARS`` is cut into segments at line ends (``iter_pieces``); short
     texts share a group, so a batch of ordinary documents is still one tokenizer call.
     """
     group, chars = [], 0
     for doc_id, text in zip(doc_ids, texts):
-        segments = split_long_text(text, SEGMENT_CHARS) if len(text) > SEGMENT_CHARS else [(0, text)]
-        for number, (_, segment) in enumerate(segments, start=1):
+        for _, segment, last in iter_pieces(text, SEGMENT_CHARS):
             if group and chars + len(segment) > SEGMENT_CHARS:
                 yield group
                 group, chars = [], 0
-            group.append((doc_id, number == len(segments), segment))
+            group.append((doc_id, last, segment))
             chars += len(segment)
     if group:
         yield group
@@ -222,4 +436,4 @@ def pack_texts(texts, tokenizer, extractor, max_seq_length=512, short_seq_prob=0
     rows = packer({"doc_id": list(range(len(texts))), "text": texts})
     if stats is not None:
         stats.update(packer.stats)
-    return [dict(zip(COLUMNS, values)) for values in zip(*(rows[name] for name in COLUMNS))]
+    return rows.to_pylist()

@@ -18,6 +18,7 @@ from corefbert.pretraining_args import PretrainingArguments
 from corefbert.pretraining_data import (
     SeededCollate,
     check_corpus,
+    check_corpus_tokenizer,
     load_prepared_corpus,
     pretraining_dataloader,
 )
@@ -105,9 +106,9 @@ def run_pretraining(args: PretrainingArguments, data_args=None, splits=None) -> 
 
 def _run(args: PretrainingArguments, data_args, splits, accelerator) -> dict[str, float]:
     from accelerate.utils import set_seed
-    from transformers import AutoTokenizer
 
     from corefbert.collator import DataCollatorForMentionReferencePrediction
+    from corefbert.corpus import load_tokenizer
     from corefbert.modeling import load_pretraining_model
     from corefbert.pretraining_report import final_save, print_summary
 
@@ -117,8 +118,10 @@ def _run(args: PretrainingArguments, data_args, splits, accelerator) -> dict[str
         args.model_name_or_path, mrp_loss_weight=args.mrp_loss_weight, mrp_official_loss=args.mrp_official_loss)
     if args.gradient_checkpointing:
         model.gradient_checkpointing_enable()
-    tokenizer = AutoTokenizer.from_pretrained(args.model_name_or_path)
+    tokenizer = load_tokenizer(args.model_name_or_path)  # refuses a fallback tokenizer that maps text to [UNK]
     train_rows, eval_rows, where = _corpus(args, data_args, splits, tokenizer, accelerator)
+    # The corpus' ids must be this model's: same tokenizer, ids below its vocabulary, rows within its positions.
+    check_corpus_tokenizer({"train": train_rows, "validation": eval_rows}, tokenizer, model.config, where)
     collator = DataCollatorForMentionReferencePrediction(
         tokenizer, mlm_probability=args.mlm_probability, mrp_ratio=args.mrp_ratio)
     train_collate, eval_collate = SeededCollate(collator, args.seed), SeededCollate(collator, args.seed)

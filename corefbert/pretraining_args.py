@@ -38,9 +38,12 @@ class PretrainingArguments(TrainingArguments):
             raise CorefBertError(f"--max_steps must be at least 1 (got {self.max_steps})")
         if self.max_eval_samples is not None and self.max_eval_samples < 1:
             raise CorefBertError(f"--max_eval_samples must be at least 1 when given (got {self.max_eval_samples})")
-        for name in ("mlm_probability", "mrp_ratio"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise CorefBertError(f"--{name} must be within [0, 1] (got {getattr(self, name)})")
+        # 0 masks nothing (a zero loss); 1 masks all but the one kept mention of each group, which is then the
+        # only token left to copy from (MRP accuracy 1.0 before training).
+        if not 0.0 < self.mlm_probability < 1.0:
+            raise CorefBertError(f"--mlm_probability must be within (0, 1) (got {self.mlm_probability})")
+        if not 0.0 <= self.mrp_ratio <= 1.0:
+            raise CorefBertError(f"--mrp_ratio must be within [0, 1] (got {self.mrp_ratio})")
         if self.mrp_loss_weight < 0:
             raise CorefBertError("--mrp_loss_weight must be >= 0")
         if self.mrp_official_loss and self.mrp_loss_weight == 0:

@@ -9,6 +9,7 @@ never draws from the global RNG, so dropout draws do not depend on it either.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 
 import numpy as np
@@ -55,6 +56,79 @@ def check_corpus(splits, where: str):
             raise CorefBertError(f"the {split} split is empty{_why_empty(splits, split) or '; give more text'}",
                                  path=where)
     return {split: splits[split].select_columns(list(CORPUS_COLUMNS)) for split in ("train", "validation")}
+
+
+def check_corpus_tokenizer(splits_or_dir, tokenizer, model_config, where: object = None) -> None:
+    """Refuse a corpus whose token ids do not belong to this model: one line naming both tokenizers.
+
+    ``splits_or_dir``: the prepared ``DatasetDict`` (or ``{split: Dataset}``) or its folder.
+    ``model_config``: the model's ``PretrainedConfig`` (or its dict). Checks, in order: the tokenizer
+    recorded in the corpus' ``prepare_summary.json`` (vocabulary size and hash, special-token ids) against
+    ``tokenizer``; every token id below the model's ``vocab_size`` (a BERT corpus under a smaller vocabulary
+    is otherwise an ``IndexError`` deep in the embedding); every sequence within the model's positions.
+    A corpus prepared before the record existed skips the first check.
+    """
+    from corefbert.corpus_cache import SUMMARY_FILE, summary_of
+    from corefbert.packing import max_positions, tokenizer_identity
+
+    config = model_config if isinstance(model_config, dict) else model_config.to_dict()
+    if isinstance(splits_or_dir, (str, os.PathLike)):
+        where = where or splits_or_dir
+        splits = load_prepared_corpus(str(splits_or_dir))
+        summary = _read_summary(os.path.join(str(splits_or_dir), SUMMARY_FILE))
+    else:
+        splits = splits_or_dir
+        summary = next((summary_of(rows) for rows in splits.values() if summary_of(rows)), None)
+    where = where or "corpus"
+    recorded = (summary or {}).get("tokenizer")
+    if recorded:
+        mine = tokenizer_identity(tokenizer)
+        differs = [key for key in ("vocab_size", "vocab_sha256", "special_token_ids", "frame")
+                   if json.dumps(recorded.get(key)) != json.dumps(mine[key])]
+        if differs:
+            raise CorefBertError(
+                f"the corpus was prepared with another tokenizer than the model's ({', '.join(differs)} differ): "
+                f"corpus {_describe(recorded)}, model {_describe(mine)}; prepare the corpus again with the model's "
+                "tokenizer (--model_name_or_path of this run)", path=where)
+    vocab_size, positions = config.get("vocab_size"), max_positions(config)
+    for name, rows in splits.items():
+        top_id, longest = _max_id_and_length(rows)
+        if isinstance(vocab_size, int) and top_id >= vocab_size:
+            raise CorefBertError(
+                f"the {name} split holds token id {top_id}, outside the model's vocabulary of {vocab_size} "
+                f"({config.get('model_type')}): the corpus was prepared with another tokenizer; prepare it again "
+                "with the model's tokenizer", path=where)
+        if positions is not None and longest > positions:
+            raise CorefBertError(
+                f"the {name} split holds sequences of {longest} tokens, more than the {positions} positions of the "
+                f"model ({config.get('model_type')}); prepare it again with --max_seq_length {positions}", path=where)
+
+
+def _read_summary(path: str) -> dict | None:
+    try:
+        with open(path) as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
+
+
+def _describe(identity: dict) -> str:
+    special = {k: v for k, v in (identity.get("special_token_ids") or {}).items() if v is not None}
+    name = " ".join(str(part) for part in (identity.get("class"), identity.get("name_or_path")) if part)
+    return (f"{name} ({identity.get('vocab_size')} entries, vocabulary hash {str(identity.get('vocab_sha256'))[:12]}, "
+            f"special ids {special})")
+
+
+def _max_id_and_length(rows) -> tuple[int, int]:
+    """Largest token id and longest ``input_ids`` row, computed by Arrow over the (memory-mapped) table."""
+    import pyarrow.compute as pc
+
+    column = rows.data.column("input_ids")  # pyarrow ChunkedArray of list<int32>
+    if len(column) == 0:
+        return -1, 0
+    top = pc.max(pc.list_flatten(column)).as_py()
+    longest = pc.max(pc.list_value_length(column)).as_py()
+    return (-1 if top is None else int(top)), int(longest or 0)
 
 
 def _why_empty(splits, split: str) -> str:

@@ -112,7 +112,9 @@ def fever(make, *extra):
 
 
 def prepare(*extra):
-    return lambda w, m: ["--model_name_or_path", str(m), "--output_dir", str(w / "prepared"), *extra]
+    # 128: the tiny model has 258 positions, and a longer --max_seq_length is refused (a case of its own)
+    return lambda w, m: ["--model_name_or_path", str(m), "--output_dir", str(w / "prepared"), "--max_seq_length",
+                         "128", *extra]
 
 
 def prepare_file(make, *extra):
@@ -248,6 +250,27 @@ def _final_folder(w):
     return str(final)
 
 
+def _config_only(w, m):
+    """A model folder with config.json alone: transformers falls back to a 5-token tokenizer."""
+    folder = w / "config_only"
+    folder.mkdir()
+    shutil.copy(Path(m) / "config.json", folder / "config.json")
+    return folder
+
+
+def _fifo(w):
+    path = w / "pipe.txt"
+    os.mkfifo(path)
+    return str(path)
+
+
+def _text_folder(w):
+    folder = w / "texts"
+    folder.mkdir()
+    shutil.copy(FIXTURES / "tiny_corpus.txt", folder / "tiny_corpus.txt")
+    return str(folder)
+
+
 GLUE_CLI, QUOREF_CLI, MRQA_CLI = "finetune/run_glue.py", "finetune/run_quoref.py", "finetune/run_mrqa.py"
 DOCRED_CLI, FEVER_CLI, COREF_CLI = "finetune/run_docred.py", "finetune/run_fever.py", "finetune/run_coref.py"
 PREP_CLI, MRP_CLI = "pretrain/prepare_corpus.py", "pretrain/run_mrp.py"
@@ -328,11 +351,20 @@ CASES = [
          prepare_file(lambda w: str(FIXTURES / "tiny_corpus.txt"), "--spacy_model", "xx_no_such_pipeline")),
     Case(PREP_CLI, "output dir is a file",
          lambda w, m: ["--model_name_or_path", str(m), "--output_dir", _a_file(w), "--train_file",
-                       str(FIXTURES / "tiny_corpus.txt")]),
+                       str(FIXTURES / "tiny_corpus.txt"), "--max_seq_length", "128"]),
     Case(PREP_CLI, "no --output_dir", lambda w, m: ["--model_name_or_path", str(m), "--train_file",
                                                      str(FIXTURES / "tiny_corpus.txt")]),
     Case(PREP_CLI, "malformed YAML config", lambda w, m: ["--config", _bad_yaml(w)]),
     Case(PREP_CLI, "unknown name in YAML config", lambda w, m: ["--config", _yaml_unknown(w)]),
+    Case(PREP_CLI, "model folder without tokenizer files",
+         lambda w, m: prepare("--train_file", str(FIXTURES / "tiny_corpus.txt"))(w, _config_only(w, m))),
+    Case(PREP_CLI, "--max_seq_length beyond the model's positions",
+         prepare_file(lambda w: str(FIXTURES / "tiny_corpus.txt"), "--max_seq_length", "1024")),
+    Case(PREP_CLI, "FIFO as the only input", prepare_file(_fifo)),
+    Case(PREP_CLI, "output dir inside the input folder",
+         lambda w, m: ["--model_name_or_path", str(m), "--train_file", _text_folder(w), "--output_dir",
+                       str(w / "texts" / "prepared"), "--max_seq_length", "128"]),
+    Case(PREP_CLI, "file name with a newline", prepare_file(lambda w: _file(w, "two\nlines.txt", BINARY))),
     Case(PREP_CLI, "CoNLL-2012 token line with too few columns",
          prepare_file(lambda w: _file(w, "bad.conll", "#begin document (x); part 0\nx\t0\t0\tThe\t_\nx\t0\n"
                                                       "#end document\n"))),
@@ -439,7 +471,7 @@ def _disk_full_corpus(monkeypatch) -> None:
     monkeypatch.setattr(datasets.DatasetDict, "save_to_disk", save_to_disk)
 
 
-_PREP = ["--train_file", str(FIXTURES / "tiny_corpus.txt")]
+_PREP = ["--train_file", str(FIXTURES / "tiny_corpus.txt"), "--max_seq_length", "128"]
 CASES.append(Case(PREP_CLI, "output dir not writable", _model_out(_PREP, _unwritable)))
 CASES.append(Case(PREP_CLI, "disk full on save", _model_out(_PREP, lambda w: str(w / "prepared")),
                   fault=_disk_full_corpus))

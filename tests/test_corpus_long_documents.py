@@ -137,7 +137,7 @@ def test_a_long_document_is_tokenized_and_packed_in_bounded_segments(bert_tokeni
         packer = packing.SequencePacker(bert_tokenizer, MentionExtractor(RegexTagger()), max_seq_length=64,
                                         short_seq_prob=0.0)
         packer.tokenizer = RecordingTokenizer()
-        rows = packer({"doc_id": [0, 1], "text": [text, "The boat and the boat."]})
+        rows = packer({"doc_id": [0, 1], "text": [text, "The boat and the boat."]}).to_pydict()
         return rows, packer.stats, list(calls)
 
     whole, whole_stats, whole_calls = pack(10**9)
