@@ -530,3 +530,19 @@ def test_deepspeed_single_cpu_process_saves_and_resumes(tmp_path, tiny_bert_dir,
     assert not info["missing_keys"]
     assert all(t.numel() > 0 for t in weights.values())  # ZeRO-3 placeholders would be empty
     assert weights["bert.embeddings.word_embeddings.weight"].shape == model.bert.embeddings.word_embeddings.weight.shape
+
+
+def test_a_corpus_whose_ids_do_not_fit_the_model_is_refused_before_training(tmp_path, tiny_bert_dir, corpus):
+    """Issue 13.3: a corpus of a larger vocabulary gave an IndexError deep in the embedding (or, within the
+    vocabulary, trained silently on other tokens' embeddings)."""
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    small = tmp_path / "small_vocab"
+    config = BertConfig.from_pretrained(tiny_bert_dir)
+    top_id = max(max(row) for row in corpus["train"]["input_ids"])
+    config.vocab_size = top_id  # the corpus' largest id falls outside
+    BertModel(config).save_pretrained(small)
+    AutoTokenizer.from_pretrained(tiny_bert_dir).save_pretrained(small)
+    with pytest.raises(CorefBertError, match=rf"token id {top_id}, outside the model's vocabulary of {top_id}"):
+        run_pretraining(_args(small, tmp_path / "run"), splits=corpus)
+    assert not (tmp_path / "run" / "checkpoints").exists()
