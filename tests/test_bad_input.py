@@ -271,6 +271,14 @@ def _text_folder(w):
     return str(folder)
 
 
+def _tsv_tab_in_sentence(w):
+    """MRPC/RTE sentences with a tab inside: the reader used to shift the columns silently."""
+    lines = RTE.read_text().splitlines()
+    index, sentence1, sentence2, label = lines[1].split("\t")
+    row = "\t".join([index, sentence1.replace(" ", "\t", 1), sentence2, label])
+    return _file(w, "rte_tab.tsv", "\n".join([lines[0], row, *lines[2:]]) + "\n")
+
+
 GLUE_CLI, QUOREF_CLI, MRQA_CLI = "finetune/run_glue.py", "finetune/run_quoref.py", "finetune/run_mrqa.py"
 DOCRED_CLI, FEVER_CLI, COREF_CLI = "finetune/run_docred.py", "finetune/run_fever.py", "finetune/run_coref.py"
 PREP_CLI, MRP_CLI = "pretrain/prepare_corpus.py", "pretrain/run_mrp.py"
@@ -283,6 +291,7 @@ CASES = [
     Case(GLUE_CLI, "non-UTF-8 file", glue_file("rte", _latin1)),
     Case(GLUE_CLI, "wrong format (SQuAD JSON as TSV)", glue_file("rte", lambda w: str(QUOREF))),
     Case(GLUE_CLI, "wrong column count", glue_file("rte", _tsv_short_row)),
+    Case(GLUE_CLI, "tab inside a sentence (extra column)", glue_file("rte", _tsv_tab_in_sentence)),
     Case(GLUE_CLI, "unknown label", glue_file("rte", _tsv_bad_label)),
     Case(GLUE_CLI, "unknown task", glue_file("rtx", lambda w: str(RTE))),
     Case(GLUE_CLI, "conflicting arguments (--do_eval, no dev file)", glue("--task_name", "rte", "--do_eval")),
@@ -319,6 +328,10 @@ CASES = [
     Case(DOCRED_CLI, "unknown label (relation)", docred(_docred_relation)),
     Case(DOCRED_CLI, "conflicting arguments (--do_predict, no test file)", docred(None, "--do_predict")),
     Case(DOCRED_CLI, "fine-tuned folder without its head weights", _docred_without_head),
+    Case(DOCRED_CLI, "--window_stride 0", docred(None, "--sliding_window", "true", "--window_stride", "0")),
+    Case(DOCRED_CLI, "--window_stride longer than a window",
+         docred(None, "--sliding_window", "true", "--max_seq_length", "128", "--window_stride", "200")),
+    Case(DOCRED_CLI, "--window_batch_size 0", docred(None, "--window_batch_size", "0")),
     # FEVER
     Case(FEVER_CLI, "missing file", fever(_missing)),
     Case(FEVER_CLI, "empty file", fever(_empty)),

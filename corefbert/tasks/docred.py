@@ -10,7 +10,9 @@ Long documents: by default only the first ``max_seq_length`` tokens are encoded 
 Mentions that start beyond the window are dropped; an entity left with no mention is a zero vector (its
 pairs can then only be told apart by distance) and is counted in ``truncated_entities``. With
 ``sliding_window`` the whole document is encoded in overlapping windows and every token's vector is the
-mean over the windows that hold it, so no mention is lost.
+mean over the windows that hold it, so no mention is lost. A window holds ``max_seq_length`` minus the
+special tokens; the stride (default: half of that) may not exceed it, so every token is in some window.
+The windows go through the encoder ``window_batch_size`` at a time, so a long document's memory is bounded.
 """
 
 from __future__ import annotations
@@ -70,7 +72,11 @@ class DocredArguments(HeldOutArguments):
     sliding_window: bool = field(
         default=False, metadata={"help": "Encode longer documents whole in overlapping windows (else truncate)."}
     )
-    window_stride: int = field(default=256, metadata={"help": "Token step between sliding windows."})
+    window_stride: int | None = field(
+        default=None, metadata={"help": "Token step between sliding windows, at most a window's content "
+                                        "(max_seq_length minus the special tokens); default: half of it."})
+    window_batch_size: int = field(
+        default=32, metadata={"help": "Encoder windows per forward pass (bounds memory on long documents)."})
     num_na_pairs: int = field(
         default=-1, metadata={"help": "NA (no relation) pairs sampled per training document; -1 keeps all."}
     )
@@ -162,10 +168,28 @@ def special_wrapping(tokenizer) -> tuple[list[int], list[int]]:
     raise ValueError(f"cannot find the special-token template of {type(tokenizer).__name__}")
 
 
-def document_features(doc: dict, tokenizer, max_seq_length: int, sliding_window: bool, stride: int,
+def window_stride(stride: int | None, content: int) -> int:
+    """The step between sliding windows of ``content`` tokens each (the special tokens left out): half a
+    window when ``stride`` is None. A larger step than ``content`` would skip tokens: refused."""
+    if stride is None:
+        stride = max(content // 2, 1)
+    if not 1 <= stride <= content:
+        raise CorefBertError(f"--window_stride {stride} must lie in 1..{content}: a window holds {content} tokens "
+                             "(--max_seq_length minus the special tokens), and a longer step leaves tokens unencoded")
+    return stride
+
+
+def window_starts(num_tokens: int, content: int, stride: int) -> list[int]:
+    """Offsets of windows of ``content`` tokens ``stride`` apart, the last one ending at ``num_tokens``."""
+    if num_tokens <= content:
+        return [0]
+    return list(range(0, num_tokens - content, stride)) + [num_tokens - content]
+
+
+def document_features(doc: dict, tokenizer, max_seq_length: int, sliding_window: bool, stride: int | None,
                       relation_index: dict[str, int]) -> dict:
     """Tokenize one document into encoder windows, entity mention spans (in document tokens), first-mention
-    word positions and gold labels ``{(h, t): [relation index, ...]}``."""
+    word positions and gold labels ``{(h, t): [relation index, ...]}``. ``stride``: see :func:`window_stride`."""
     words = [word for sent in doc["sents"] for word in sent]
     sent_offsets = np.cumsum([0] + [len(sent) for sent in doc["sents"]])
     prefix = _space_prefixed(tokenizer)
@@ -175,10 +199,7 @@ def document_features(doc: dict, tokenizer, max_seq_length: int, sliding_window:
     token_ids = [t for p in pieces for t in p]
     prefix_ids, suffix_ids = special_wrapping(tokenizer)
     content = max_seq_length - len(prefix_ids) - len(suffix_ids)
-    if sliding_window and len(token_ids) > content:
-        starts = list(range(0, len(token_ids) - content, stride)) + [len(token_ids) - content]
-    else:
-        starts = [0]
+    starts = window_starts(len(token_ids), content, window_stride(stride, content)) if sliding_window else [0]
     kept = min(len(token_ids), content) if len(starts) == 1 else len(token_ids)
     windows = [(s, token_ids[s:s + content]) for s in starts]
     spans, first_positions, truncated = [], [], 0
@@ -298,23 +319,41 @@ class DocredModel(nn.Module):
     """Encoder + entity pooling + distance embeddings + bilinear relation scorer (module docstring)."""
 
     def __init__(self, encoder: nn.Module, num_relations: int, entity_hidden_size: int = 128,
-                 distance_embedding_size: int = 20):
+                 distance_embedding_size: int = 20, window_batch_size: int = 32):
         super().__init__()
         self.encoder = encoder
+        self.window_batch_size = window_batch_size
         self.entity_projection = nn.Linear(encoder.config.hidden_size, entity_hidden_size)
         self.distance_embedding = nn.Embedding(NUM_DISTANCE_BUCKETS, distance_embedding_size)
         side = entity_hidden_size + distance_embedding_size
         self.bilinear = nn.Bilinear(side, side, num_relations)
 
+    def token_states(self, input_ids, attention_mask, token_index, batch: int, num_tokens: int) -> torch.Tensor:
+        """Each document token's vector, the mean over the windows that hold it: [B, T, H].
+
+        input_ids/attention_mask/token_index [W, Lw] (``token_index``: ``b * T + t`` or -1 for special and
+        padding tokens). The windows are encoded ``window_batch_size`` at a time and summed into place at
+        once, so only one chunk's activations (at inference) and the [B * T, H] sums are held.
+        """
+        sums = None
+        for first in range(0, input_ids.size(0), self.window_batch_size):
+            chunk = slice(first, first + self.window_batch_size)
+            length = int(attention_mask[chunk].sum(-1).max())  # this chunk's padding only
+            hidden = self.encoder(input_ids=input_ids[chunk, :length],
+                                  attention_mask=attention_mask[chunk, :length]).last_hidden_state  # [w, Lw, H]
+            index = token_index[chunk, :length]  # [w, Lw]
+            valid = index >= 0
+            if sums is None:
+                sums = hidden.new_zeros(batch * num_tokens, hidden.size(-1))  # [B * T, H]
+            sums = sums.index_add(0, index[valid], hidden[valid])
+        flat_index = token_index[token_index >= 0]
+        counts = torch.bincount(flat_index, minlength=batch * num_tokens).to(sums.dtype)  # [B * T]
+        return (sums / counts.clamp(min=1).unsqueeze(-1)).view(batch, num_tokens, -1)
+
     def forward(self, input_ids, attention_mask, token_index, entity_weights, pair_heads, pair_tails,
                 pair_distance, pair_mask, labels=None, doc_index=None):
-        hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state  # [W, Lw, H]
         batch, _, num_tokens = entity_weights.shape
-        valid = token_index >= 0
-        flat_index = token_index[valid]
-        sums = hidden.new_zeros(batch * num_tokens, hidden.size(-1)).index_add_(0, flat_index, hidden[valid])
-        counts = hidden.new_zeros(batch * num_tokens).index_add_(0, flat_index, hidden.new_ones(len(flat_index)))
-        tokens = (sums / counts.clamp(min=1).unsqueeze(-1)).view(batch, num_tokens, -1)  # [B, T, H]
+        tokens = self.token_states(input_ids, attention_mask, token_index, batch, num_tokens)  # [B, T, H]
         entities = self.entity_projection(torch.bmm(entity_weights.to(tokens.dtype), tokens))  # [B, E, D]
         gather = entities.size(-1)
         heads = entities.gather(1, pair_heads.unsqueeze(-1).expand(-1, -1, gather))  # [B, P, D]
@@ -354,6 +393,10 @@ class DocredTask(FinetuningTask):
         self.relation_index = {r: i for i, r in enumerate(self.relations)}
         self.threshold = args.threshold if args.threshold is not None else (self.head or {}).get("threshold")
         self.tokenizer = AutoTokenizer.from_pretrained(model_name_or_path)
+        if args.window_batch_size < 1:
+            raise CorefBertError(f"--window_batch_size {args.window_batch_size} must be at least 1")
+        if args.sliding_window:  # checked before any document is read
+            window_stride(args.window_stride, args.max_seq_length - sum(map(len, special_wrapping(self.tokenizer))))
         read = lambda path: read_docred(path, self.relations) if path else None  # noqa: E731
         self.train_docs, self.eval_docs, self.test_docs = (read(args.train_file), read(args.validation_file),
                                                            read(args.test_file))
@@ -391,11 +434,11 @@ class DocredTask(FinetuningTask):
         encoder = load_encoder(self.model_name_or_path)
         if self.head is not None:
             model = DocredModel(encoder, len(self.relations), self.head["entity_hidden_size"],
-                                self.head["distance_embedding_size"])
+                                self.head["distance_embedding_size"], self.task_args.window_batch_size)
             load_encoder_and_head(model, self.model_name_or_path, HEAD, with_encoder=False)
             return model
         return DocredModel(encoder, len(self.relations), self.task_args.entity_hidden_size,
-                           self.task_args.distance_embedding_size)
+                           self.task_args.distance_embedding_size, self.task_args.window_batch_size)
 
     def evaluate(self, model, dataloader, accelerator, split):
         documents = self.eval_docs if split == "eval" else self.test_docs

@@ -30,6 +30,10 @@ class GlueTaskSpec:
     submission: str
     index_column: str = "index"
     headerless_columns: tuple[str, ...] | None = None  # CoLA train/dev
+    # MNLI: the annotator labels ``label1``.. sit between sentence2 and gold_label, and a row may hold up to
+    # five of them whatever the header says (the validated training pairs of MultiNLI have five under a
+    # header naming one). Named here is the first annotator column; None: every row has the header's width.
+    annotator_labels: str | None = None
 
 
 GLUE_TASKS: dict[str, GlueTaskSpec] = {
@@ -40,7 +44,7 @@ GLUE_TASKS: dict[str, GlueTaskSpec] = {
     "qqp": GlueTaskSpec(("question1", "question2"), "is_duplicate", ("0", "1"), "QQP", index_column="id"),
     "stsb": GlueTaskSpec(("sentence1", "sentence2"), "score", None, "STS-B"),
     "mnli": GlueTaskSpec(("sentence1", "sentence2"), "gold_label", ("contradiction", "entailment", "neutral"),
-                         "MNLI-m"),
+                         "MNLI-m", annotator_labels="label1"),
     "qnli": GlueTaskSpec(("question", "sentence"), "label", ("entailment", "not_entailment"), "QNLI"),
     "rte": GlueTaskSpec(("sentence1", "sentence2"), "label", ("entailment", "not_entailment"), "RTE"),
     "wnli": GlueTaskSpec(("sentence1", "sentence2"), "label", ("0", "1"), "WNLI"),
@@ -72,8 +76,10 @@ class GlueExample:
 def read_glue_tsv(path: str, task_name: str, with_labels: bool, subset: str = "") -> list[GlueExample]:
     """Read one official GLUE TSV of ``task_name``; labels are required when ``with_labels``.
 
-    Missing columns, short rows, unknown labels and non-numeric STS-B scores raise one clear
-    :class:`CorefBertError` naming the file and line.
+    Missing columns, rows wider or narrower than the header (or CoLA's headerless layout): a tab or a
+    line break inside a text, unknown labels and non-numeric STS-B scores raise one clear
+    :class:`CorefBertError` naming the file and line. The one width that may vary is MNLI's annotator
+    labels (1 to 5 of them before ``gold_label``, each a label name or empty).
     """
     task = canonical_task_name(task_name)
     spec = GLUE_TASKS[task]
@@ -103,12 +109,16 @@ def read_glue_tsv(path: str, task_name: str, with_labels: bool, subset: str = ""
     positions = [columns.index(c) for c in wanted]
     index_position = columns.index(spec.index_column) if spec.index_column in columns else None
     label_ids = {name: i for i, name in enumerate(spec.labels)} if spec.labels else None
+    layout = "layout (no header)" if body_start == 0 else "header"
+    annotator_end = _annotator_block(columns, spec)[1]
     examples = []
     for number, line in enumerate(lines[body_start:], start=body_start + 1):
         fields = line.rstrip("\r").split("\t")
-        if len(fields) <= max(positions):
-            raise CorefBertError(f"row has {len(fields)} columns, GLUE {task} needs {max(positions) + 1}",
-                                 path=path, position=number)
+        if len(fields) != len(columns):
+            # Only MNLI's annotator labels may change a row's width; the columns after them move along.
+            extra = _annotator_labels_extra(fields, columns, spec, task, layout, path, number)
+            end = annotator_end + extra  # where the row's gold_label is
+            fields = fields[:min(annotator_end, end)] + [""] * -extra + fields[end:]
         texts = tuple(fields[p] for p in positions[: len(spec.text_columns)])
         label = None
         if with_labels:
@@ -126,6 +136,41 @@ def read_glue_tsv(path: str, task_name: str, with_labels: bool, subset: str = ""
         index = fields[index_position] if index_position is not None else str(number - body_start - 1)
         examples.append(GlueExample(texts, label, index, subset))
     return examples
+
+
+_MAX_ANNOTATOR_LABELS = 5  # MultiNLI: the writer's label and four validators
+
+
+def _annotator_block(columns: list[str], spec: GlueTaskSpec) -> tuple[int | None, int | None]:
+    """``[start, end)`` of the annotator label columns in ``columns`` (MNLI train/dev), else ``(None, None)``."""
+    if spec.annotator_labels in columns and spec.label_column in columns:
+        start, end = columns.index(spec.annotator_labels), columns.index(spec.label_column)
+        if start < end:
+            return start, end
+    return None, None
+
+
+def _annotator_labels_extra(fields: list[str], columns: list[str], spec: GlueTaskSpec, task: str, layout: str,
+                            path: str, number: int) -> int:
+    """How many more annotator labels than the header names this row holds (negative: fewer).
+
+    Any other difference between a row's width and the header's is one error line: GLUE's TSVs are written
+    without quoting, so a tab inside a sentence splits it and every later column would be misread.
+    """
+    start, end = _annotator_block(columns, spec)
+    extra = len(fields) - len(columns)
+    allowed = set(spec.labels or ()) | {""}
+    if start is not None and 1 <= end - start + extra <= _MAX_ANNOTATOR_LABELS \
+            and all(f.strip() in allowed for f in fields[start:end + extra]):
+        return extra
+    expected = str(len(columns))
+    if start is not None:
+        fixed = len(columns) - (end - start)
+        expected = f"{fixed + 1} to {fixed + _MAX_ANNOTATOR_LABELS} (1 to {_MAX_ANNOTATOR_LABELS} annotator labels)"
+    hint = ("a tab inside a text field? GLUE TSVs have no quoting: replace it with a space" if extra > 0 else
+            "a missing field, or a line break inside a text field? join or complete the row")
+    raise CorefBertError(f"row has {len(fields)} columns, the GLUE {task} {layout} has {expected}; {hint}",
+                         path=path, position=number)
 
 
 class _EncodedExamples(torch.utils.data.Dataset):
