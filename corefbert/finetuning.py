@@ -30,6 +30,7 @@ from corefbert import run_lock
 from corefbert.arguments import parse_args
 from corefbert.checkpointing import check_writable, resolve_checkpoint
 from corefbert.errors import CorefBertError, cli_entry
+from corefbert.model_folders import check_model_folder
 from corefbert.run_outputs import Evaluator, JsonlLogger, save_model, write_json
 from corefbert.tasks.heads import load_weights
 from corefbert.training import (
@@ -240,6 +241,9 @@ class FinetuningJob(TrainingJob):
 def run_finetuning(task: FinetuningTask, args: FinetuningArguments) -> dict[str, float]:
     """Train / evaluate / predict ``task`` as ``args`` say; returns what ``all_results.json`` holds."""
     args.validate()
+    # Before any weight is read: pickle-only weights, and a --max_seq_length beyond the model's positions.
+    check_model_folder(args.model_name_or_path,
+                       getattr(getattr(task, "task_args", None), "max_seq_length", None))
     if args.do_train:
         check_training_start(args)
     else:

@@ -43,6 +43,7 @@ from transformers.models.roberta.modeling_roberta import RobertaLMHead, RobertaM
 from transformers.utils import logging as hf_logging
 
 from corefbert.errors import CorefBertError
+from corefbert.model_folders import check_model_folder
 
 logger = logging.getLogger(__name__)
 
@@ -432,6 +433,7 @@ def load_pretraining_model(model_name_or_path: str | os.PathLike, **config_overr
     looks_local = os.path.isabs(path) or path.startswith(".") or path.count("/") > 1
     if looks_local and not os.path.isdir(path):
         raise CorefBertError("no such checkpoint directory; check --model_name_or_path", path=path)
+    check_model_folder(path)  # safetensors only: unpickling a weights file can run code
     try:
         config = AutoConfig.from_pretrained(path)
     except (OSError, ValueError, KeyError) as err:

@@ -279,6 +279,18 @@ def _tsv_tab_in_sentence(w):
     return _file(w, "rte_tab.tsv", "\n".join([lines[0], row, *lines[2:]]) + "\n")
 
 
+def _pickled(w, m):
+    """The tiny model's folder with its weights as a pickle (pytorch_model.bin) instead of safetensors."""
+    import torch
+    from safetensors.torch import load_file
+
+    folder = w / "pickled"
+    shutil.copytree(m, folder)
+    torch.save(load_file(str(folder / "model.safetensors")), folder / "pytorch_model.bin")
+    (folder / "model.safetensors").unlink()
+    return folder
+
+
 GLUE_CLI, QUOREF_CLI, MRQA_CLI = "finetune/run_glue.py", "finetune/run_quoref.py", "finetune/run_mrqa.py"
 DOCRED_CLI, FEVER_CLI, COREF_CLI = "finetune/run_docred.py", "finetune/run_fever.py", "finetune/run_coref.py"
 PREP_CLI, MRP_CLI = "pretrain/prepare_corpus.py", "pretrain/run_mrp.py"
@@ -292,6 +304,10 @@ CASES = [
     Case(GLUE_CLI, "wrong format (SQuAD JSON as TSV)", glue_file("rte", lambda w: str(QUOREF))),
     Case(GLUE_CLI, "wrong column count", glue_file("rte", _tsv_short_row)),
     Case(GLUE_CLI, "tab inside a sentence (extra column)", glue_file("rte", _tsv_tab_in_sentence)),
+    Case(GLUE_CLI, "--max_seq_length beyond the model's positions",
+         glue("--task_name", "rte", "--data_dir", str(RTE.parent), "--do_eval", "--max_seq_length", "1024")),
+    Case(GLUE_CLI, "pickle-only model folder",
+         lambda w, m: glue("--task_name", "rte", "--data_dir", str(RTE.parent), "--do_eval")(w, _pickled(w, m))),
     Case(GLUE_CLI, "unknown label", glue_file("rte", _tsv_bad_label)),
     Case(GLUE_CLI, "unknown task", glue_file("rtx", lambda w: str(RTE))),
     Case(GLUE_CLI, "conflicting arguments (--do_eval, no dev file)", glue("--task_name", "rte", "--do_eval")),
@@ -425,7 +441,7 @@ TRAINS = {  # the smallest valid training run of each CLI: 1 update, saved at on
     GLUE_CLI: ["--task_name", "rte", "--train_file", str(RTE), "--do_train", "--max_seq_length", "48"],
     QUOREF_CLI: ["--train_file", str(QUOREF), "--do_train", "--max_seq_length", "128", "--doc_stride", "32"],
     MRQA_CLI: ["--train_file", str(MRQA), "--do_train", "--max_seq_length", "128", "--doc_stride", "32"],
-    DOCRED_CLI: ["--train_file", str(DOCRED), "--rel_info_file", str(REL_INFO), "--do_train"],
+    DOCRED_CLI: ["--train_file", str(DOCRED), "--rel_info_file", str(REL_INFO), "--do_train", "--max_seq_length", "128"],
     FEVER_CLI: ["--train_file", str(FIXTURES / "fever" / "pairs.jsonl"), "--do_train"],
     COREF_CLI: ["--train_file", str(GAP), "--do_train"],
 }

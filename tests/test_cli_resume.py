@@ -75,7 +75,8 @@ CASES = {
         "--validation_file", str(FIXTURES / "mrqa" / "squad_tiny.json"),
         "--max_seq_length", "64", "--doc_stride", "32", "--per_device_train_batch_size", "1"]),
     "docred": ("run_docred", lambda tmp: [
-        "--rel_info_file", str(FIXTURES / "docred" / "rel_info.json"), "--train_file", _docred_train(tmp),
+        "--rel_info_file", str(FIXTURES / "docred" / "rel_info.json"), "--max_seq_length", "256",
+        "--train_file", _docred_train(tmp),
         "--validation_file", str(FIXTURES / "docred" / "dev.json"), "--num_na_pairs", "2",
         "--per_device_train_batch_size", "1"]),
     "fever_concat": ("run_fever", lambda tmp: [

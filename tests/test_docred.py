@@ -175,7 +175,7 @@ def test_cli_end_to_end_on_fixtures(tiny_bert_dir, tmp_path):
         "--train_file", str(DOCRED / "train.json"), "--validation_file", str(DOCRED / "dev.json"),
         "--test_file", str(DOCRED / "dev.json"), "--do_train", "--do_eval", "--do_predict",
         "--output_dir", str(out), "--max_steps", "3", "--per_device_train_batch_size", "2",
-        "--learning_rate", "1e-3", "--num_na_pairs", "2", "--disable_tqdm", "true",
+        "--learning_rate", "1e-3", "--num_na_pairs", "2", "--disable_tqdm", "true", "--max_seq_length", "256",
     ])
     for key in ("eval_f1", "eval_ign_f1", "eval_threshold", "predict_f1", "train_loss"):
         assert key in results
@@ -188,7 +188,8 @@ def test_cli_end_to_end_on_fixtures(tiny_bert_dir, tmp_path):
     assert head["relations"][0] == "Na"
     # The fine-tuned model predicts alone: relation classes and the dev threshold come with it.
     again = _run_docred(["--model_name_or_path", str(out / "best"), "--test_file", str(DOCRED / "dev.json"),
-                         "--do_predict", "--output_dir", str(tmp_path / "again"), "--disable_tqdm", "true"])
+                         "--do_predict", "--output_dir", str(tmp_path / "again"), "--disable_tqdm", "true",
+                         "--max_seq_length", "256"])
     assert again["predict_threshold"] == pytest.approx(head["threshold"])
     assert json.loads((tmp_path / "again" / "result.json").read_text()) == json.loads(
         (out / "best" / "eval_result.json").read_text())

@@ -44,7 +44,7 @@ CASES = {
         "--do_train", "--do_eval", "--max_seq_length", "64", "--doc_stride", "32",
     ],
     "run_docred": lambda: [
-        "--rel_info_file", str(FIXTURES / "docred" / "rel_info.json"),
+        "--rel_info_file", str(FIXTURES / "docred" / "rel_info.json"), "--max_seq_length", "256",
         "--train_file", str(FIXTURES / "docred" / "train.json"),
         "--validation_file", str(FIXTURES / "docred" / "dev.json"), "--do_train", "--do_eval",
         "--num_na_pairs", "2",

@@ -25,6 +25,7 @@ def _run(tmp_path, model_dir, *flags):
     out = tmp_path / "out"
     results = load_cli("finetune/run_docred.py").main([
         "--model_name_or_path", str(model_dir), "--rel_info_file", str(DOCRED / "rel_info.json"),
+        "--max_seq_length", "256",
         "--validation_file", str(DOCRED / "dev.json"), "--do_eval", "--output_dir", str(out),
         "--disable_tqdm", "true", "--threshold", "0.5", *flags])
     assert json.loads((out / "all_results.json").read_text()) == pytest.approx(results)

@@ -12,7 +12,7 @@ from conftest import FIXTURES, load_cli
 
 COMMON = ["--max_steps", "2", "--per_device_train_batch_size", "4", "--learning_rate", "1e-3",
           "--checkpointing_steps", "1", "--save_total_limit", "3", "--disable_tqdm", "true", "--do_train", "--do_eval"]
-DOCRED = ["--rel_info_file", str(FIXTURES / "docred" / "rel_info.json"),
+DOCRED = ["--rel_info_file", str(FIXTURES / "docred" / "rel_info.json"), "--max_seq_length", "256",
           "--train_file", str(FIXTURES / "docred" / "train.json"),
           "--validation_file", str(FIXTURES / "docred" / "dev.json"), "--num_na_pairs", "2"]
 KGAT = ["--model_type", "kgat", "--max_seq_length", "32", "--train_file", str(FIXTURES / "fever" / "train.jsonl"),
@@ -109,7 +109,8 @@ def test_output_folders_load_with_automodel(name, trained, tiny_bert_dir):
 
 
 RELOAD = {  # cli -> (flags to evaluate a saved folder, the predictions file it writes)
-    "docred": (["--validation_file", str(FIXTURES / "docred" / "dev.json")], "eval_result.json"),
+    "docred": (["--validation_file", str(FIXTURES / "docred" / "dev.json"), "--max_seq_length", "256"],
+               "eval_result.json"),
     "fever_kgat": (["--validation_file", str(FIXTURES / "fever" / "retrieved_dev.jsonl"), "--max_seq_length", "32"],
                    "eval_predictions.jsonl"),
 }

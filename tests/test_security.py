@@ -182,3 +182,49 @@ def test_prediction_file_names_cannot_escape_output_dir(tmp_path):
         assert json.loads(Path(written[0]).read_text().splitlines()[0])["id"] == "x"
     escaped = [p for p in tmp_path.rglob("*") if p.is_file() and out not in p.parents]
     assert escaped == []
+
+
+class _Payload:
+    """Unpickling this creates a folder: proof that a weights file's code ran."""
+
+    def __init__(self, marker: str):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.makedirs, (self.marker,))
+
+
+def _pickle_only_folder(tmp_path: Path, bert_tokenizer) -> tuple[Path, Path]:
+    import pickle
+
+    from conftest import tiny_config
+
+    folder, marker = tmp_path / "pickled_model", tmp_path / "the_pickle_ran"
+    folder.mkdir()
+    tiny_config("bert", bert_tokenizer).save_pretrained(folder)
+    bert_tokenizer.save_pretrained(folder)
+    (folder / "pytorch_model.bin").write_bytes(pickle.dumps(_Payload(str(marker))))
+    return folder, marker
+
+
+@pytest.mark.parametrize("script", ["finetune/run_glue.py", "pretrain/run_mrp.py"])
+def test_a_pickle_only_model_folder_is_refused_before_any_weight_is_read(tmp_path, bert_tokenizer, script, capsys):
+    """Issue 13: a benign pickle-only folder used to load (the README promises safetensors only), and a
+    malicious one's traceback suggested weights_only=False."""
+    from conftest import load_cli
+
+    folder, marker = _pickle_only_folder(tmp_path, bert_tokenizer)
+    rte = ROOT / "tests" / "fixtures" / "glue" / "RTE"
+    argv = {"finetune/run_glue.py": ["--task_name", "rte", "--data_dir", str(rte), "--do_eval",
+                                     "--max_seq_length", "64"],
+            "pretrain/run_mrp.py": ["--train_file", str(ROOT / "tests" / "fixtures" / "tiny_corpus.txt"),
+                                    "--max_steps", "1", "--max_seq_length", "64"]}[script]
+    with pytest.raises(SystemExit) as stopped:
+        load_cli(script).main(["--model_name_or_path", str(folder), "--output_dir", str(tmp_path / "out"), *argv])
+    assert stopped.value.code == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert errors == [f"error: {folder}: the weights here are pickle files only (pytorch_model.bin); corefbert "
+                      "reads safetensors only, since unpickling can run code from the file. In an environment you "
+                      "trust, convert once with transformers (from_pretrained, then save_pretrained, which writes "
+                      "model.safetensors) and pass the converted folder"]
+    assert not marker.exists()
