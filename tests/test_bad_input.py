@@ -424,6 +424,8 @@ CASES = [
     Case(MRP_CLI, "--learning_rate nan", mrp("--dataset_dir", "{work}", "--learning_rate", "nan")),
     Case(MRP_CLI, "negative --learning_rate", mrp("--dataset_dir", "{work}", "--learning_rate", "-1")),
     Case(MRP_CLI, "--logging_steps 0", mrp("--dataset_dir", "{work}", "--logging_steps", "0")),
+    Case(MRP_CLI, "--mlm_probability 0", mrp("--dataset_dir", "{work}", "--mlm_probability", "0")),
+    Case(MRP_CLI, "--mlm_probability 1", mrp("--dataset_dir", "{work}", "--mlm_probability", "1")),
     Case(MRP_CLI, "--per_device_eval_batch_size 0", mrp("--dataset_dir", "{work}", "--per_device_eval_batch_size", "0")),
     Case(MRP_CLI, "empty --output_dir", lambda w, m: ["--model_name_or_path", str(m), "--output_dir", "",
                                                        "--max_steps", "1", "--dataset_dir", str(w)]),
