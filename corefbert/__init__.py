@@ -9,7 +9,8 @@ Public API (imported lazily, so ``import corefbert`` stays cheap):
     CorefBertForPreTraining,                    copy-based MRP head on BERT / RoBERTa (modeling.py)
     CorefRobertaForPreTraining, mrp_loss,
     load_pretraining_model                      picks the class from a checkpoint's model_type
-    FinetuningArguments, FinetuningTask,        the one fine-tuning loop every CLI uses (finetuning.py)
+    TrainingArguments, TrainingJob, train       the one training loop every CLI runs  (training.py)
+    FinetuningArguments, FinetuningTask,        the fine-tuning protocol on that loop (finetuning.py)
     run_finetuning
     load_metric                                 offline `evaluate` modules (metrics/)
     CopyResolver                                zero-shot pronoun resolution with the copy head (resolver.py)
@@ -33,6 +34,9 @@ _EXPORTS = {
     "CorefBertPreTrainingOutput": "corefbert.modeling",
     "mrp_loss": "corefbert.modeling",
     "load_pretraining_model": "corefbert.modeling",
+    "TrainingArguments": "corefbert.training_args",
+    "TrainingJob": "corefbert.training",
+    "train": "corefbert.training",
     "FinetuningArguments": "corefbert.finetuning",
     "FinetuningTask": "corefbert.finetuning",
     "run_finetuning": "corefbert.finetuning",

@@ -315,11 +315,11 @@ def _read_documents(sources, args, work: str, name: str):
     return docs, _read_json(report)
 
 
-def _prepare(args, tokenizer, nlp, train_sources, validation_sources, fingerprint, output_dir, work,
-             skipped_sources=()):
-    import datasets
-
-    started = time.time()
+def _read_splits(args, train_sources, validation_sources, work, skipped_sources):
+    """Read the documents of both splits (validation from its own files, else the first
+    ``--validation_split_percentage`` of the train documents); one line when no train document is usable,
+    a warning for documents too long to be one. Returns ``(train docs, validation docs, skipped files, empty
+    documents per split, formats read, huge-document report)``."""
     docs, report = _read_documents(train_sources, args, work, "train")
     reports = [report]
     skipped_files = [*skipped_sources, *report["skipped_files"]]
@@ -346,6 +346,16 @@ def _prepare(args, tokenizer, nlp, train_sources, validation_sources, fingerprin
               f"{huge['longest']:,}, in {one_line(huge['path'])}); sequences run across whatever such a document holds. "
               "If it is several documents, separate them by blank lines (or WikiText ' = Title = ' lines)",
               file=sys.stderr)
+    return docs, validation_docs, skipped_files, empty, formats, huge
+
+
+def _prepare(args, tokenizer, nlp, train_sources, validation_sources, fingerprint, output_dir, work,
+             skipped_sources=()):
+    import datasets
+
+    started = time.time()
+    docs, validation_docs, skipped_files, empty, formats, huge = _read_splits(
+        args, train_sources, validation_sources, work, skipped_sources)
 
     extractor = MentionExtractor(nlp, group_by=args.group_by) if nlp is not None else None
     if extractor is None and not (args.num_proc or 1) > 1:

@@ -148,3 +148,20 @@ def fresh_accelerate_state():
     yield
     AcceleratorState._reset_state(True)
     GradientState._reset_state()
+
+
+@pytest.fixture(scope="session")
+def coref_checkpoint(tmp_path_factory, bert_tokenizer):
+    """A tiny CorefBertForPreTraining checkpoint (copy head included, V set to a ramp) with its tokenizer."""
+    import torch
+
+    from corefbert.modeling import CorefBertForPreTraining
+
+    out = tmp_path_factory.mktemp("coref_ckpt")
+    torch.manual_seed(0)
+    model = CorefBertForPreTraining(tiny_config("bert", bert_tokenizer))
+    with torch.no_grad():
+        model.mrp.copy_vector.copy_(torch.linspace(-1.0, 2.0, model.config.hidden_size))
+    model.save_pretrained(str(out))
+    bert_tokenizer.save_pretrained(str(out))
+    return out

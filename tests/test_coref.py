@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import shared_data, tiny_config
+from conftest import load_cli, shared_data, tiny_config
 
 from corefbert.errors import CorefBertError
 from corefbert.metrics.gap import accuracy, gap_metrics, read_gap_system_tsv
@@ -270,19 +270,6 @@ def test_real_data_reads_completely():
 # ------------------------------------------------------------------------------------------------- CLI
 
 
-def load_cli():
-    """``finetune/run_coref.py``'s ``main``, imported in-process (a subprocess pays seconds of imports)."""
-    import importlib.util
-    import sys
-
-    if "run_coref" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("run_coref", ROOT / "finetune" / "run_coref.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["run_coref"] = module  # dataclasses look their module up there
-        spec.loader.exec_module(module)
-    return sys.modules["run_coref"].main
-
-
 @pytest.fixture(scope="module")
 def tiny_mlm_dir(tmp_path_factory, bert_tokenizer):
     from transformers import BertForMaskedLM
@@ -300,7 +287,7 @@ def test_cli_trains_and_evaluates_every_format(tiny_mlm_dir, tmp_path):
 
     out = tmp_path / "run"
     evals = ["blocks.txt", "gap.tsv", "pdp.txt", "masked_blocks.txt", "wsc.xml", "winogender.tsv"]
-    results = load_cli()([
+    results = load_cli("finetune/run_coref.py").main([
         "--model_name_or_path", str(tiny_mlm_dir), "--do_train", "--do_eval",
         "--train_file", str(FIX / "blocks.txt"), str(FIX / "gap.tsv"), str(FIX / "masked_blocks.txt"),
         "--validation_file", *[str(FIX / name) for name in evals],
@@ -328,7 +315,7 @@ def test_cli_trains_and_evaluates_every_format(tiny_mlm_dir, tmp_path):
 
 
 def test_cli_bad_input_is_one_line(tiny_mlm_dir, tmp_path, capsys):
-    main = load_cli()
+    main = load_cli("finetune/run_coref.py").main
     with pytest.raises(SystemExit) as exit_info:
         main(["--model_name_or_path", str(tiny_mlm_dir), "--do_eval", "--validation_file",
               str(FIX / "gap_bad_offset.tsv"), "--output_dir", str(tmp_path / "bad")])
@@ -346,7 +333,7 @@ def test_cli_bad_input_is_one_line(tiny_mlm_dir, tmp_path, capsys):
 def test_cli_real_data_few_steps(tiny_mlm_dir, tmp_path):
     gap, dpr = shared_data("gap"), shared_data("dpr")
     wikicrem = shared_data("wikicrem", "WikiCREM_dev.txt")
-    results = load_cli()([
+    results = load_cli("finetune/run_coref.py").main([
         "--model_name_or_path", str(tiny_mlm_dir), "--do_train", "--do_eval",
         "--train_file", str(dpr / "dpr_train_small.txt"), str(gap / "gap-development.tsv"), str(wikicrem),
         "--validation_file", str(dpr / "dpr_dev_small.txt"), str(gap / "gap-validation.tsv"),
@@ -357,7 +344,7 @@ def test_cli_real_data_few_steps(tiny_mlm_dir, tmp_path):
 
 
 def test_cli_counts_skipped_problems_per_file(tiny_mlm_dir, tmp_path):
-    results = load_cli()(["--model_name_or_path", str(tiny_mlm_dir), "--zero_shot", "mlm", "--do_eval",
+    results = load_cli("finetune/run_coref.py").main(["--model_name_or_path", str(tiny_mlm_dir), "--zero_shot", "mlm", "--do_eval",
                           "--validation_file", str(FIX / "blocks_bad.txt"), str(FIX / "blocks.txt"),
                           "--output_dir", str(tmp_path / "skips"), "--disable_tqdm"])
     assert results["eval_blocks_bad_skipped"] == 3 and results["eval_blocks_bad_examples"] == 1

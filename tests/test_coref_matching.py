@@ -10,8 +10,7 @@ import math
 from pathlib import Path
 
 import pytest
-import torch
-from conftest import tiny_config
+from conftest import load_cli
 
 from corefbert.errors import CorefBertError
 from corefbert.resolver import CopyResolver
@@ -22,34 +21,6 @@ FIX = Path(__file__).parent / "fixtures" / "coref"
 ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.usefixtures("fresh_accelerate_state")
-
-
-def load_cli():
-    """``finetune/run_coref.py``'s ``main``, imported in-process once (as tests/test_coref.py does)."""
-    import importlib.util
-    import sys
-
-    if "run_coref" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("run_coref", ROOT / "finetune" / "run_coref.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["run_coref"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["run_coref"].main
-
-
-@pytest.fixture(scope="module")
-def coref_checkpoint(tmp_path_factory, bert_tokenizer):
-    """A tiny CorefBertForPreTraining checkpoint with a copy head (V a ramp) and its tokenizer."""
-    from corefbert.modeling import CorefBertForPreTraining
-
-    out = tmp_path_factory.mktemp("coref_ckpt")
-    torch.manual_seed(0)
-    model = CorefBertForPreTraining(tiny_config("bert", bert_tokenizer))
-    with torch.no_grad():
-        model.mrp.copy_vector.copy_(torch.linspace(-1.0, 2.0, model.config.hidden_size))
-    model.save_pretrained(str(out))
-    bert_tokenizer.save_pretrained(str(out))
-    return out
 
 
 def _texts(example, i):
@@ -78,7 +49,7 @@ def test_reader_finds_determiner_case_longer_and_possessive_candidates():
 def test_copy_cli_scores_every_found_candidate_and_reports_the_unmatched(coref_checkpoint, tmp_path, caplog):
     out = tmp_path / "copy"
     with caplog.at_level(logging.INFO):
-        results = load_cli()(["--model_name_or_path", str(coref_checkpoint), "--zero_shot", "copy", "--do_eval",
+        results = load_cli("finetune/run_coref.py").main(["--model_name_or_path", str(coref_checkpoint), "--zero_shot", "copy", "--do_eval",
                               "--validation_file", str(FIX / "wsc273_style.txt"), "--output_dir", str(out),
                               "--disable_tqdm"])
     rows = [json.loads(line) for line in (out / "eval_wsc273_style_predictions.jsonl").read_text().splitlines()]
@@ -178,7 +149,7 @@ def test_winogender_gender_split_not_reported_when_equal_by_construction(bert_to
     # the scored input of the male and the female sentence is the same: the pronoun is what gets masked
     assert encode_candidates(male, bert_tokenizer) == encode_candidates(female, bert_tokenizer)
     with caplog.at_level(logging.INFO):
-        results = load_cli()(["--model_name_or_path", str(coref_checkpoint), "--zero_shot", "copy", "--do_eval",
+        results = load_cli("finetune/run_coref.py").main(["--model_name_or_path", str(coref_checkpoint), "--zero_shot", "copy", "--do_eval",
                               "--validation_file", str(FIX / "winogender.tsv"), "--output_dir",
                               str(tmp_path / "wg"), "--disable_tqdm"])
     assert "eval_winogender_accuracy" in results
@@ -201,7 +172,7 @@ def test_files_of_other_tasks_are_named(name, message, coref_checkpoint, tmp_pat
     with pytest.raises(CorefBertError, match=message):  # a forced format does not hide what the file is
         read_pronoun_file(str(FIX / name), format="blocks")
     with pytest.raises(SystemExit) as exit_info:
-        load_cli()(["--model_name_or_path", str(coref_checkpoint), "--zero_shot", "mlm", "--do_eval",
+        load_cli("finetune/run_coref.py").main(["--model_name_or_path", str(coref_checkpoint), "--zero_shot", "mlm", "--do_eval",
                     "--validation_file", str(FIX / name), "--output_dir", str(tmp_path / "bad")])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()

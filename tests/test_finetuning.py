@@ -326,7 +326,11 @@ def test_two_processes_schedule_and_gather(tmp_path, toy_bert_dir):
     script = tmp_path / "ddp_toy.py"
     script.write_text(_DDP_SCRIPT.format(root=root, out=str(tmp_path), model=str(toy_bert_dir)))
     env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1"}
-    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", str(script)],
+    from test_pretraining import _free_port
+
+    # An own port: the default 29500 collides with another 2-process test running in the other pytest worker.
+    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+                    str(_free_port()), str(script)],
                    check=True, env=env, cwd=root, timeout=600, capture_output=True)
     log = _read_log(tmp_path / "out")
     updates = [r for r in log if "loss" in r]

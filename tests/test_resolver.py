@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import tiny_config
+from conftest import load_cli
 
 from corefbert.errors import CorefBertError
 from corefbert.resolver import CopyResolver, resolve
@@ -20,37 +20,8 @@ TEXT = "Marta rowed out to the fishing boat because she saw that the boat was si
 
 
 @pytest.fixture(scope="module")
-def coref_checkpoint(tmp_path_factory, bert_tokenizer):
-    """A tiny CorefBertForPreTraining checkpoint (copy head included, V set to a ramp) with its tokenizer."""
-    from corefbert.modeling import CorefBertForPreTraining
-
-    out = tmp_path_factory.mktemp("coref_ckpt")
-    tokenizer = bert_tokenizer
-    torch.manual_seed(0)
-    model = CorefBertForPreTraining(tiny_config("bert", tokenizer))
-    with torch.no_grad():
-        model.mrp.copy_vector.copy_(torch.linspace(-1.0, 2.0, model.config.hidden_size))
-    model.save_pretrained(str(out))
-    tokenizer.save_pretrained(str(out))
-    return out
-
-
-@pytest.fixture(scope="module")
 def resolver(coref_checkpoint):
     return CopyResolver(str(coref_checkpoint))
-
-
-def load_cli():
-    """``finetune/run_coref.py``'s ``main``, imported in-process (a subprocess pays seconds of imports)."""
-    import importlib.util
-    import sys
-
-    if "run_coref" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("run_coref", ROOT / "finetune" / "run_coref.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["run_coref"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["run_coref"].main
 
 
 def _span(word: str, text: str = TEXT) -> tuple[int, int]:
@@ -136,7 +107,7 @@ def test_html_view_shades_tokens_by_copy_probability(resolver):
 
 
 def test_cli_zero_shot_copy_with_html(coref_checkpoint, tmp_path):
-    main = load_cli()
+    main = load_cli("finetune/run_coref.py").main
     fixtures = Path(__file__).parent / "fixtures" / "coref"
     out = tmp_path / "copy"
     results = main(["--model_name_or_path", str(coref_checkpoint), "--zero_shot", "copy", "--do_eval",

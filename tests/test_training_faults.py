@@ -21,14 +21,15 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "pretraining"))
+import test_crash_safety  # noqa: E402
 from conftest import load_cli  # noqa: E402
-from synthetic_corpus import synthetic_corpus  # noqa: E402
 from test_crash_safety import _can_mount_tmpfs, _env, _start, _wait_until  # noqa: E402
-from test_pretraining import _save_tiny_bert  # noqa: E402
 
 from corefbert.checkpointing import checkpoints_root, list_checkpoints  # noqa: E402
 
 pytestmark = [pytest.mark.usefixtures("fresh_accelerate_state"), pytest.mark.slow]
+# The crash tests' tiny model and prepared corpus, one definition for both files.
+model_dir, corpus_dir = test_crash_safety.model_dir, test_crash_safety.corpus_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -83,20 +84,6 @@ DRIVER = textwrap.dedent('''
         training._Loop._checkpoint, os.replace = checkpoint, replace
     run_mrp.main(argv)
 ''')
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    return _save_tiny_bert(tmp_path_factory.mktemp("faults_bert"))
-
-
-@pytest.fixture(scope="module")
-def corpus_dir(tmp_path_factory, model_dir):
-    from transformers import AutoTokenizer
-
-    out = tmp_path_factory.mktemp("faults_corpus") / "corpus"
-    synthetic_corpus(AutoTokenizer.from_pretrained(model_dir), n_train=24, n_eval=8).save_to_disk(str(out))
-    return out
 
 
 def _args(model_dir, corpus_dir, out, *extra: str, steps: int = 3) -> list[str]:
