@@ -56,7 +56,9 @@ Item = TypeVar("Item")
 class FinetuningArguments(TrainingArguments):
     """:class:`TrainingArguments` with fine-tuning's defaults (BERT's recipe) and the ``--do_*`` protocol."""
 
-    model_name_or_path: str = field(metadata={"help": "Checkpoint directory (a corefbert pretraining one works)."})
+    model_name_or_path: str | None = field(
+        default=None, metadata={"help": "Checkpoint directory (a corefbert pretraining one works); tasks whose "
+                                        "models train from scratch (recurrent readers) need none."})
     output_dir: str = field(metadata={"help": "Where metrics, predictions, checkpoints and the best model go."})
     do_train: bool = field(default=False, metadata={"help": "Fine-tune on the training split."})
     do_eval: bool = field(default=False, metadata={"help": "Evaluate on the dev split."})
@@ -122,6 +124,8 @@ class FinetuningTask:
     args_class: type | None = None
     #: :class:`FinetuningArguments` values the paper sets differently (learning rate, epochs, batch size).
     training_defaults: dict[str, Any] = {}
+    #: Whether the model starts from ``--model_name_or_path`` (False: a model trained from scratch).
+    uses_model_folder: bool = True
 
     def __init__(self, task_args, training_args: FinetuningArguments):
         self.task_args, self.args = task_args, training_args
@@ -241,6 +245,8 @@ class FinetuningJob(TrainingJob):
 def run_finetuning(task: FinetuningTask, args: FinetuningArguments) -> dict[str, float]:
     """Train / evaluate / predict ``task`` as ``args`` say; returns what ``all_results.json`` holds."""
     args.validate()
+    if task.uses_model_folder and not args.model_name_or_path:
+        raise CorefBertError(f"task {task.name} starts from a checkpoint: pass --model_name_or_path")
     # Before any weight is read: pickle-only weights, and a --max_seq_length beyond the model's positions.
     check_model_folder(args.model_name_or_path,
                        getattr(getattr(task, "task_args", None), "max_seq_length", None))
