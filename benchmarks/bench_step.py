@@ -23,9 +23,7 @@ import torch
 from transformers import BertConfig, BertForMaskedLM
 
 from corefbert.modeling import CorefBertForPreTraining
-
-# Dense bf16 peak (TFLOP/s) of the cards this project's device machines have; --peak_tflops overrides.
-PEAK_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0}
+from corefbert.throughput import PEAK_BF16_TFLOPS, transformer_training_flops
 
 
 def synthetic_batch(gen: torch.Generator, batch: int, length: int, vocab: int, mask_id: int = 103) -> dict:
@@ -78,15 +76,6 @@ def synthetic_batch(gen: torch.Generator, batch: int, length: int, vocab: int, m
         "input_ids": input_ids, "attention_mask": torch.ones(batch, length, dtype=torch.long),
         "labels": labels, "word_ids": word_ids, "copy_mask": copy_mask, **mrp,
     }
-
-
-def model_flops_per_step(config: BertConfig, batch: int, length: int) -> float:
-    """Training FLOPs of one step (forward + backward = 3x forward), matmuls only (PaLM appendix B)."""
-    h, layers, tokens = config.hidden_size, config.num_hidden_layers, batch * length
-    per_layer = 2 * (4 * h * h + 2 * h * config.intermediate_size)  # projections + MLP, per token
-    attention = 2 * 2 * length * h  # QKᵀ and attention · V, per token
-    mlm_head = 2 * (h * h + h * config.vocab_size)
-    return 3 * tokens * (layers * (per_layer + attention) + mlm_head)
 
 
 def _sync(device: torch.device) -> None:
@@ -164,7 +153,7 @@ def main() -> None:
           + ("" if cuda else f", cpu {med['ours']['cpu'] / med['baseline']['cpu']:.3f}") + "  (target <= 1.03)")
     if cuda:
         tokens = batch_size * args.seq_len
-        flops = model_flops_per_step(config, batch_size, args.seq_len)
+        flops = transformer_training_flops(config, batch_size, args.seq_len)
         peak = args.peak_tflops or next((v for k, v in PEAK_BF16_TFLOPS.items() if k in where), None)
         for name in ("baseline", "ours"):
             line = f"{name}: {tokens / med[name]['wall']:,.0f} tokens/s"

@@ -68,6 +68,9 @@ class DataCollatorForMentionReferencePrediction:
     - ``labels`` [B, L] long: original id at every masked token (MLM and MRP), -100 elsewhere.
     - ``word_ids`` [B, L] long: as given, -1 on special tokens and padding.
     - ``copy_mask`` [B, L] bool: real, non-special tokens not selected for masking.
+    - ``document_ids`` [B, L] long: which document of the row each word token belongs to (0, 1, ...; -1 on
+      special tokens and padding). A row packs several documents with a special token (word id -1)
+      between two words; the copy softmax stays inside the query's document.
     - ``mrp_mention_starts`` / ``mrp_mention_ends`` [B, M] long: first/last token of each MRP-masked
       mention, sorted by position (0 in unused slots).
     - ``mrp_mention_mask`` [B, M] bool: which slots are real.
@@ -210,6 +213,7 @@ class DataCollatorForMentionReferencePrediction:
             "labels": torch.from_numpy(labels),
             "word_ids": torch.from_numpy(word_ids),
             "copy_mask": torch.from_numpy((word_ids >= 0) & ~token_masked),
+            "document_ids": torch.from_numpy(document_ids(word_ids)),
         }
         out.update(_mrp_targets(m, mrp_selected, token_masked, B))
         return out
@@ -270,6 +274,18 @@ class DataCollatorForMentionReferencePrediction:
         take &= finite[by_time]
         selected[by_time[take]] = True
         return selected, kept
+
+
+def document_ids(word_ids: np.ndarray) -> np.ndarray:
+    """``[B, L]`` document index of each word token, -1 elsewhere: a special token (word id -1) with a word on
+    both sides separates two documents (``--packing documents``); a row of one document is all 0."""
+    is_word = word_ids >= 0  # [B, L]
+    before = np.zeros_like(is_word)
+    before[:, 1:] = is_word[:, :-1]
+    after = np.zeros_like(is_word)
+    after[:, :-1] = is_word[:, 1:]
+    separator = ~is_word & before & after
+    return np.where(is_word, np.cumsum(separator, axis=1), -1)
 
 
 def _stack_rows(features: Sequence[Mapping], pad_id: int, multiple: int | None) -> dict[str, np.ndarray]:

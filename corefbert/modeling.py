@@ -16,7 +16,10 @@ What the softmax ranges over (the paper leaves it open). Only the positions the 
   position holds a [MASK] (or a random or unchanged token) whose hidden state is not the word's own, and
   the query scoring itself would let the model cheat through the 10% of masks left unchanged.
 
-So the candidates are exactly the tokens a reader could copy from. ``config.mrp_official_loss=True``
+So the candidates are exactly the tokens a reader could copy from. A row that packs several documents
+(``--packing documents``) adds one more rule through the collator's ``document_ids``: only tokens of the
+query's own document, so a same-surface noun of a neighbouring document is never a candidate.
+``config.mrp_official_loss=True``
 instead reproduces the official code (thunlp/CorefBERT): softmax over all positions of the row (padding,
 specials and masked positions included) and independent start and end terms, each a log-sum over the
 referents' starts (resp. ends) alone, summed per mention.
@@ -109,6 +112,17 @@ def copy_scores(
     return scores[:, :mentions], scores[:, mentions:]
 
 
+def copy_candidates(copy_mask: torch.Tensor, document_ids: torch.Tensor | None,
+                    mention_starts: torch.Tensor) -> torch.Tensor:
+    """Where each query's copy softmax may look: ``[batch, 1, seq]`` (``copy_mask``) or, with ``document_ids``
+    ``[batch, seq]`` (-1 off text), ``[batch, mentions, seq]``: ``copy_mask`` and the query's own document."""
+    allowed = copy_mask.bool().unsqueeze(1)  # [batch, 1, seq]
+    if document_ids is None:
+        return allowed
+    query_document = document_ids.gather(1, mention_starts)  # [batch, mentions]
+    return allowed & (document_ids.unsqueeze(1) == query_document.unsqueeze(-1))  # [batch, mentions, seq]
+
+
 def _mrp_loss_from_scores(
     start_scores: torch.Tensor,
     end_scores: torch.Tensor,
@@ -130,7 +144,8 @@ def _mrp_loss_from_scores(
             terms.append(torch.logsumexp(picked, dim=-1) - log_norm)
         log_likelihood = terms[0] + terms[1]  # [batch, mentions]
     else:
-        allowed = copy_mask.bool().unsqueeze(1)  # [batch, 1, seq]
+        allowed = copy_mask.bool()  # [batch, 1 or mentions, seq] (copy_candidates) or [batch, seq]
+        allowed = allowed.unsqueeze(1) if allowed.dim() == 2 else allowed
         start_scores = start_scores.masked_fill(~allowed, NEG)
         end_scores = end_scores.masked_fill(~allowed, NEG)
         start_log_probs = start_scores.gather(2, referent_starts) - torch.logsumexp(start_scores, -1, keepdim=True)
@@ -152,6 +167,7 @@ def mrp_loss(
     mrp_referent_ends: torch.Tensor,
     mrp_referent_mask: torch.Tensor,
     official: bool = False,
+    document_ids: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The MRP loss (eq. 2-4), averaged over masked mentions; 0 when there is none. Scalar fp32.
 
@@ -161,10 +177,13 @@ def mrp_loss(
         mrp_mention_starts / mrp_mention_ends / mrp_mention_mask: ``[batch, mentions]``, the collator's keys.
         mrp_referent_starts / mrp_referent_ends / mrp_referent_mask: ``[batch, mentions, referents]``.
         official: the official code's form (independent start/end terms, softmax over all positions).
+        document_ids: ``[batch, seq]``, the collator's; the softmax then stays in the query's document.
     """
     if copy_mask is None and not official:
         raise ValueError("copy_mask is required for the paper form of the MRP loss")
     start_scores, end_scores = copy_scores(hidden_states, copy_vector, mrp_mention_starts, mrp_mention_ends)
+    if copy_mask is not None:
+        copy_mask = copy_candidates(copy_mask, document_ids, mrp_mention_starts)
     return _mrp_loss_from_scores(
         start_scores, end_scores, copy_mask, mrp_mention_mask,
         mrp_referent_starts, mrp_referent_ends, mrp_referent_mask, official,
@@ -196,21 +215,26 @@ def mrp_accuracy_counts(
     mention_mask: torch.Tensor,
     referent_starts: torch.Tensor,
     referent_mask: torch.Tensor,
+    document_ids: torch.Tensor | None = None,
+    mention_starts: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(correct, total)``: masked mentions whose best copyable context word is a true referent.
 
     A candidate word scores ``start_scores[s_w] + end_scores[t_w]`` (eq. 3; the softmax normalizers are
-    the same for every candidate, so the argmax does not depend on them). Shapes as in :func:`mrp_loss`.
+    the same for every candidate, so the argmax does not depend on them). Shapes as in :func:`mrp_loss`;
+    with ``document_ids`` (and the queries' ``mention_starts``) only words of the query's document compete.
     """
     is_first, word_ends = _word_end_positions(word_ids)  # [batch, seq] each
     copy_mask = copy_mask.bool()
-    candidates = is_first & copy_mask & copy_mask.gather(1, word_ends)  # [batch, seq]
+    candidates = (is_first & copy_mask & copy_mask.gather(1, word_ends)).unsqueeze(1)  # [batch, 1, seq]
+    if document_ids is not None:
+        candidates = copy_candidates(candidates.squeeze(1), document_ids, mention_starts)  # [batch, mentions, seq]
     mentions = start_scores.shape[1]
     word_scores = start_scores + end_scores.gather(2, word_ends.unsqueeze(1).expand(-1, mentions, -1))
-    word_scores = word_scores.masked_fill(~candidates.unsqueeze(1), float("-inf"))  # [batch, mentions, seq]
+    word_scores = word_scores.masked_fill(~candidates, float("-inf"))  # [batch, mentions, seq]
     best = word_scores.argmax(dim=-1)  # [batch, mentions]
     hit = ((referent_starts == best.unsqueeze(-1)) & referent_mask.bool()).any(dim=-1)
-    hit = hit & candidates.any(dim=-1, keepdim=True) & mention_mask.bool()
+    hit = hit & candidates.any(dim=-1) & mention_mask.bool()
     return hit.sum(), mention_mask.bool().sum()
 
 
@@ -260,6 +284,7 @@ class _CorefPreTrainingMixin:
         mrp_referent_starts=None,
         mrp_referent_ends=None,
         mrp_referent_mask=None,
+        document_ids=None,
         masked_logits_only: bool = False,
         **kwargs,
     ) -> CorefBertPreTrainingOutput:
@@ -304,14 +329,15 @@ class _CorefPreTrainingMixin:
             if copy_mask is None and not self.config.mrp_official_loss:
                 raise ValueError("the MRP loss needs copy_mask (the collator's output) unless mrp_official_loss")
             start_scores, end_scores = self.mrp(hidden_states, mrp_mention_starts, mrp_mention_ends)
+            allowed = copy_candidates(copy_mask, document_ids, mrp_mention_starts) if copy_mask is not None else None
             mrp_value = _mrp_loss_from_scores(
-                start_scores, end_scores, copy_mask, mrp_mention_mask,
+                start_scores, end_scores, allowed, mrp_mention_mask,
                 mrp_referent_starts, mrp_referent_ends, mrp_referent_mask, self.config.mrp_official_loss,
             )
             if word_ids is not None and copy_mask is not None:
                 mrp_correct, mrp_total = mrp_accuracy_counts(
                     start_scores, end_scores, copy_mask, word_ids,
-                    mrp_mention_mask, mrp_referent_starts, mrp_referent_mask,
+                    mrp_mention_mask, mrp_referent_starts, mrp_referent_mask, document_ids, mrp_mention_starts,
                 )
         elif labels is not None:
             mrp_value = logits.new_zeros((), dtype=torch.float32)

@@ -8,7 +8,6 @@ runs :class:`SequencePacker` over files through ``datasets.map``; :func:`pack_te
 
 from __future__ import annotations
 
-import array
 import contextlib
 import hashlib
 import json
@@ -18,10 +17,12 @@ import sys
 
 import numpy as np
 
+from corefbert.document_packing import DocumentRowPacker, pack_document_rows
 from corefbert.errors import CorefBertError
 from corefbert.mentions import MentionExtractor, iter_pieces, load_spacy_pipeline
+from corefbert.packed_rows import new_columns, rows_table, usable_groups
 
-COLUMNS = ("input_ids", "word_ids", "mention_starts", "mention_ends", "mention_groups")
+PACKING_MODES = ("documents", "single")
 # A document is tokenized, tagged and packed in segments of at most this many characters, cut at a
 # paragraph or line end where there is one: its token lists, offsets and word arrays (~120 MB per million
 # characters) are bounded too, not only spaCy's share. No sequence spans a cut (one shorter sequence per
@@ -231,10 +232,18 @@ class SequencePacker:
     length draws use ``numpy.random.default_rng([seed, doc_id])``, so the output does not depend on
     batching or ``num_proc``. Per-batch counts go to ``stats_dir`` (one JSON file per batch) when set.
     A call returns the batch's rows as a ``pyarrow.Table`` (``.to_pydict()`` gives lists).
+
+    ``packing="single"``: one document per row, the rows are final (the official code's layout).
+    ``packing="documents"``: each document becomes one *document row* (all its tokens, word ids over the
+    document, every noun mention with a document-wide surface id) for the second pass,
+    :class:`corefbert.document_packing.DocumentRowPacker`, which packs several documents per row.
     """
 
     def __init__(self, tokenizer, extractor=None, *, spacy_model=None, group_by="surface", max_seq_length=512,
-                 short_seq_prob=0.1, seed=42, text_column="text", stats_dir=None):
+                 short_seq_prob=0.1, seed=42, text_column="text", stats_dir=None, packing="single"):
+        if packing not in PACKING_MODES:
+            raise CorefBertError(f"--packing must be one of {', '.join(PACKING_MODES)}, not {packing!r}")
+        self.packing = packing
         self.tokenizer = tokenizer
         self.extractor = extractor
         self.spacy_model, self.group_by = spacy_model, group_by
@@ -258,7 +267,7 @@ class SequencePacker:
         if os.getpid() != self.owner_pid:
             die_with_parent(self.owner_pid)
         texts = batch[self.text_column]
-        rows = {name: _ListColumn() for name in COLUMNS}
+        rows = new_columns()
         self.stats = stats = dict.fromkeys(STAT_KEYS, 0)
         for group in _segment_groups(batch["doc_id"], texts):
             segment_texts = [text for _, _, text in group]
@@ -269,7 +278,7 @@ class SequencePacker:
         if self.stats_dir is not None and texts:
             with open(os.path.join(self.stats_dir, f"{int(batch['doc_id'][0])}.json"), "w") as handle:
                 json.dump(stats, handle)
-        return _rows_table(rows)
+        return rows_table(rows)
 
     def _encode(self, texts: list[str]) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per text: token ids ``[T]`` and character offsets ``[T, 2]``, from one tokenizer call over the
@@ -296,19 +305,41 @@ class SequencePacker:
         doc["words"] += mentions.num_words if len(ids) else 0
         doc["nouns"] += mentions.num_mentions if len(ids) else 0
         if len(ids) and mentions.num_words:
-            self._pack_words(ids, offsets, mentions, doc["rng"], rows, stats)
+            if self.packing == "documents":
+                self._emit_document(ids, offsets, mentions, rows)
+            else:
+                self._pack_words(ids, offsets, mentions, doc["rng"], rows, stats)
         if last:
             stats["documents"] += 1
             stats["documents_without_words"] += int(doc["words"] == 0)
             stats["documents_without_nouns"] += int(doc["words"] > 0 and doc["nouns"] == 0)
             self._doc = None
 
-    def _pack_words(self, ids, offsets, mentions, rng, rows, stats) -> None:
-        ids = np.asarray(ids, dtype=np.int32)  # [T]
+    @staticmethod
+    def _words(offsets, mentions):
+        """Words and mentions of one document segment: ``word_of_token [T]``, word token starts/ends ``[U]``,
+        ``is_mention [U]`` and the mention group keys ``[U]`` (0 where no mention)."""
         word_of_token, tok_starts, tok_ends, spacy_word = word_spans(np.asarray(offsets, dtype=np.int64), mentions)
         is_mention = spacy_word >= 0
         is_mention[is_mention] = mentions.is_mention[spacy_word[is_mention]]
         keys = np.where(is_mention, mentions.group_keys[np.maximum(spacy_word, 0)], 0)  # [U]
+        return word_of_token, tok_starts, tok_ends, is_mention, keys
+
+    def _emit_document(self, ids, offsets, mentions, rows) -> None:
+        """The whole segment as one document row: tokens without special tokens, word ids over the segment,
+        every mention with a segment-wide id per group key (singletons too: a row decides what is usable)."""
+        word_of_token, tok_starts, tok_ends, is_mention, keys = self._words(offsets, mentions)
+        mention_words = np.flatnonzero(is_mention)
+        surface = np.unique(keys[mention_words], return_inverse=True)[1].reshape(-1)
+        rows["input_ids"].append(np.asarray(ids, dtype=np.int32))
+        rows["word_ids"].append(word_of_token)
+        rows["mention_starts"].append(tok_starts[mention_words])
+        rows["mention_ends"].append(tok_ends[mention_words] - 1)
+        rows["mention_groups"].append(surface)
+
+    def _pack_words(self, ids, offsets, mentions, rng, rows, stats) -> None:
+        ids = np.asarray(ids, dtype=np.int32)  # [T]
+        word_of_token, tok_starts, tok_ends, is_mention, keys = self._words(offsets, mentions)
         too_long = (tok_ends - tok_starts) > self.budget
         next_too_long = np.minimum.accumulate(np.where(too_long, np.arange(len(too_long)), len(too_long))[::-1])[::-1]
         num_words, word = len(tok_starts), 0
@@ -329,13 +360,7 @@ class SequencePacker:
         t0, t1 = tok_starts[first], tok_ends[end - 1]
         n_pre, n_suf = len(self.prefix), len(self.suffix)
         mention_words = np.flatnonzero(is_mention[first:end]) + first
-        uniq, first_seen, inverse, counts = np.unique(keys[mention_words], return_index=True,
-                                                      return_inverse=True, return_counts=True)
-        usable = counts >= 2  # paper: only groups with >= 2 mentions in this sequence
-        group_of_uniq = np.full(len(uniq), -1, dtype=np.int32)
-        # Number groups by first appearance so ids read left to right.
-        group_of_uniq[np.flatnonzero(usable)[np.argsort(first_seen[usable])]] = np.arange(int(usable.sum()))
-        groups = group_of_uniq[inverse.reshape(-1)]
+        groups = usable_groups(keys[mention_words])  # paper: only groups with >= 2 mentions in this sequence
         kept = mention_words[groups >= 0]
         word_ids = np.full(n_pre + (t1 - t0) + n_suf, -1, dtype=np.int32)
         word_ids[n_pre : n_pre + t1 - t0] = word_of_token[t0:t1] - first
@@ -347,37 +372,12 @@ class SequencePacker:
         rows["mention_ends"].append((tok_ends[kept] - 1 - t0 + n_pre).astype(np.int32))
         rows["mention_groups"].append(groups[groups >= 0].astype(np.int32))
         stats["sequences"] += 1
+        stats["documents_per_sequence"] += 1
         stats["tokens"] += len(word_ids)
         stats["mentions"] += len(kept)
-        stats["groups"] += int(usable.sum())
-        stats["sequences_with_groups"] += int(usable.any())
-
-
-class _ListColumn:
-    """One ``list<int32>`` column being built row by row: a flat int32 buffer and the row ends."""
-
-    def __init__(self):
-        self.values = array.array("i")  # grows in place; ~4 bytes per id
-        self.ends = array.array("q", [0])
-
-    def append(self, *parts: np.ndarray) -> None:
-        """Add one row, the concatenation of ``parts``."""
-        for part in parts:
-            self.values.frombytes(np.ascontiguousarray(part, dtype=np.int32).tobytes())
-        self.ends.append(len(self.values))
-
-    def arrow(self):
-        import pyarrow as pa
-
-        offsets = np.frombuffer(self.ends, dtype=np.int64).astype(np.int32)  # [rows + 1]; far below 2**31 ids
-        return pa.ListArray.from_arrays(offsets, np.frombuffer(self.values, dtype=np.int32))
-
-
-def _rows_table(rows: dict[str, _ListColumn]):
-    """The packed rows as a ``pyarrow.Table`` of ``list<int32>`` columns (what ``datasets.map`` writes as is)."""
-    import pyarrow as pa
-
-    return pa.Table.from_arrays([rows[name].arrow() for name in COLUMNS], names=list(COLUMNS))
+        n_groups = int(groups.max()) + 1 if kept.size else 0
+        stats["groups"] += n_groups
+        stats["sequences_with_groups"] += int(n_groups > 0)
 
 
 def _tokenizer_pieces(text: str):
@@ -419,21 +419,40 @@ def _segment_groups(doc_ids, texts):
 
 
 STAT_KEYS = ("documents", "documents_without_nouns", "documents_without_words", "words_longer_than_sequence",
-             "sequences", "tokens", "mentions", "groups", "sequences_with_groups")
+             "sequences", "tokens", "mentions", "groups", "sequences_with_groups", "documents_per_sequence")
 
 
 def pack_texts(texts, tokenizer, extractor, max_seq_length=512, short_seq_prob=0.1, seed=42,
-               stats: dict | None = None) -> list[dict]:
+               stats: dict | None = None, packing: str = "documents") -> list[dict]:
     """Pack in-memory ``texts`` into rows of the packed-sequence schema (docs/contracts.md).
 
-    ``extractor``: a :class:`MentionExtractor`. Document ``i`` gets the length draws of doc id ``i``,
-    as in ``prepare_corpus``. ``stats``, when given, is filled with the counts of the summary.
+    ``extractor``: a :class:`MentionExtractor`. ``packing`` as in ``prepare_corpus``; with ``"single"``
+    document ``i`` gets the length draws of doc id ``i``. ``stats``, when given, is filled with the counts
+    of the summary.
     """
     check_tokenizer(tokenizer, max_seq_length)
     packer = SequencePacker(tokenizer, extractor, max_seq_length=max_seq_length, short_seq_prob=short_seq_prob,
-                            seed=seed)
+                            seed=seed, packing=packing)
     texts = list(texts)
     rows = packer({"doc_id": list(range(len(texts))), "text": texts})
+    if packing == "documents":
+        second = row_packer(tokenizer, max_seq_length, short_seq_prob, seed, "train")
+        tables = list(pack_document_rows([rows.to_pydict()], second))
+        packer.stats.update(second.stats)
+        rows = tables[0] if len(tables) == 1 else _concat_tables(tables, rows)
     if stats is not None:
         stats.update(packer.stats)
     return rows.to_pylist()
+
+
+def row_packer(tokenizer, max_seq_length: int, short_seq_prob: float, seed: int, split: str) -> DocumentRowPacker:
+    """The second pass of ``--packing documents`` for ``tokenizer``'s frame and separator."""
+    prefix, suffix = special_token_frame(tokenizer)
+    sep = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else suffix[-1]
+    return DocumentRowPacker(prefix, suffix, sep, max_seq_length, short_seq_prob, seed, split)
+
+
+def _concat_tables(tables, empty):
+    import pyarrow as pa
+
+    return pa.concat_tables(tables) if tables else empty.slice(0, 0)

@@ -29,6 +29,9 @@ class PretrainingArguments(TrainingArguments):
     mrp_official_loss: bool = field(
         default=False, metadata={"help": "Official code's copy loss (independent start/end terms)."})
     max_eval_samples: int | None = field(default=None, metadata={"help": "Evaluate on at most N held-out sequences."})
+    group_by_length: bool = field(
+        default=True, metadata={"help": "Batch rows of similar length (seeded per epoch; resumes exactly), so the "
+                                        "rows short_seq_prob shortens are not padded to full ones."})
     plot: bool = field(default=False, metadata={"help": "Write curves.png from log.jsonl at the end (matplotlib)."})
 
     def validate(self) -> None:

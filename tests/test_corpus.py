@@ -14,7 +14,8 @@ from corefbert import corpus, packing
 from corefbert.corpus import PrepareArguments, prepare_corpus
 from corefbert.errors import CorefBertError
 from corefbert.mentions import MentionExtractor
-from corefbert.packing import COLUMNS, pack_texts
+from corefbert.packed_rows import COLUMNS
+from corefbert.packing import pack_texts
 
 ROOT = Path(__file__).parents[1]
 TINY = Path(__file__).parent / "fixtures" / "tiny_corpus.txt"
@@ -210,7 +211,7 @@ def test_every_input_format_and_the_arrow_schema(tmp_path, bert_tokenizer):
     datasets.Dataset.from_dict({"text": texts[6:8]}).save_to_disk(str(tmp_path / "saved"))
     files = [tmp_path / "plain.txt", tmp_path / "lines.jsonl", tmp_path / "wiki_00", tmp_path / "saved"]
     data = prepare(tmp_path, bert_tokenizer, files, validation_split_percentage=0, max_seq_length=512,
-                   short_seq_prob=0)
+                   short_seq_prob=0, packing="single")
     assert set(data) == {"train", "validation"} and len(data["validation"]) == 0
     for name in COLUMNS:
         assert data["train"].features[name] == datasets.List(datasets.Value("int32"))
@@ -238,10 +239,11 @@ def test_second_identical_run_hits_the_cache_and_changes_invalidate_it(tmp_path,
 def test_shards_partition_the_corpus_and_validation_split(tmp_path, bert_tokenizer):
     source = tmp_path / "c.txt"
     source.write_text("\n\n".join(tiny_texts() * 2))
-    whole = prepare(tmp_path / "all", bert_tokenizer, [source], short_seq_prob=0.3)
+    # One document per row, so that the shards' rows concatenate to the whole corpus' rows.
+    whole = prepare(tmp_path / "all", bert_tokenizer, [source], short_seq_prob=0.3, packing="single")
     assert len(whole["validation"]) > 0
-    parts = [prepare(tmp_path / f"s{i}", bert_tokenizer, [source], short_seq_prob=0.3, num_shards=3, shard_index=i)
-             for i in range(3)]
+    parts = [prepare(tmp_path / f"s{i}", bert_tokenizer, [source], short_seq_prob=0.3, num_shards=3, shard_index=i,
+                     packing="single") for i in range(3)]
     for split in ("train", "validation"):
         assert [r for p in parts for r in p[split]["input_ids"]] == whole[split]["input_ids"]
     assert all(len(p["train"]) < len(whole["train"]) for p in parts)

@@ -126,7 +126,7 @@ def test_conll_token_line_with_too_few_columns_is_one_line(tmp_path):
 
 def test_prepare_reads_conll_as_words_and_says_so(tmp_path, bert_tokenizer, capsys):  # noqa: F811
     data = prepare(tmp_path, bert_tokenizer, [LITBANK, ONTONOTES], validation_split_percentage=0,
-                   max_seq_length=64, short_seq_prob=0)
+                   max_seq_length=64, short_seq_prob=0, packing="single")
     decoded = [bert_tokenizer.decode(row[1:-1]) for row in data["train"]["input_ids"]]
     assert len(decoded) == 3 and decoded[0].startswith("chapter i marta kept the lighthouse")
     assert not any(re.search(r"\t|\b_\b|bc/kel|brat", text) for text in decoded)  # no column text

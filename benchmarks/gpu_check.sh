@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The whole GPU story of issue 14 in one short run (<= 8 minutes with loading), on a bare single-GPU machine:
+# bench_step (model-only, ours vs BertForMaskedLM), bench_trainer eager and compiled (the real trainer on the
+# shared Wikipedia prepared at 512, random-init BERT-base), and a 60-step run_mrp with a checkpoint at step 30,
+# killed there and resumed, checked against an uninterrupted run. One summary file: $OUT/gpu_check.md (or
+# ./gpu_check_out/gpu_check.md), beside each part's log.
+# Prepare first on CPU: bash benchmarks/gpu_check_prepare.sh; then carry .gpu_check and .whl:
+#   device run, carry [".gpu_check", ".whl"]: bash benchmarks/gpu_check.sh
+# GPU_CHECK_SCALE=smoke runs every part at toy sizes (a CPU check of this script; figures meaningless).
+set -uo pipefail
+out=${OUT:-gpu_check_out}
+mkdir -p "$out"
+export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+if ! python -c "import datasets" 2>/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+        && export PYTHONPATH=$PYTHONPATH:/tmp/site
+fi
+scale=${GPU_CHECK_SCALE:-full}
+if [ "$scale" = smoke ]; then
+    batch=2; steps=6; every=3; bench_args=(--seq_len 64 --steps 2 --warmup 1); model=bert-tiny
+else
+    batch=32; steps=60; every=30; bench_args=(--batch_size 32 --steps 20 --warmup 5); model=bert-base
+fi
+corpus=.gpu_check/corpus512
+summary="$out/gpu_check.md"
+{
+    echo "# gpu_check ($(date -u +%Y-%m-%dT%H:%MZ), scale $scale)"
+    python -c "import torch, transformers, accelerate; print('-', torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no CUDA', '| torch', torch.__version__, '| transformers', transformers.__version__, '| accelerate', accelerate.__version__)"
+} > "$summary"
+
+part() {  # part NAME COMMAND...: run, keep the log, put its last lines in the summary
+    local name=$1; shift
+    local started=$SECONDS
+    "$@" > "$out/$name.log" 2>&1
+    local rc=$?
+    { echo; echo "## $name (exit $rc, $((SECONDS - started)) s)"; echo '```'; tail -n 8 "$out/$name.log"; echo '```'; } >> "$summary"
+}
+
+part bench_step python benchmarks/bench_step.py "${bench_args[@]}"
+part bench_trainer_eager python benchmarks/bench_trainer.py --model $model --tokenizer .gpu_check/tokenizer \
+    --dataset_dir $corpus --batch_size $batch --steps $steps --output_json "$out/bench_trainer_eager.json"
+part bench_trainer_compiled python benchmarks/bench_trainer.py --model $model --tokenizer .gpu_check/tokenizer \
+    --dataset_dir $corpus --batch_size $batch --steps $steps --torch_compile \
+    --output_json "$out/bench_trainer_compiled.json"
+part resume python benchmarks/resume_check.py --model $model --tokenizer .gpu_check/tokenizer --dataset_dir $corpus \
+    --batch_size $batch --steps $steps --checkpointing_steps $every --work /tmp/gpu_check_resume
+cat "$summary"
