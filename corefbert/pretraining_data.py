@@ -13,11 +13,12 @@ import json
 import os
 
 import numpy as np
+import torch
 from torch.utils.data import DataLoader, Dataset
 
 from corefbert.errors import CorefBertError
+from corefbert.packed_rows import COLUMNS as CORPUS_COLUMNS
 
-CORPUS_COLUMNS = ("input_ids", "word_ids", "mention_starts", "mention_ends", "mention_groups")
 ROW_KEY = "__row__"
 
 
@@ -28,10 +29,15 @@ def load_prepared_corpus(dataset_dir: str, verify: str | None = None):
     always, SHA-256 too under ``verify="checksums"``, or ``"auto"`` (the default, overridden by
     ``$COREFBERT_VERIFY_CORPUS``) for corpora up to 2 GiB. A truncated or altered file is one error line
     instead of a crash inside pyarrow or training on fewer rows; a folder without a manifest loads with
-    a warning.
+    a warning. ``dataset_dir`` may also name a shard set (a folder of shard folders, or a glob over them):
+    each shard is checked so, then the set (:mod:`corefbert.corpus_shards`), and the shards are concatenated.
     """
     from corefbert.corpus_cache import load_verified
+    from corefbert.corpus_shards import load_shard_set, shard_folders
 
+    shards = shard_folders(dataset_dir)  # a glob or a folder of shard folders: one corpus from N machines
+    if shards is not None:
+        return load_shard_set(shards, lambda folder: load_prepared_corpus(folder, verify))
     if not os.path.isdir(dataset_dir):
         raise CorefBertError("prepared corpus folder not found; check --dataset_dir", path=dataset_dir)
     if not any(os.path.isfile(os.path.join(dataset_dir, name)) for name in ("dataset_dict.json", "state.json")):
@@ -187,15 +193,21 @@ class SeededCollate:
 
 
 def pretraining_dataloader(rows, collate: SeededCollate, batch_size: int, *, train: bool,
-                           num_workers: int = 0) -> DataLoader:
+                           num_workers: int = 0, group_by_length: bool = False, seed: int = 0) -> DataLoader:
     """The trainer's DataLoader over ``rows`` (a ``datasets.Dataset`` of packed sequences).
 
     ``train``: shuffled (accelerate swaps in its seedable sampler on ``prepare``) and only whole
-    batches; otherwise in order, the last batch partial. Workers are not persistent: each epoch's
+    batches; otherwise in order, the last batch partial. ``group_by_length`` (with ``train``): batches of
+    rows of similar length instead, in an order seeded by ``(seed, epoch)``
+    (:class:`corefbert.length_grouping.LengthGroupedSampler`). Workers are not persistent: each epoch's
     iterator forks them afresh with the ``collate.epoch`` of that moment, and they exit with it.
     """
+    from corefbert.length_grouping import LengthGroupedSampler, row_lengths
+
+    sampler = LengthGroupedSampler(row_lengths(rows), batch_size, seed) if train and group_by_length else None
     return DataLoader(
-        IndexedRows(rows), batch_size=batch_size, shuffle=train, drop_last=train, collate_fn=collate,
-        num_workers=num_workers,
+        IndexedRows(rows), batch_size=batch_size, shuffle=train and sampler is None, sampler=sampler,
+        drop_last=train, collate_fn=collate, num_workers=num_workers,
+        pin_memory=torch.cuda.is_available(),  # non-blocking copies to the GPU
     )
 

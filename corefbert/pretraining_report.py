@@ -46,15 +46,8 @@ def evaluate(model, dataloader, accelerator) -> dict[str, float]:
     }
 
 
-CARD_SETTINGS = (
-    "model_name_or_path", "max_steps", "per_device_train_batch_size", "gradient_accumulation_steps",
-    "learning_rate", "weight_decay", "warmup_ratio", "max_grad_norm", "mlm_probability", "mrp_ratio",
-    "mrp_loss_weight", "mrp_official_loss", "mixed_precision", "seed",
-)
-
-
 def load_lines(final_dir: str | Path) -> list[str]:
-    """Three lines of Python that load the checkpoint (printed by the demo, written in the card)."""
+    """Three lines of Python that load the checkpoint (printed by the demo at the end of a run)."""
     return [
         "from transformers import AutoModel, AutoTokenizer",
         f'tokenizer = AutoTokenizer.from_pretrained("{final_dir}")',
@@ -62,53 +55,13 @@ def load_lines(final_dir: str | Path) -> list[str]:
     ]
 
 
-def model_card(args, num_processes: int, precision: str, before: dict, after: dict, final_dir: Path) -> str:
-    """A README.md for ``final/``: what it is, the settings, held-out metrics before/after, how to load."""
-    settings = "\n".join(f"| `{name}` | `{getattr(args, name)}` |" for name in CARD_SETTINGS)
-    rows = "\n".join(
-        f"| {label} | {before[key]:.4f} | {after[key]:.4f} |"
-        for key, label in (("mrp_accuracy", "MRP accuracy"), ("mrp_loss", "MRP loss"),
-                           ("mlm_accuracy", "MLM accuracy"), ("mlm_loss", "MLM loss"))
-    )
-    batch = args.per_device_train_batch_size * args.gradient_accumulation_steps * num_processes
-    code = "\n".join(load_lines(final_dir))
-    return f"""---
-library_name: transformers
-tags: [corefbert, coreference, fill-mask]
----
-# CorefBERT checkpoint
+def model_card(args, num_processes: int, precision: str, before: dict, after: dict) -> str:
+    """The README.md of ``final/``: a ``huggingface_hub`` model card (base model, licence, pipeline tag,
+    settings, held-out metrics before/after as ``model-index``); see :func:`corefbert.hub.pretraining_card`.
+    It names no local absolute path, so the folder can be published as is (``--push_to_hub``)."""
+    from corefbert.hub import pretraining_card
 
-Pretrained with corefbert (CorefBERT, Ye et al., EMNLP 2020): masked-language modelling plus
-Mention Reference Prediction, a copy-based objective over repeated nouns. An ordinary checkpoint of the
-backbone type: `AutoModel`, `AutoModelForMaskedLM`, `AutoModelForQuestionAnswering` and
-`AutoModelForSequenceClassification` load it; the MRP head (`mrp.copy_vector`) travels with it.
-With the MRP head: `import corefbert.modeling` first, then `AutoModelForPreTraining` gives the CorefBERT
-pretraining class (without that import, transformers returns its stock pretraining class with a random
-next-sentence head).
-
-## Settings
-
-Effective batch: {batch} sequences ({num_processes} process(es)); precision used: {precision}.
-
-| setting | value |
-|---|---|
-{settings}
-
-## Held-out metrics
-
-Masked positions are fixed across evaluations, so before and after are comparable
-({after.get('mrp_mentions', 0)} MRP-masked mentions).
-
-| metric | before | after |
-|---|---|---|
-{rows}
-
-## How to load
-
-```python
-{code}
-```
-"""
+    return str(pretraining_card(args, before, after, num_processes, precision))
 
 
 def final_save(accelerator, model, tokenizer, args, before: dict, after: dict) -> Path:
@@ -128,8 +81,7 @@ def final_save(accelerator, model, tokenizer, args, before: dict, after: dict) -
         with writing(tmp, "the final model", "the checkpoints are intact"):
             unwrapped.save_pretrained(tmp, state_dict=state_dict, save_function=accelerator.save)
             tokenizer.save_pretrained(tmp)
-            card = model_card(args, accelerator.num_processes, str(accelerator.mixed_precision), before, after,
-                              final_dir)
+            card = model_card(args, accelerator.num_processes, str(accelerator.mixed_precision), before, after)
             (tmp / "README.md").write_text(card, encoding="utf-8")
             replace_folder(tmp, final_dir)
         results = {**{f"eval_{k}": v for k, v in after.items()}, **{f"init_{k}": v for k, v in before.items()}}

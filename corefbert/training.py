@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import signal
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -45,7 +45,9 @@ from corefbert.checkpointing import (
     truncate_log,
 )
 from corefbert.errors import CorefBertError
+from corefbert.hub import public_settings
 from corefbert.run_outputs import JsonlLogger
+from corefbert.throughput import peak_flops, training_flops_counter
 from corefbert.training_args import (
     TrainingArguments,
     changed_settings,
@@ -120,15 +122,22 @@ def build_accelerator(args: TrainingArguments):
     so a second run in one process (tests, notebooks) may use another precision."""
     from accelerate import Accelerator
     from accelerate.state import AcceleratorState, GradientState
-    from accelerate.utils import DataLoaderConfiguration, GradientAccumulationPlugin
+    from accelerate.utils import DataLoaderConfiguration, GradientAccumulationPlugin, TorchDynamoPlugin
 
     AcceleratorState._reset_state(reset_partial_state=False)
     GradientState._reset_state()
+    # Compiled at prepare(). Dynamic shapes: a batch's length and its MRP mention / referent counts change from
+    # batch to batch, and a static compile recompiles on each new shape (DESIGN.md, known pitfalls).
+    compile_plugin = (TorchDynamoPlugin(backend="inductor", dynamic=True, mode=args.torch_compile_mode)
+                      if getattr(args, "torch_compile", False) else None)
     return Accelerator(
+        dynamo_plugin=compile_plugin,
         mixed_precision=resolve_mixed_precision(args.mixed_precision),
         gradient_accumulation_plugin=GradientAccumulationPlugin(
             num_steps=args.gradient_accumulation_steps, sync_with_dataloader=False),
-        dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True, data_seed=args.seed),
+        # non_blocking: host-to-GPU copies of pinned batches overlap the step (see the loaders' pin_memory).
+        dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True, data_seed=args.seed,
+                                                  non_blocking=torch.cuda.is_available()),
         # We step the scheduler once per optimizer step ourselves; the default would step it once per
         # process per step, ending warm-up N times too early on N processes.
         step_scheduler_with_optimizer=False,
@@ -177,17 +186,34 @@ def total_training_steps(args: TrainingArguments, batches_per_epoch: int) -> int
 
 
 def build_scheduler(optimizer, args: TrainingArguments, total_steps: int):
-    """``transformers.get_scheduler`` with ``--warmup_steps`` (else ``--warmup_ratio`` of the steps)."""
+    """``transformers.get_scheduler`` with ``--warmup_steps`` (else ``--warmup_ratio`` of the steps).
+
+    Arguments that carry ``lr_decay_steps > 0`` (a task sets it: the Coref-GRU bAbI recipe halves the LR every
+    120 updates) get a step decay instead: linear warm-up, then the LR times ``lr_decay_factor`` every
+    ``lr_decay_steps`` optimizer steps; transformers has no such schedule."""
     from transformers import get_scheduler
 
     warmup = args.warmup_steps if args.warmup_steps > 0 else math.ceil(args.warmup_ratio * total_steps)
+    decay_steps = getattr(args, "lr_decay_steps", 0) or 0
+    if decay_steps > 0:
+        factor = getattr(args, "lr_decay_factor", 0.5)
+
+        def step_decay(step: int) -> float:  # a function: LambdaLR's state_dict leaves it out (step count only)
+            if step < warmup:
+                return (step + 1) / warmup
+            return factor ** ((step - warmup) // decay_steps)
+
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, step_decay)
     return get_scheduler(args.lr_scheduler_type, optimizer, num_warmup_steps=warmup,
                          num_training_steps=total_steps)
 
 
 def build_optimizer(model: torch.nn.Module, args: TrainingArguments) -> torch.optim.Optimizer:
+    """AdamW over :func:`parameter_groups`; the fused CUDA kernel when a GPU is present (one launch for all
+    parameters instead of several per tensor group; the same update up to float rounding)."""
     return torch.optim.AdamW(parameter_groups(model, args.weight_decay), lr=args.learning_rate,
-                             betas=(args.adam_beta1, args.adam_beta2), eps=args.adam_epsilon)
+                             betas=(args.adam_beta1, args.adam_beta2), eps=args.adam_epsilon,
+                             fused=True if torch.cuda.is_available() else None)
 
 
 def train(job: TrainingJob, args: TrainingArguments, accelerator, model, optimizer, scheduler, train_loader,
@@ -196,7 +222,7 @@ def train(job: TrainingJob, args: TrainingArguments, accelerator, model, optimiz
     ``scheduler`` is built on the prepared optimizer and not itself prepared. Returns train metrics."""
     loop = _Loop(job, args, accelerator, model, optimizer, scheduler, train_loader, total_steps)
     if args.with_tracking:
-        accelerator.init_trackers(project, config=_flat(asdict(args)))
+        accelerator.init_trackers(project, config=_flat(public_settings(args)))  # no --hub_token
     with StopSignal() as stop:  # to the end: the final evaluation and save included
         loop.stop = stop
         loop.resume()
@@ -256,11 +282,23 @@ class _Loop:
         self.state = {"epoch": 0, "batches_in_epoch": 0, "tokens": 0, "overflow_steps": 0, "skipped_in_a_row": 0,
                       "loss_sum": 0.0, "loss_batches": 0, "epoch_end_pending": False, "window": self._new_window()}
         self.started = self.window_started = time.perf_counter()
-        self.bad_loss, self.grad_norm = False, None
+        self.bad_loss, self.nonfinite, self.grad_norm = False, False, None
+        self.flops_per_batch = training_flops_counter(accelerator.unwrap_model(model))
+        self.peak_flops = peak_flops(accelerator.device)
 
     @staticmethod
     def _new_window() -> dict:
-        return {"loss": 0.0, "logs": {}, "micro": 0, "tokens": 0}
+        # loss, logs and tokens stay on the device between log steps (no host sync per micro-batch); slots
+        # (batch x padded length) and model FLOPs come from shapes alone.
+        return {"loss": 0.0, "logs": {}, "micro": 0, "tokens": 0, "slots": 0, "flops": 0.0}
+
+    def _host_window(self) -> dict:
+        """The running log window with every value read to the host (what a checkpoint stores as JSON)."""
+        window = self.state["window"]
+        host = {key: float(value) if torch.is_tensor(value) else value for key, value in window.items()}
+        host["tokens"] = int(host["tokens"])
+        host["logs"] = {name: float(value) for name, value in window["logs"].items()}
+        return host
 
     def resume(self) -> None:
         args = self.args
@@ -308,11 +346,13 @@ class _Loop:
         accelerator, window = self.accelerator, self.state["window"]
         with accelerator.accumulate(self.model):
             out = self.job.training_step(self.model, batch)
-            self.bad_loss |= not bool(torch.isfinite(out.loss.detach()))
+            # A device flag; read once per optimizer step, not once per micro-batch.
+            self.nonfinite = ~torch.isfinite(out.loss.detach()) | self.nonfinite
             accelerator.backward(out.loss)
             self.grad_norm = None
             if accelerator.sync_gradients:
-                self.bad_loss = any_process(accelerator, self.bad_loss)
+                self.bad_loss = any_process(accelerator, self.bad_loss or bool(self.nonfinite))
+                self.nonfinite = False
                 if self.bad_loss and self.args.on_nonfinite == "stop":
                     self._save_and_stop(
                         f"non-finite loss at step {self.step + 1} (epoch {self.state['epoch']}, batch "
@@ -324,12 +364,16 @@ class _Loop:
             if not self.bad_loss:
                 self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
-        window["loss"] += out.loss.detach().float().item()
+        window["loss"] = window["loss"] + out.loss.detach().float()
         for name, value in out.logs.items():
-            window["logs"][name] = window["logs"].get(name, 0.0) + float(value)
+            value = value.detach().float() if torch.is_tensor(value) else float(value)
+            window["logs"][name] = window["logs"].get(name, 0.0) + value
         window["micro"] += 1
-        if "attention_mask" in batch:
-            window["tokens"] += int(batch["attention_mask"].sum()) * accelerator.num_processes
+        mask = batch.get("attention_mask") if isinstance(batch, dict) else None
+        if mask is not None:  # [batch, length]: non-pad tokens of this process (summed over processes at logging)
+            window["tokens"] = window["tokens"] + mask.sum()
+            window["slots"] += mask.numel()
+            window["flops"] += self.flops_per_batch(mask.shape)
         return accelerator.sync_gradients
 
     def _after_update(self) -> bool:
@@ -402,7 +446,8 @@ class _Loop:
     def _checkpoint(self) -> Path:
         if self.saved_at == self._position():  # this very position is saved (the last step's save, a resume)
             return checkpoints_root(self.output_dir) / f"step_{self.step}"
-        trainer_state = {**self.state, "job": self.job.state_dict(), "settings": self.settings}
+        trainer_state = {**self.state, "window": self._host_window(), "job": self.job.state_dict(),
+                         "settings": self.settings}
         path = save_checkpoint(self.accelerator, self.output_dir, self.step, trainer_state, self.args.save_total_limit)
         self.saved_at = self._position()
         return path
@@ -418,16 +463,24 @@ class _Loop:
         accelerator, window, state = self.accelerator, self.state["window"], self.state
         micro = max(window["micro"], 1)
         names = sorted(window["logs"])
-        means = torch.tensor([window["loss"] / micro] + [window["logs"][n] / micro for n in names],
-                             device=accelerator.device)
-        means = accelerator.reduce(means, reduction="mean").tolist()
+        device = accelerator.device
+        means = torch.stack([torch.as_tensor(value, dtype=torch.float32, device=device) / micro
+                             for value in [window["loss"], *(window["logs"][n] for n in names)]])
+        means = accelerator.reduce(means, reduction="mean").tolist()  # the one host read of the window
+        counts = torch.tensor([float(window["tokens"]), window["slots"], window["flops"]], device=device,
+                              dtype=torch.float32 if device.type == "mps" else torch.float64)  # mps has no float64
+        tokens, slots, flops = accelerator.reduce(counts, reduction="sum").tolist()  # summed over processes
         seconds = max(time.perf_counter() - self.window_started, 1e-9)
-        state["tokens"] += window["tokens"]
+        state["tokens"] += int(tokens)
         state["loss_sum"] += means[0] * window["micro"]
         state["loss_batches"] += window["micro"]
         record = {"split": "train", "step": self.step, "epoch": self._epoch_float(), "loss": means[0],
                   **dict(zip(names, means[1:])), "lr": self.scheduler.get_last_lr()[0],
-                  "tokens": state["tokens"], "tokens_per_s": window["tokens"] / seconds}
+                  "tokens": state["tokens"], "tokens_per_s": tokens / seconds}
+        if slots:
+            record["slot_fill"] = round(tokens / slots, 4)  # non-pad share of the padded batches computed
+        if flops and self.peak_flops:
+            record["mfu"] = round(flops / seconds / (self.peak_flops * accelerator.num_processes), 4)
         if self.grad_norm is not None:
             record["grad_norm"] = float(self.grad_norm)
         if accelerator.scaler is not None:  # fp16: the loss scale tells whether steps are being skipped
@@ -441,7 +494,7 @@ class _Loop:
         self.window_started = time.perf_counter()
 
     def results(self) -> dict[str, float]:
-        window = self.state["window"]
+        window = self._host_window()
         if window["micro"]:  # the tail after the last log record (a resumed run that had nothing left to do)
             self.state["loss_sum"] += window["loss"]
             self.state["loss_batches"] += window["micro"]

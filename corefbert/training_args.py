@@ -49,6 +49,12 @@ class TrainingArguments:
     warmup_steps: int = field(default=0, metadata={"help": "Warm-up steps; overrides --warmup_ratio if > 0."})
     max_grad_norm: float = field(default=1.0, metadata={"help": "Gradient clipping norm; 0 turns clipping off."})
     gradient_checkpointing: bool = field(default=False, metadata={"help": "Trade compute for activation memory."})
+    torch_compile: bool = field(
+        default=False, metadata={"help": "Compile the model (torch.compile, inductor, dynamic shapes): faster steps "
+                                         "on a GPU after a first step of ~1-2 minutes; pays off beyond a few "
+                                         "hundred steps. Off on CPU, where it rarely pays."})
+    torch_compile_mode: str | None = field(
+        default=None, metadata={"help": "torch.compile mode: default | reduce-overhead | max-autotune."})
     mixed_precision: str = field(
         default="auto", metadata={"help": "auto (a launcher's setting, e.g. accelerate launch --config_file; else "
                                           "bf16 where the GPU supports it, else no) | no | bf16 | fp16."})
@@ -71,6 +77,17 @@ class TrainingArguments:
     with_tracking: bool = field(default=False, metadata={"help": "Also log to a tracker (see --report_to)."})
     report_to: str = field(default="tensorboard", metadata={"help": "tensorboard | wandb | all."})
     disable_tqdm: bool = field(default=False, metadata={"help": "No progress bars."})
+    # ---- Hub round trip (issue 15; corefbert/hub.py): Hugging Face's names, used at the end of a run. ----
+    push_to_hub: bool = field(
+        default=False, metadata={"help": "At the end, upload the model (pretraining: final/; fine-tuning: best/, "
+                                         "else last/) with a model card to the Hub; staged in output_dir/hub first."})
+    hub_model_id: str | None = field(
+        default=None, metadata={"help": "Hub repository, user/name or org/name (default: the --output_dir folder's "
+                                        "name under the token's account)."})
+    hub_private_repo: bool = field(default=False, metadata={"help": "Create the Hub repository private."})
+    hub_token: str | None = field(
+        default=None, metadata={"help": "Hub token (default: $HF_TOKEN or `hf auth login`); never written to disk."})
+    # ---- end of the Hub block ----
 
     def validate(self) -> None:
         """Reject values that cannot work, each in one line; subclasses add their own after this."""
@@ -122,6 +139,9 @@ class TrainingArguments:
             raise CorefBertError("--output_dir is a file, not a directory; pass a directory path", path=self.output_dir)
         if self.with_tracking:
             tracking_backends(self.report_to)
+        from corefbert.hub import check_hub_arguments  # huggingface_hub loads only where arguments are checked
+
+        check_hub_arguments(self)
 
 
 _SCALARS = {int, float, str, bool, type(None)}

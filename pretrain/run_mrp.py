@@ -57,9 +57,12 @@ def parse(argv: list[str] | None = None) -> tuple[PretrainingArguments, PrepareA
             "model folder not found (and HF_HUB_OFFLINE=1); give a local BERT/RoBERTa checkpoint folder",
             path=train_args.model_name_or_path,
         )
-    if not train_args.dataset_dir and not corpus_args.train_file:
+    if train_args.dataset_dir and corpus_args.dataset_name:
+        raise CorefBertError("--dataset_dir and --dataset_name both given: pass a prepared corpus or a dataset")
+    if not train_args.dataset_dir and not corpus_args.train_file and not corpus_args.dataset_name:
         if not defaults:  # the demo corpus stands in only for the demo, never under a paper config
-            raise CorefBertError("no corpus: pass --train_file (text) or --dataset_dir (a prepared corpus)")
+            raise CorefBertError("no corpus: pass --train_file (text), --dataset_name (a Hub dataset) or "
+                                 "--dataset_dir (a prepared corpus)")
         corpus_args.train_file = [str(DEMO_CORPUS)]
     # The backbone is also the tokenizer, and one seed drives everything; the corpus is cached by fingerprint.
     prepare_args = PrepareArguments(**dataclasses.asdict(corpus_args), model_name_or_path=train_args.model_name_or_path,

@@ -11,6 +11,7 @@ EXPECTED = {
     "cpu.yaml": ("NO", "no"),
     "single_gpu.yaml": ("NO", "bf16"),
     "multi_gpu.yaml": ("MULTI_GPU", "bf16"),
+    "multi_node.yaml": ("MULTI_GPU", "bf16"),
     "deepspeed_zero2.yaml": ("DEEPSPEED", "bf16"),
     "deepspeed_zero3.yaml": ("DEEPSPEED", "bf16"),
     "fsdp.yaml": ("FSDP", "bf16"),
