@@ -394,5 +394,12 @@ def main(argv: list[str] | None = None) -> ConversionReport:
     return report
 
 
+
+def console_script() -> None:
+    """The ``corefbert-convert`` command. Console scripts exit with their function's return value, so this one
+    returns nothing (``main``'s report object would become exit status 1)."""
+    main()
+
+
 if __name__ == "__main__":
     main()

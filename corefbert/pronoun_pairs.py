@@ -381,5 +381,12 @@ def main(argv: list[str] | None = None) -> Counter:
     return counts
 
 
+
+def console_script() -> None:
+    """The ``corefbert-pronoun-pairs`` command. Console scripts exit with their function's return value, so this one
+    returns nothing (``main``'s report object would become exit status 1)."""
+    main()
+
+
 if __name__ == "__main__":
     main()

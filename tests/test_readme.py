@@ -76,3 +76,18 @@ def test_every_table_has_a_header_row():
                 f"{doc.relative_to(ROOT)}:{number + 1}: a table row with no header and separator row above it "
                 "(a blank line inside a table?)"
             )
+
+
+def test_console_scripts_exit_zero_after_a_run():
+    """``[project.scripts]`` wrappers call ``sys.exit(target())``: a target that returns a report object would
+    make every successful run exit with status 1."""
+    import importlib
+    import inspect
+    import tomllib
+
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"].get("scripts", {})
+    assert scripts, "no console scripts declared"
+    for name, target in scripts.items():
+        module, function = target.split(":")
+        signature = inspect.signature(getattr(importlib.import_module(module), function))
+        assert signature.return_annotation in (None, "None"), f"{name} -> {target} returns {signature.return_annotation}"
