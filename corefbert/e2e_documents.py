@@ -1,0 +1,180 @@
+"""CoNLL documents -> the tensors of the end-to-end coreference model (one document per batch).
+
+A recurrent model reads word and character ids from its own vocabulary (:class:`Vocabulary`, saved beside
+the weights); a transformer reads subword windows (:func:`subword_windows`). Training documents are cut to
+at most ``max_sentences`` consecutive sentences (:func:`crop_document`), as the paper does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+
+import torch
+
+from corefbert.conll import ConllDocument
+from corefbert.errors import CorefBertError
+
+PAD, UNK = "<pad>", "<unk>"
+VOCAB_FILE = "coref_e2e_vocab.json"
+MIN_CHARS = 5  # the widest character window (5) needs words at least that long after padding
+
+
+@dataclass
+class Vocabulary:
+    """Word and character lists (index 0 padding, 1 unknown)."""
+
+    words: list[str] = field(default_factory=lambda: [PAD, UNK])
+    chars: list[str] = field(default_factory=lambda: [PAD, UNK])
+
+    def __post_init__(self):
+        self.word_index = {w: i for i, w in enumerate(self.words)}
+        self.char_index = {c: i for i, c in enumerate(self.chars)}
+
+    @classmethod
+    def build(cls, documents: list[ConllDocument], extra_words: list[str] = ()) -> Vocabulary:
+        """Every word and character of ``documents`` (plus ``extra_words``), most frequent first."""
+        words = Counter(w for doc in documents for w in doc.words)
+        chars = Counter(c for w in words.elements() for c in w)
+        word_list = [w for w, _ in words.most_common()] + sorted(set(extra_words) - set(words))
+        return cls([PAD, UNK] + word_list, [PAD, UNK] + [c for c, _ in chars.most_common()])
+
+    def save(self, directory: str) -> None:
+        with open(os.path.join(directory, VOCAB_FILE), "w", encoding="utf-8") as handle:
+            json.dump({"words": self.words, "chars": self.chars}, handle, ensure_ascii=False)
+
+    @classmethod
+    def load(cls, directory: str) -> Vocabulary:
+        path = os.path.join(directory, VOCAB_FILE)
+        if not os.path.isfile(path):
+            raise CorefBertError(f"no {VOCAB_FILE}: not a model folder written by run_coref_e2e.py", path=directory)
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+        return cls(data["words"], data["chars"])
+
+
+def read_glove(path: str, vocabulary_words: set[str] | None = None) -> tuple[dict[str, list[float]], int]:
+    """A GloVe-format text file (``word v1 v2 ...`` per line) -> ({word: vector}, dimension); with
+    ``vocabulary_words`` only those words are kept. Bad lines are one-line errors naming the line."""
+    if not os.path.isfile(path):
+        raise CorefBertError("embeddings file not found; pass a GloVe-format text file", path=path)
+    vectors: dict[str, list[float]] = {}
+    dim = None
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for number, line in enumerate(handle, 1):
+            parts = line.rstrip("\n").rstrip(" ").split(" ")
+            if len(parts) == 2 and number == 1 and all(p.isdigit() for p in parts):
+                continue  # a word2vec-style "count dim" header
+            try:
+                values = [float(v) for v in parts[1:]]
+            except ValueError:
+                raise CorefBertError("not a GloVe line (a word, then numbers separated by spaces)",
+                                     path=path, position=number) from None
+            if dim is None:
+                dim = len(values)
+            if not values or len(values) != dim:
+                raise CorefBertError(f"{len(values)} numbers where earlier lines have {dim}", path=path,
+                                     position=number)
+            if vocabulary_words is None or parts[0] in vocabulary_words:
+                vectors[parts[0]] = values
+    if dim is None:
+        raise CorefBertError("the embeddings file is empty", path=path)
+    return vectors, dim
+
+
+def embedding_matrix(vocab: Vocabulary, vectors: dict[str, list[float]], dim: int) -> torch.Tensor:
+    """[vocab, dim]: each word's GloVe vector (the lower-cased one as a fallback), zeros where absent."""
+    matrix = torch.zeros(len(vocab.words), dim)
+    for i, word in enumerate(vocab.words):
+        vector = vectors.get(word, vectors.get(word.lower()))
+        if vector is not None:
+            matrix[i] = torch.tensor(vector)
+    return matrix
+
+
+def crop_document(document: ConllDocument, first: int, last: int) -> ConllDocument:
+    """Sentences ``first``..``last - 1`` of ``document`` with the gold mentions inside them, re-indexed."""
+    offset = sum(len(s) for s in document.sentences[:first])
+    length = sum(len(s) for s in document.sentences[first:last])
+    clusters = [[(s - offset, e - offset) for s, e in cluster if offset <= s and e < offset + length]
+                for cluster in document.clusters]
+    return ConllDocument(document.doc_key, document.name, document.part, document.sentences[first:last],
+                         document.speakers[first:last], document.genre, [c for c in clusters if c])
+
+
+def gold_tensors(document: ConllDocument) -> dict[str, torch.Tensor]:
+    """``gold_starts``/``gold_ends``/``gold_cluster_ids`` (1-based) [mentions] of ``document``."""
+    mentions = [(s, e, i + 1) for i, cluster in enumerate(document.clusters) for s, e in cluster]
+    table = torch.tensor(mentions, dtype=torch.long).view(-1, 3)
+    return {"gold_starts": table[:, 0], "gold_ends": table[:, 1], "gold_cluster_ids": table[:, 2]}
+
+
+def common_tensors(document: ConllDocument, genres: list[str]) -> dict[str, torch.Tensor]:
+    """Sentence of each word, speaker ids (per document, by first appearance), genre id, gold clusters."""
+    speakers = [s for sentence in document.speakers for s in sentence]
+    speaker_index: dict[str, int] = {}
+    speaker_ids = [speaker_index.setdefault(s, len(speaker_index)) for s in speakers]
+    genre = genres.index(document.genre) if document.genre in genres else 0
+    return {"sentence_of_word": torch.tensor(document.sentence_of_word(), dtype=torch.long),
+            "speaker_ids": torch.tensor(speaker_ids, dtype=torch.long),
+            "genre": torch.tensor(genre), **gold_tensors(document)}
+
+
+def word_tensors(document: ConllDocument, vocab: Vocabulary, max_word_chars: int = 30) -> dict[str, torch.Tensor]:
+    """``word_ids`` [sentences, len], ``char_ids`` [sentences, len, chars], ``sentence_lengths`` [sentences]."""
+    sentences = document.sentences
+    longest = max(len(s) for s in sentences)
+    chars = min(max_word_chars, max(MIN_CHARS, max(len(w) for s in sentences for w in s)))
+    word_ids = torch.zeros(len(sentences), longest, dtype=torch.long)
+    char_ids = torch.zeros(len(sentences), longest, chars, dtype=torch.long)
+    for i, sentence in enumerate(sentences):
+        word_ids[i, :len(sentence)] = torch.tensor([vocab.word_index.get(w, 1) for w in sentence])
+        for j, word in enumerate(sentence):
+            ids = [vocab.char_index.get(c, 1) for c in word[:chars]]
+            char_ids[i, j, :len(ids)] = torch.tensor(ids)
+    return {"word_ids": word_ids, "char_ids": char_ids,
+            "sentence_lengths": torch.tensor([len(s) for s in sentences], dtype=torch.long)}
+
+
+def subword_windows(words: list[str], tokenizer, max_seq_length: int, stride: int) -> dict[str, torch.Tensor]:
+    """Overlapping windows of ``max_seq_length`` tokens ([CLS] + content + [SEP]) starting every ``stride``
+    content tokens; each word is read in the window where its first subword is farthest from an edge.
+    -> ``input_ids``/``attention_mask`` [windows, max_seq_length], ``word_positions`` [words]."""
+    pieces = tokenizer(words, add_special_tokens=False)["input_ids"]
+    pieces = [p if p else [tokenizer.unk_token_id] for p in pieces]  # a word the tokenizer drops entirely
+    flat = [t for p in pieces for t in p]
+    first_piece, position = [], 0
+    for p in pieces:
+        first_piece.append(position)
+        position += len(p)
+    content = max_seq_length - 2
+    starts = [0]
+    while starts[-1] + content < len(flat):  # the last window ends at the last token
+        starts.append(min(starts[-1] + stride, len(flat) - content))
+    input_ids = torch.full((len(starts), max_seq_length), tokenizer.pad_token_id, dtype=torch.long)
+    attention_mask = torch.zeros(len(starts), max_seq_length, dtype=torch.long)
+    for w, start in enumerate(starts):
+        window = [tokenizer.cls_token_id] + flat[start:start + content] + [tokenizer.sep_token_id]
+        input_ids[w, :len(window)] = torch.tensor(window)
+        attention_mask[w, :len(window)] = 1
+    positions = []
+    for token in first_piece:
+        inside = [(min(token - s, s + content - 1 - token), w) for w, s in enumerate(starts)
+                  if s <= token < s + content]
+        _, w = max(inside)
+        positions.append(w * max_seq_length + 1 + token - starts[w])
+    return {"input_ids": input_ids, "attention_mask": attention_mask,
+            "word_positions": torch.tensor(positions, dtype=torch.long)}
+
+
+def featurize(document: ConllDocument, config: dict, vocab: Vocabulary | None = None,
+              tokenizer=None) -> dict[str, torch.Tensor]:
+    """Everything the model of ``config`` reads about ``document``: word/character ids for a recurrent
+    encoder (``vocab``), subword windows for ``bert`` (``tokenizer``)."""
+    features = common_tensors(document, config["genres"])
+    if config["encoder"] == "bert":
+        return {**features, **subword_windows(document.words, tokenizer, config["max_seq_length"],
+                                              config["window_stride"])}
+    return {**features, **word_tensors(document, vocab)}
