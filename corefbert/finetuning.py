@@ -175,6 +175,11 @@ class FinetuningTask:
         if self.tokenizer is not None:
             self.tokenizer.save_pretrained(output_dir)
 
+    def learning_rates(self, model) -> dict[str, float] | None:
+        """``{parameter-name prefix: learning rate}`` for parameters that train at a rate other than
+        ``--learning_rate`` (:func:`corefbert.training.parameter_groups`); None: one rate for all."""
+        return None
+
     def load_weights(self, model, directory: str) -> None:
         """Load what :meth:`save_pretrained` wrote back into ``model`` in place (the best model at the end)."""
         load_weights(model, directory)
@@ -334,7 +339,7 @@ def _datasets(task: FinetuningTask, args: FinetuningArguments, accelerator):
 def _train(task, args, accelerator, model, train_loader, eval_loader, evaluator):
     """Prepare the optimizer and schedule and run the training loop; returns the prepared model and the
     train metrics (``train_loss``, ``train_steps``, ...)."""
-    optimizer = build_optimizer(model, args)
+    optimizer = build_optimizer(model, args, task.learning_rates(model))
     model, optimizer, train_loader = accelerator.prepare(model, optimizer, train_loader)
     # len() after prepare: per-process batches, so the schedule is right on N processes.
     total_steps = total_training_steps(args, len(train_loader))

@@ -209,7 +209,8 @@ def test_cli_bert_encoder_overfits_and_saves_an_ordinary_encoder_checkpoint(tiny
     argv = ["--encoder", "bert", "--model_name_or_path", str(tiny_bert_dir), "--train_file", str(FIXTURE),
             "--validation_file", str(FIXTURE), "--test_file", str(FIXTURE), "--do_train", "--do_eval",
             "--do_predict", "--num_train_epochs", "60", "--eval_steps", "20", "--max_seq_length", "16",
-            "--learning_rate", "3e-3", "--lr_scheduler_type", "constant", "--warmup_ratio", "0", "--top_span_ratio",
+            "--learning_rate", "3e-3", "--task_learning_rate", "3e-3", "--lr_scheduler_type", "constant",
+            "--warmup_ratio", "0", "--top_span_ratio",
             "3", "--allow_crossing_spans", *SMALL]
     results, out = _run(argv, tmp_path, "bert")
     # The fixture tokenizer's vocabulary varies a little between sessions: the best evaluation must reach 100.

@@ -154,6 +154,26 @@ def test_one_decay_rule_no_decay_on_one_dimensional_parameters():
     assert (decay["weight_decay"], plain["weight_decay"]) == (0.1, 0.0)
 
 
+def test_per_prefix_learning_rates_form_their_own_groups_and_share_the_schedule(tmp_path):
+    """A task head beside a pretrained encoder (end-to-end coreference with BERT) trains at its own rate; the
+    two default groups stay first, so the optimizer-state layout of runs without it is unchanged."""
+    model = _Model()
+    plain = parameter_groups(model, 0.1)
+    groups = parameter_groups(model, 0.1, {"": 1e-3, "hidden.": 1e-5})
+    assert [len(g["params"]) for g in plain] == [2, 4] and "lr" not in plain[0]
+    assert [len(g["params"]) for g in groups[:2]] == [0, 0]  # every parameter matched a prefix
+    rate_of = {id(p): (g["lr"], g["weight_decay"]) for g in groups[2:] for p in g["params"]}
+    assert rate_of[id(model.hidden.weight)] == (1e-5, 0.1) and rate_of[id(model.hidden.bias)] == (1e-5, 0.0)
+    assert rate_of[id(model.out.weight)] == (1e-3, 0.1) and rate_of[id(model.norm.weight)] == (1e-3, 0.0)
+    args = _args(tmp_path, warmup_ratio=0.5, max_steps=4)
+    optimizer = build_optimizer(model, args, {"": 1e-3, "hidden.": 1e-5})
+    scheduler = build_scheduler(optimizer, args, args.max_steps)
+    optimizer.step()
+    scheduler.step()
+    rates = sorted({g["lr"] for g in optimizer.param_groups if g["params"]})
+    assert rates == pytest.approx([1e-5 / 2, 1e-3 / 2])  # step 1 of 2 warm-up steps: both at half their peak
+
+
 def test_warmup_steps_override_the_ratio_and_any_transformers_schedule_is_accepted(tmp_path):
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(2))], lr=1.0)
     scheduler = build_scheduler(optimizer, _args(tmp_path, warmup_ratio=0.5, warmup_steps=2), total_steps=10)

@@ -70,6 +70,9 @@ class CorefE2EArguments(HeldOutArguments):
     max_training_sentences: int = field(default=40, metadata={
         "help": "Training documents are cut to this many consecutive sentences at a random offset."})
     max_seq_length: int = field(default=512, metadata={"help": "bert: tokens per window, special tokens included."})
+    task_learning_rate: float = field(default=2e-4, metadata={
+        "help": "bert: learning rate of everything but the encoder (span, mention and antecedent scorers), which "
+                "trains at --learning_rate (Joshi et al. 2019: 1e-5 / 2e-4)."})
     window_stride: int | None = field(default=None, metadata={
         "help": "bert: content tokens between window starts; default: half a window's content."})
 
@@ -142,6 +145,13 @@ class CorefE2ETask(FinetuningTask):
             # BERT for coreference (Joshi et al. 2019): a small LR with warm-up and linear decay, 20 epochs.
             defaults.update(learning_rate=2e-5, warmup_ratio=0.1, lr_scheduler_type="linear", num_train_epochs=20.0)
         return defaults
+
+    def learning_rates(self, model) -> dict[str, float] | None:
+        """With a pretrained encoder, the layers on top train at ``--task_learning_rate``: one small rate for
+        both left the randomly initialised scorers untrained on LitBank while the encoder collapsed."""
+        if self.task_args.encoder != "bert":
+            return None
+        return {"": self.task_args.task_learning_rate, "encoder.": self.args.learning_rate}
 
     def __init__(self, task_args: CorefE2EArguments, training_args: FinetuningArguments):
         super().__init__(task_args, training_args)
