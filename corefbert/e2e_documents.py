@@ -55,35 +55,6 @@ class Vocabulary:
         return cls(data["words"], data["chars"])
 
 
-def read_glove(path: str, vocabulary_words: set[str] | None = None) -> tuple[dict[str, list[float]], int]:
-    """A GloVe-format text file (``word v1 v2 ...`` per line) -> ({word: vector}, dimension); with
-    ``vocabulary_words`` only those words are kept. Bad lines are one-line errors naming the line."""
-    if not os.path.isfile(path):
-        raise CorefBertError("embeddings file not found; pass a GloVe-format text file", path=path)
-    vectors: dict[str, list[float]] = {}
-    dim = None
-    with open(path, encoding="utf-8", errors="replace") as handle:
-        for number, line in enumerate(handle, 1):
-            parts = line.rstrip("\n").rstrip(" ").split(" ")
-            if len(parts) == 2 and number == 1 and all(p.isdigit() for p in parts):
-                continue  # a word2vec-style "count dim" header
-            try:
-                values = [float(v) for v in parts[1:]]
-            except ValueError:
-                raise CorefBertError("not a GloVe line (a word, then numbers separated by spaces)",
-                                     path=path, position=number) from None
-            if dim is None:
-                dim = len(values)
-            if not values or len(values) != dim:
-                raise CorefBertError(f"{len(values)} numbers where earlier lines have {dim}", path=path,
-                                     position=number)
-            if vocabulary_words is None or parts[0] in vocabulary_words:
-                vectors[parts[0]] = values
-    if dim is None:
-        raise CorefBertError("the embeddings file is empty", path=path)
-    return vectors, dim
-
-
 def embedding_matrix(vocab: Vocabulary, vectors: dict[str, list[float]], dim: int) -> torch.Tensor:
     """[vocab, dim]: each word's GloVe vector (the lower-cased one as a fallback), zeros where absent."""
     matrix = torch.zeros(len(vocab.words), dim)

@@ -20,7 +20,7 @@ from corefbert.e2e_coref import (
     prune_spans,
     top_cluster_ids,
 )
-from corefbert.e2e_documents import crop_document, read_glove, subword_windows
+from corefbert.e2e_documents import crop_document, subword_windows
 from corefbert.errors import CorefBertError
 from corefbert.sentence_encoders import (
     AttentionalSentenceLinking,
@@ -28,6 +28,7 @@ from corefbert.sentence_encoders import (
     asl_reference,
     lsl_reference,
 )
+from corefbert.word_vocab import read_word_vectors
 
 FIXTURE = Path(__file__).parent / "fixtures" / "coref_e2e" / "two_docs.conll"
 SMALL = ["--embedding_dim", "32", "--lstm_size", "32", "--ffnn_size", "32", "--char_filters", "8", "--dropout", "0",
@@ -165,12 +166,12 @@ def test_crop_keeps_mentions_inside_and_reindexes():
 def test_glove_file_lines_are_checked(tmp_path):
     good = tmp_path / "vectors.txt"
     good.write_text("Anna 0.1 0.2\nTom 0.3 0.4\n", encoding="utf-8")
-    vectors, dim = read_glove(str(good), {"Tom"})
+    vectors, dim = read_word_vectors(str(good), {"Tom"}, lowercase=False)  # the one GloVe reader (word_vocab)
     assert dim == 2 and vectors == {"Tom": [0.3, 0.4]}
     bad = tmp_path / "bad.txt"
     bad.write_text("Anna 0.1 0.2\nTom 0.3\n", encoding="utf-8")
-    with pytest.raises(CorefBertError, match=r"bad.txt:2: 1 numbers where earlier lines have 2"):
-        read_glove(str(bad))
+    with pytest.raises(CorefBertError, match=r"bad.txt:2: 1 values after the word where the first line has 2"):
+        read_word_vectors(str(bad), {"Tom"}, lowercase=False)
 
 
 def _run(argv, tmp_path, name):

@@ -12,17 +12,19 @@ import pytest
 
 from corefbert.errors import CorefBertError
 from corefbert.finetuning import FinetuningTask, HeldOutArguments, held_out_split, parse_task_arguments
+from corefbert.tasks.coref_e2e import CorefE2ETask
 from corefbert.tasks.coref_task import CorefTask
 from corefbert.tasks.docred import DocredTask
 from corefbert.tasks.fever import FeverTask
 from corefbert.tasks.glue import GlueTask
 from corefbert.tasks.mrqa import MRQATask
+from corefbert.tasks.pronoun_pairs_task import PronounPairsTask
 from corefbert.tasks.quoref import QuorefTask
 
 ROOT = Path(__file__).resolve().parents[1]
 CLIS = sorted((ROOT / "finetune").glob("run_*.py"))
-TASKS = {"run_coref": CorefTask, "run_docred": DocredTask, "run_fever": FeverTask, "run_glue": GlueTask,
-         "run_mrqa": MRQATask, "run_quoref": QuorefTask}
+TASKS = {"run_coref": CorefTask, "run_coref_e2e": CorefE2ETask, "run_docred": DocredTask, "run_fever": FeverTask,
+         "run_glue": GlueTask, "run_mrqa": MRQATask, "run_pronoun_pairs": PronounPairsTask, "run_quoref": QuorefTask}
 
 
 def test_every_finetuning_cli_is_a_few_lines_over_the_one_main():

@@ -19,7 +19,7 @@ from accelerate.utils import gather_object
 
 from corefbert.conll import ConllDocument, read_conll, write_conll
 from corefbert.e2e_coref import SpanRankingConfig, predict_clusters
-from corefbert.e2e_documents import Vocabulary, crop_document, embedding_matrix, featurize, read_glove
+from corefbert.e2e_documents import Vocabulary, crop_document, embedding_matrix, featurize
 from corefbert.e2e_model import TASK, build_model, load_model, save_model
 from corefbert.errors import CorefBertError
 from corefbert.finetuning import (
@@ -32,6 +32,7 @@ from corefbert.finetuning import (
 from corefbert.metrics.coref_metrics import coref_scores
 from corefbert.sentence_encoders import ENCODERS
 from corefbert.tasks.heads import read_head_config
+from corefbert.word_vocab import read_word_vectors
 
 logger = logging.getLogger(__name__)
 
@@ -221,7 +222,7 @@ class CorefE2ETask(FinetuningTask):
             return
         every = [d for docs in (self.train_docs, self.eval_docs, self.test_docs) if docs for d in docs]
         words = {w for doc in every for w in doc.words}
-        vectors, dim = read_glove(a.embeddings_file, words | {w.lower() for w in words})
+        vectors, dim = read_word_vectors(a.embeddings_file, words | {w.lower() for w in words}, lowercase=False)
         logger.info("%s: vectors for %d of the %d distinct words", a.embeddings_file, len(vectors), len(words))
         # Words of the evaluation files enter the vocabulary only with a GloVe vector (the paper's fixed GloVe).
         known = [w for w in words if w in vectors or w.lower() in vectors]

@@ -1,0 +1,23 @@
+"""Pronoun-replacement entailment classifiers on the pairs of ``python -m corefbert.pronoun_pairs``.
+
+From scratch (Decomposable Attention; ``--model lstmn`` / ``bilstm`` likewise), one CPU or GPU:
+    python finetune/run_pronoun_pairs.py --model da --train_file pairs/train.jsonl \
+        --validation_file pairs/dev.jsonl --do_train --do_eval --output_dir out/da
+A BERT / RoBERTa / CorefBERT sequence-pair classifier (N GPUs: ``accelerate launch`` the same line):
+    python finetune/run_pronoun_pairs.py --model bert --model_name_or_path CKPT --train_file pairs/train.jsonl \
+        --validation_file pairs/dev.jsonl --do_train --do_eval --output_dir out/bert
+The ablation the paper warns about (no in-scope negatives in training, tested on in-scope ones):
+    python finetune/run_pronoun_pairs.py --model da --train_types correct,out_of_scope \
+        --eval_types correct,in_scope ... --do_train --do_eval --output_dir out/da-ablation
+"""
+
+from corefbert.finetuning import main as run_task
+from corefbert.tasks.pronoun_pairs_task import PronounPairsTask
+
+
+def main(argv: list[str] | None = None) -> dict[str, float]:
+    return run_task(PronounPairsTask, argv, prog="run_pronoun_pairs.py")
+
+
+if __name__ == "__main__":
+    main()
