@@ -11,19 +11,11 @@ the ratio (the paper's span size by default: D = 1270 for the 200-unit BiLSTM wi
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
+from timing import seconds_per_call
 
 from corefbert.e2e_coref import SpanRanker, SpanRankingConfig, pair_scores_concat
-
-
-def _time(fn, repeats: int) -> float:
-    fn()  # warm-up
-    start = time.perf_counter()
-    for _ in range(repeats):
-        fn()
-    return (time.perf_counter() - start) / repeats
 
 
 def main() -> None:
@@ -50,8 +42,8 @@ def main() -> None:
             scores[:, 1:].masked_fill(~valid, 0).sum().backward()
         return run
 
-    factored = _time(step(ranker.antecedent_scores), args.repeats)
-    concat = _time(step(lambda *a: pair_scores_concat(ranker, *a)), args.repeats)
+    factored = seconds_per_call(step(ranker.antecedent_scores), args.repeats)
+    concat = seconds_per_call(step(lambda *a: pair_scores_concat(ranker, *a)), args.repeats)
     with torch.no_grad():
         same = torch.allclose(ranker.antecedent_scores(spans, mention, antecedents, valid, phi),
                               pair_scores_concat(ranker, spans, mention, antecedents, valid, phi), atol=1e-4)

@@ -11,19 +11,11 @@ of ``--model lstmn`` runs them; prints the time of each and the ratios. The lite
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
+from timing import seconds_per_call
 
 from corefbert.lstmn import LSTMN, lstmn_reference
-
-
-def _time(fn, repeats: int) -> float:
-    fn()  # warm-up
-    start = time.perf_counter()
-    for _ in range(repeats):
-        fn()
-    return (time.perf_counter() - start) / repeats
 
 
 def _without_key_tape(layer: LSTMN, inputs: torch.Tensor) -> torch.Tensor:
@@ -80,9 +72,9 @@ def main() -> None:
             hidden, memory = lstmn_reference(encoder, source[b])
             lstmn_reference(decoder, target[b], (hidden, memory))[0].sum().backward()
 
-    fast = _time(batched, args.repeats)
-    reference = _time(literal, 1) * args.batch / args.reference_examples
-    encoder_time, plain = _time(encoder_only, args.repeats), _time(no_key_tape, args.repeats)
+    fast = seconds_per_call(batched, args.repeats)
+    reference = seconds_per_call(literal, 1) * args.batch / args.reference_examples
+    encoder_time, plain = seconds_per_call(encoder_only, args.repeats), seconds_per_call(no_key_tape, args.repeats)
     print(f"batch {args.batch} x {args.length} steps, hidden {args.hidden}, input {args.input}, "
           f"{torch.get_num_threads()} thread(s), forward + backward")
     print(f"encoder + fusion decoder, batched        {fast * 1000:9.1f} ms")

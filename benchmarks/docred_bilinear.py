@@ -9,19 +9,11 @@ batch of the DocRED model does; prints the time of each and the ratio.
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
+from timing import seconds_per_call
 
 from corefbert.tasks.docred import bilinear_scores
-
-
-def _time(fn, repeats: int) -> float:
-    fn()  # warm-up
-    start = time.perf_counter()
-    for _ in range(repeats):
-        fn()
-    return (time.perf_counter() - start) / repeats
 
 
 def main() -> None:
@@ -45,7 +37,7 @@ def main() -> None:
     with torch.no_grad():
         diff = (bilinear_scores(heads, tails, layer.weight, layer.bias)
                 - torch.nn.functional.bilinear(heads, tails, layer.weight, layer.bias)).abs().max().item()
-    slow, fast = _time(reference, args.repeats), _time(ours, args.repeats)
+    slow, fast = seconds_per_call(reference, args.repeats), seconds_per_call(ours, args.repeats)
     print(f"pairs={args.pairs} dim={args.dim} relations={args.relations} threads={torch.get_num_threads()}")
     print(f"F.bilinear      {slow * 1000:9.1f} ms  (forward + backward)")
     print(f"bilinear_scores {fast * 1000:9.1f} ms  max |difference| {diff:.2e}")

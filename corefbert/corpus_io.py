@@ -399,6 +399,11 @@ def _dataset_documents(path: str, text_column: str) -> Iterator[str]:
         if "train" not in data and len(data) != 1:
             raise CorefBertError(f"saved DatasetDict has splits {list(data)} and no 'train'", path=path)
         data = data["train"] if "train" in data else next(iter(data.values()))
+    yield from _column_texts(data, text_column, path)
+
+
+def _column_texts(data, text_column: str, path: str) -> Iterator[str]:
+    """The ``text_column`` of every row of a ``datasets.Dataset`` (a saved one or a Hub split), stripped."""
     if text_column not in data.column_names:
         raise CorefBertError(f"no column {text_column!r} (columns: {data.column_names}); pass --text_column",
                              path=path)
@@ -410,9 +415,9 @@ def _dataset_documents(path: str, text_column: str) -> Iterator[str]:
 def iter_documents(source: Source, text_column: str = "text") -> Iterator[str]:
     """Yield the documents of one readable source (possibly empty strings, which callers count)."""
     if source.kind == "hub":
-        from corefbert.hub_datasets import hub_documents
+        from corefbert.hub_datasets import load_hub_split
 
-        yield from hub_documents(source.path, text_column)
+        yield from _column_texts(load_hub_split(source.path), text_column, source.path)
         return
     if source.kind == "dataset":
         yield from _dataset_documents(source.path, text_column)

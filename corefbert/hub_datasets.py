@@ -14,8 +14,6 @@ part is the dataset's own fingerprint (name, config, split, revision, rows), not
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from corefbert.errors import CorefBertError
 
 HUB_PREFIX = "hub:"
@@ -54,17 +52,6 @@ def load_hub_split(path: str):
     if isinstance(data, datasets.DatasetDict):  # split=None never reaches here; a guard for odd builders
         raise CorefBertError(f"the dataset has splits {list(data)}; name one", path=name)
     return data
-
-
-def hub_documents(path: str, text_column: str = "text") -> Iterator[str]:
-    """The documents (``text_column`` of each row, stripped) of a :func:`hub_path`, in row order."""
-    data = load_hub_split(path)
-    if text_column not in data.column_names:
-        raise CorefBertError(f"no column {text_column!r} (columns: {data.column_names}); pass --text_column",
-                             path=path)
-    for batch in data.select_columns([text_column]).iter(batch_size=1000):
-        for text in batch[text_column]:
-            yield (text or "").strip()
 
 
 def hub_fingerprint(path: str) -> list:

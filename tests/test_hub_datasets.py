@@ -8,8 +8,13 @@ import json
 import pytest
 from test_corpus import RegexTagger, bert_tokenizer  # noqa: F401  (bert_tokenizer: a fixture)
 
+from corefbert.corpus_io import Source, iter_documents
 from corefbert.errors import CorefBertError
-from corefbert.hub_datasets import hub_documents, hub_fingerprint, hub_path, parse_hub_path
+from corefbert.hub_datasets import hub_fingerprint, hub_path, parse_hub_path
+
+
+def hub_documents(path, text_column="text"):
+    return iter_documents(Source(path, "hub"), text_column)
 
 
 @pytest.fixture
@@ -56,7 +61,6 @@ def test_prepare_reads_a_dataset_name_like_files(data_repo, tmp_path, bert_token
     """--dataset_name is one more source of documents: prepared through the same pipeline, cached by the
     dataset's fingerprint."""
     from corefbert.corpus import PrepareArguments, prepare_corpus
-    from corefbert.corpus_io import Source, iter_documents
 
     docs = list(iter_documents(Source(hub_path(str(data_repo), None, "train"), "hub")))
     assert len(docs) == 5 and docs[0].startswith("The boat 0")
