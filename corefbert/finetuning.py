@@ -132,6 +132,12 @@ class FinetuningTask:
         self.task_args, self.args = task_args, training_args
 
     @classmethod
+    def run(cls, task_args, training_args: FinetuningArguments) -> dict[str, float]:
+        """What the CLI runs: one :func:`run_finetuning` of this task. A task that is a family of runs (bAbI's
+        tasks x seeds) overrides this to run each and combine their results."""
+        return run_finetuning(cls(task_args, training_args), training_args)
+
+    @classmethod
     def defaults_for(cls, argv: list[str]) -> dict[str, Any]:
         """The training defaults of a run with command line ``argv`` (a task whose paper settings depend
         on one of its flags, like FEVER's model type, reads it here)."""
@@ -359,7 +365,7 @@ def main(task_class: type[FinetuningTask], argv: list[str] | None = None, prog: 
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # DataLoader workers fork after tokenizing
     task_args, args = parse_task_arguments(task_class, argv, prog)
     args.validate()
-    return report_results(run_finetuning(task_class(task_args, args), args))
+    return report_results(task_class.run(task_args, args))
 
 
 def parse_task_arguments(task_class: type[FinetuningTask], argv: list[str] | None = None, prog: str | None = None):

@@ -202,15 +202,13 @@ def total_training_steps(args: TrainingArguments, batches_per_epoch: int) -> int
 def build_scheduler(optimizer, args: TrainingArguments, total_steps: int):
     """``transformers.get_scheduler`` with ``--warmup_steps`` (else ``--warmup_ratio`` of the steps).
 
-    Arguments that carry ``lr_decay_steps > 0`` (a task sets it: the Coref-GRU bAbI recipe halves the LR every
-    120 updates) get a step decay instead: linear warm-up, then the LR times ``lr_decay_factor`` every
-    ``lr_decay_steps`` optimizer steps; transformers has no such schedule."""
+    ``--lr_scheduler_type step`` (the Coref-GRU bAbI recipe halves the LR every 120 updates; transformers has no
+    such schedule): linear warm-up, then the LR times ``--lr_decay_factor`` every ``--lr_decay_steps`` steps."""
     from transformers import get_scheduler
 
     warmup = args.warmup_steps if args.warmup_steps > 0 else math.ceil(args.warmup_ratio * total_steps)
-    decay_steps = getattr(args, "lr_decay_steps", 0) or 0
-    if decay_steps > 0:
-        factor = getattr(args, "lr_decay_factor", 0.5)
+    if args.lr_scheduler_type == "step":
+        decay_steps, factor = args.lr_decay_steps, args.lr_decay_factor
 
         def step_decay(step: int) -> float:  # a function: LambdaLR's state_dict leaves it out (step count only)
             if step < warmup:

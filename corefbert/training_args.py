@@ -43,8 +43,12 @@ class TrainingArguments:
     adam_beta1: float = 0.9
     adam_beta2: float = 0.999
     adam_epsilon: float = 1e-8
-    lr_scheduler_type: str = field(default="linear", metadata={"help": "A transformers scheduler name (linear, "
+    lr_scheduler_type: str = field(default="linear", metadata={"help": "step (warm-up, then x --lr_decay_factor "
+                                                                       "every --lr_decay_steps) or a transformers scheduler name (linear, "
                                                                        "cosine, constant_with_warmup, ...)."})
+    lr_decay_steps: int = field(default=0, metadata={"help": "--lr_scheduler_type step: optimizer steps between "
+                                                             "two decays of the learning rate."})
+    lr_decay_factor: float = field(default=0.5, metadata={"help": "--lr_scheduler_type step: the factor of each decay."})
     warmup_ratio: float = field(default=0.0, metadata={"help": "Share of the optimizer steps for warm-up."})
     warmup_steps: int = field(default=0, metadata={"help": "Warm-up steps; overrides --warmup_ratio if > 0."})
     max_grad_norm: float = field(default=1.0, metadata={"help": "Gradient clipping norm; 0 turns clipping off."})
@@ -129,7 +133,11 @@ class TrainingArguments:
         _check_choice("report_to", self.report_to, REPORT_TO)
         from transformers import SchedulerType
 
-        _check_choice("lr_scheduler_type", self.lr_scheduler_type, [s.value for s in SchedulerType])
+        _check_choice("lr_scheduler_type", self.lr_scheduler_type, ["step", *(s.value for s in SchedulerType)])
+        if self.lr_scheduler_type == "step" and self.lr_decay_steps < 1:
+            raise CorefBertError(f"--lr_scheduler_type step needs --lr_decay_steps >= 1 (got {self.lr_decay_steps})")
+        if not 0.0 < self.lr_decay_factor <= 1.0:
+            raise CorefBertError(f"--lr_decay_factor must be within (0, 1] (got {self.lr_decay_factor})")
         if self.mixed_precision == "fp16":
             import torch
 
@@ -256,7 +264,7 @@ def resolve_mixed_precision(value: str) -> str | None:
 #: run (``--max_steps``, evaluation, logging and checkpoint cadence, workers and tracking may change).
 EXACT_SETTINGS = ("seed", "per_device_train_batch_size", "gradient_accumulation_steps", "learning_rate",
                   "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon", "lr_scheduler_type", "warmup_ratio",
-                  "warmup_steps", "max_grad_norm")
+                  "warmup_steps", "max_grad_norm", "lr_decay_steps", "lr_decay_factor")
 
 
 def run_settings(args: TrainingArguments, num_processes: int, precision: str, job_settings: dict) -> dict:

@@ -12,6 +12,7 @@ import pytest
 
 from corefbert.errors import CorefBertError
 from corefbert.finetuning import FinetuningTask, HeldOutArguments, held_out_split, parse_task_arguments
+from corefbert.tasks.babi import BabiTask
 from corefbert.tasks.coref_e2e import CorefE2ETask
 from corefbert.tasks.coref_task import CorefTask
 from corefbert.tasks.docred import DocredTask
@@ -23,7 +24,7 @@ from corefbert.tasks.quoref import QuorefTask
 
 ROOT = Path(__file__).resolve().parents[1]
 CLIS = sorted((ROOT / "finetune").glob("run_*.py"))
-TASKS = {"run_coref": CorefTask, "run_coref_e2e": CorefE2ETask, "run_docred": DocredTask, "run_fever": FeverTask,
+TASKS = {"run_babi": BabiTask, "run_coref": CorefTask, "run_coref_e2e": CorefE2ETask, "run_docred": DocredTask, "run_fever": FeverTask,
          "run_glue": GlueTask, "run_mrqa": MRQATask, "run_pronoun_pairs": PronounPairsTask, "run_quoref": QuorefTask}
 
 

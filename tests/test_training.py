@@ -186,7 +186,7 @@ def test_warmup_steps_override_the_ratio_and_any_transformers_schedule_is_accept
     cosine = build_scheduler(torch.optim.SGD([torch.nn.Parameter(torch.zeros(2))], lr=1.0),
                              _args(tmp_path, lr_scheduler_type="cosine", warmup_ratio=0.0), total_steps=10)
     assert cosine.get_last_lr()[0] == 1.0
-    with pytest.raises(CorefBertError, match="--lr_scheduler_type 'wavy' is not one of linear, cosine"):
+    with pytest.raises(CorefBertError, match="--lr_scheduler_type 'wavy' is not one of step, linear, cosine"):
         _args(tmp_path, lr_scheduler_type="wavy").validate()
 
 
