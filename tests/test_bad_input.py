@@ -291,9 +291,127 @@ def _pickled(w, m):
     return folder
 
 
+def _official(w, m, weights=True, **config_changes):
+    """An official-format CorefBERT folder (2.x config without model_type, vocab.txt, pytorch_model.bin)."""
+    import torch
+    from safetensors.torch import load_file
+    from transformers import AutoTokenizer
+
+    out = w / "official"
+    out.mkdir(exist_ok=True)
+    config = json.loads((m / "config.json").read_text())
+    for key in ("model_type", "architectures"):
+        config.pop(key, None)
+    (out / "config.json").write_text(json.dumps({**config, **config_changes}))
+    vocab = AutoTokenizer.from_pretrained(m).get_vocab()
+    (out / "vocab.txt").write_text("\n".join(sorted(vocab, key=vocab.get)) + "\n")
+    if weights:
+        torch.save(load_file(m / "model.safetensors"), out / "pytorch_model.bin")
+    return str(out)
+
+
+class _RunsCode:
+    def __reduce__(self):
+        import os
+
+        return os.system, ("echo pwned",)
+
+
+def _official_pickle_with_code(w, m):
+    import torch
+
+    out = _official(w, m, weights=False)
+    torch.save({"coef": _RunsCode()}, Path(out) / "pytorch_model.bin")
+    return out
+
+
+def _nonempty(w):
+    (w / "full").mkdir()
+    (w / "full" / "x").write_text("x")
+    return str(w / "full")
+
+
+PAIRS_CONLL = FIXTURES / "pronoun_pairs" / "story.conll"
+
+
+def pairs(make):
+    return lambda w, m: ["--input", make(w), "--output_dir", str(w / "pairs")]
+
+
+def _conll_short_row(w):
+    return _file(w, "short.conll", PAIRS_CONLL.read_text().replace("\tmet\t_", "\tmet", 1))
+
+
+def _conll_unbalanced(w):
+    return _file(w, "unbalanced.conll", PAIRS_CONLL.read_text().replace("2)\n", "-\n", 1))
+
+
+def _conll_no_end(w):
+    return _file(w, "no_end.conll", PAIRS_CONLL.read_text().replace("#end document\n", ""))
+
+
+
+E2E_FIX = str(FIXTURES / "coref_e2e" / "two_docs.conll")
+SHORT_CONLL = "#begin document (d); part 0\nd\t0\t0\tHi\n\n#end document\n"
+
+
+def e2e(*extra):
+    return lambda w, m: ["--output_dir", str(w / "out"), *[x(w) if callable(x) else x for x in extra]]
+
+
+PAIR_PAIRS = FIXTURES / "pronoun_pairs" / "pairs16.jsonl"
+
+
+def pair_classifier(make, *extra):
+    return lambda w, m: ["--output_dir", str(w / "out"), "--train_file", make(w), "--do_train", *extra]
+
+
+def _pairs_label(w):
+    def change(row):
+        row["label"] = "yes"
+    return _mutated_jsonl(PAIR_PAIRS, w, "pairs_label.jsonl", change, key="label")
+
+
+def _pairs_type(w):
+    def change(row):
+        row["type"] = "wrong"
+    return _mutated_jsonl(PAIR_PAIRS, w, "pairs_type.jsonl", change, key="type")
+
+
+def _pairs_correct_only(w):
+    return _file(w, "correct_only.jsonl", PAIR_PAIRS.read_text(encoding="utf-8").splitlines()[0] + "\n")
+
+
+def _glove_ragged(w):
+    return _file(w, "glove.txt", "the 0.1 0.2\nhe 0.3\n")
+
+
+def _other_pair_model(w):
+    _file(w, "pair_model.json", '{"model_type": "da", "vocab_size": 5}')
+    return str(w)
+
+
+
+def ablation(*extra):
+    return lambda w, m: ["--model_name_or_path", str(m), "--output_dir", str(w / "study"), "--max_steps", "1", *extra]
+
+
+def babi_file(data):
+    """A --data_dir holding one qa1 training file with ``data``."""
+    def argv(w, _model):
+        folder = w / "babi"
+        folder.mkdir(exist_ok=True)
+        _file(folder, "qa1_bad_train.txt", data)
+        return ["--data_dir", str(folder), "--task_ids", "1", "--do_train", "--do_eval", "--output_dir", str(w / "out")]
+    return argv
+
+
 GLUE_CLI, QUOREF_CLI, MRQA_CLI = "finetune/run_glue.py", "finetune/run_quoref.py", "finetune/run_mrqa.py"
 DOCRED_CLI, FEVER_CLI, COREF_CLI = "finetune/run_docred.py", "finetune/run_fever.py", "finetune/run_coref.py"
 PREP_CLI, MRP_CLI = "pretrain/prepare_corpus.py", "pretrain/run_mrp.py"
+CONVERT_CLI, PAIRS_CLI = "corefbert/convert.py", "corefbert/pronoun_pairs.py"
+E2E_CLI, RESOLVE_CLI, PAIR_CLS_CLI = "finetune/run_coref_e2e.py", "corefbert/resolve.py", "finetune/run_pronoun_pairs.py"
+ABLATION_CLI, BABI_CLI = "pretrain/run_ablation.py", "finetune/run_babi.py"
 
 CASES = [
     # GLUE
@@ -434,6 +552,99 @@ CASES = [
     Case(MRP_CLI, "corpus of one document (no validation split)",
          lambda w, m: mrp("--train_file", _file(w, "one_document.txt",
                                                 (FIXTURES / "tiny_corpus.txt").read_text().replace("\n\n", "\n")))(w, m)),
+    Case(MRP_CLI, "unknown --packing", mrp("--train_file", str(FIXTURES / "tiny_corpus.txt"), "--packing", "rows")),
+    Case(MRP_CLI, "--dataset_dir glob matching no shard", mrp("--dataset_dir", "{work}/part_*")),
+    Case(MRP_CLI, "--dataset_dir and --dataset_name", mrp("--dataset_dir", "{work}", "--dataset_name", "x/y")),
+    Case(GLUE_CLI, "--push_to_hub offline", glue("--task_name", "rte", "--do_train", "--push_to_hub")),
+    Case(GLUE_CLI, "--hub_model_id without --push_to_hub", glue("--task_name", "rte", "--do_train", "--hub_model_id",
+                                                              "me/x")),
+    Case(GLUE_CLI, "--push_to_hub without --do_train", glue("--task_name", "rte", "--do_eval", "--push_to_hub")),
+    # Conversion of released CorefBERT weights (issue 15)
+    Case(CONVERT_CLI, "missing file", lambda w, m: [str(w / "none"), str(w / "out")]),
+    Case(CONVERT_CLI, "wrong format (no weights)", lambda w, m: [_official(w, m, weights=False), str(w / "out")]),
+    Case(CONVERT_CLI, "pickle that would run code", lambda w, m: [_official_pickle_with_code(w, m), str(w / "out")]),
+    Case(CONVERT_CLI, "conflicting arguments (--model_type roberta, BERT files)",
+         lambda w, m: [_official(w, m), str(w / "out"), "--model_type", "roberta"]),
+    Case(CONVERT_CLI, "config of another model (shape mismatch)",
+         lambda w, m: [_official(w, m, hidden_size=64), str(w / "out")]),
+    Case(CONVERT_CLI, "output dir not empty", lambda w, m: [_official(w, m), _nonempty(w)]),
+    # Pronoun-replacement pairs from CoNLL-2012 files (issue 19)
+    Case(PAIRS_CLI, "missing file", pairs(_missing)),
+    Case(PAIRS_CLI, "empty file", pairs(_empty)),
+    Case(PAIRS_CLI, "binary file", pairs(_binary)),
+    Case(PAIRS_CLI, "non-UTF-8 file", pairs(_latin1)),
+    Case(PAIRS_CLI, "wrong column count", pairs(_conll_short_row)),
+    Case(PAIRS_CLI, "unbalanced brackets", pairs(_conll_unbalanced)),
+    Case(PAIRS_CLI, "missing #end document", pairs(_conll_no_end)),
+    Case(PAIRS_CLI, "wrong format (SQuAD JSON as CoNLL)", pairs(lambda w: str(QUOREF))),
+    Case(PAIRS_CLI, "unknown argument",
+         lambda w, m: ["--input", str(PAIRS_CONLL), "--output_dir", str(w / "p"), "--no_such_flag", "1"]),
+    # End-to-end coreference and raw-text resolution (issue 18)
+    Case(E2E_CLI, "unknown --encoder", e2e("--encoder", "lstm", "--train_file", E2E_FIX, "--do_train")),
+    Case(E2E_CLI, "binary file", e2e("--train_file", lambda w: _file(w, "b.conll", BINARY), "--do_train")),
+    Case(E2E_CLI, "CoNLL word line with 4 columns",
+         e2e("--train_file", lambda w: _file(w, "s.conll", SHORT_CONLL), "--do_train")),
+    Case(E2E_CLI, "no file matches the --train_file glob",
+         e2e("--train_file", lambda w: str(w / "none*.conll"), "--do_train")),
+    Case(E2E_CLI, "GloVe line with a missing number",
+         e2e("--train_file", E2E_FIX, "--do_train", "--embeddings_file",
+             lambda w: _file(w, "g.txt", "Anna 0.1 0.2\nTom 0.3\n"))),
+    Case(E2E_CLI, "two documents per batch", e2e("--train_file", E2E_FIX, "--do_train", "--per_device_train_batch_size",
+                                                 "2")),
+    Case(E2E_CLI, "--model_name_or_path not a run_coref_e2e folder",
+         e2e("--model_name_or_path", lambda w: str(w), "--validation_file", E2E_FIX, "--do_eval")),
+    Case(E2E_CLI, "--encoder bert without --model_name_or_path",
+         e2e("--encoder", "bert", "--train_file", E2E_FIX, "--do_train")),
+    Case(E2E_CLI, "--top_span_ratio 0", e2e("--train_file", E2E_FIX, "--do_train", "--top_span_ratio", "0")),
+    Case(RESOLVE_CLI, "empty --text", lambda w, m: ["--model", str(w), "--text", "   "]),
+    Case(RESOLVE_CLI, "binary file", lambda w, m: ["--model", str(w), "--input_file", _file(w, "x.bin", BINARY)]),
+    Case(RESOLVE_CLI, "--model not a coreference model folder",
+         lambda w, m: ["--model", str(w), "--text", "Anna met Tom."]),
+    # Pronoun-pair entailment classifiers (issue 19)
+    Case(PAIR_CLS_CLI, "missing file", pair_classifier(_missing)),
+    Case(PAIR_CLS_CLI, "empty file", pair_classifier(_empty)),
+    Case(PAIR_CLS_CLI, "binary file", pair_classifier(_binary)),
+    Case(PAIR_CLS_CLI, "non-UTF-8 file", pair_classifier(_latin1)),
+    Case(PAIR_CLS_CLI, "truncated JSON", pair_classifier(lambda w: _truncated(PAIR_PAIRS, w, "cut.jsonl"))),
+    Case(PAIR_CLS_CLI, "wrong format (GLUE TSV as pairs.jsonl)", pair_classifier(lambda w: str(RTE))),
+    Case(PAIR_CLS_CLI, "unknown label", pair_classifier(_pairs_label)),
+    Case(PAIR_CLS_CLI, "unknown pair type", pair_classifier(_pairs_type)),
+    Case(PAIR_CLS_CLI, "no pair of the --train_types",
+         pair_classifier(_pairs_correct_only, "--train_types", "in_scope")),
+    Case(PAIR_CLS_CLI, "unknown --model", pair_classifier(lambda w: str(PAIR_PAIRS), "--model", "gru")),
+    Case(PAIR_CLS_CLI, "--model bert without a checkpoint",
+         pair_classifier(lambda w: str(PAIR_PAIRS), "--model", "bert")),
+    Case(PAIR_CLS_CLI, "ragged embeddings file",
+         lambda w, m: pair_classifier(lambda w: str(PAIR_PAIRS), "--embeddings_file", _glove_ragged(w))(w, m)),
+    Case(PAIR_CLS_CLI, "model folder of another --model",
+         lambda w, m: pair_classifier(lambda w: str(PAIR_PAIRS), "--model", "lstmn", "--model_name_or_path",
+                                      _other_pair_model(w))(w, m)),
+    # The MRP ablation study (issue 16)
+    Case(ABLATION_CLI, "unknown arm", ablation("--dataset_dir", "{work}", "--arms", "corefbert,nsp")),
+    Case(ABLATION_CLI, "missing corpus (--dataset_dir)", ablation("--dataset_dir", "{work}/none")),
+    Case(ABLATION_CLI, "no corpus", ablation()),
+    Case(ABLATION_CLI, "malformed --finetune spec", ablation("--dataset_dir", "{work}", "--finetune", "train.txt")),
+    Case(ABLATION_CLI, "missing probe file",
+         ablation("--dataset_dir", "{work}", "--zero_shot_file", "{work}/missing.txt")),
+    Case(ABLATION_CLI, "unknown preset", ablation("--preset", "tpu")),
+    Case(ABLATION_CLI, "--seeds 0", ablation("--dataset_dir", "{work}", "--seeds", "0")),
+    Case(ABLATION_CLI, "arm flags that contradict (official_loss with weight 0)",
+         ablation("--dataset_dir", "{work}", "--arms", "corefbert,official_loss", "--mrp_loss_weight", "0")),
+    # Coref-GRU on bAbI (issue 17)
+    Case(BABI_CLI, "missing file",
+         lambda w, m: ["--data_dir", str(w / "missing_dir"), "--do_train", "--output_dir", str(w / "out")]),
+    Case(BABI_CLI, "empty file", babi_file("")),
+    Case(BABI_CLI, "binary file", babi_file(BINARY)),
+    Case(BABI_CLI, "non-UTF-8 file", babi_file(NOT_UTF8)),
+    Case(BABI_CLI, "wrong format (JSON as bAbI)", babi_file('{"data": []}\n')),
+    Case(BABI_CLI, "question line without an answer", babi_file("1 Mary went home.\n2 Where is Mary?\t\t1\n")),
+    Case(BABI_CLI, "unknown task", lambda w, m: ["--data_dir", str(FIXTURES / "babi"), "--task_ids", "21", "--do_train",
+                                                 "--output_dir", str(w / "out")]),
+    Case(BABI_CLI, "conflicting arguments (--do_predict, no test file)",
+         lambda w, m: ["--data_dir", str(FIXTURES / "babi"), "--task_ids", "8", "--do_predict", "--output_dir",
+                       str(w / "out")]),
+    Case(MRP_CLI, "--lr_scheduler_type step without --lr_decay_steps",
+         mrp("--dataset_dir", "{work}", "--lr_scheduler_type", "step")),
 ]
 
 
