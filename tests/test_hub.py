@@ -126,6 +126,47 @@ def test_pretraining_final_card_and_push(tmp_path, tiny_bert_dir, recording_hub,
     assert not info["missing_keys"]
 
 
+def test_run_glue_push_to_hub_end_to_end(tmp_path, tiny_bert_dir, recording_hub, fresh_accelerate_state,
+                                         monkeypatch):
+    """The CLI flag itself: the run pushes at its end, and the token reaches no file the run writes."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # the stand-in replaces the network; the offline check must pass
+    out = tmp_path / "rte"
+    load_cli("finetune/run_glue.py").main(_glue_argv(tiny_bert_dir, out, "--push_to_hub", "--hub_model_id",
+                                                     "me/rte-tiny", "--hub_token", TOKEN))
+    repo_id, files = _uploaded(recording_hub)
+    assert repo_id == "me/rte-tiny" and {"model.safetensors", "README.md"} <= set(files)
+    written = [p for p in out.rglob("*") if p.is_file() and p.suffix in (".json", ".jsonl", ".md", ".txt", ".yaml")]
+    assert written and not [p for p in written if TOKEN in p.read_text(encoding="utf-8", errors="replace")]
+
+
+def test_run_pretraining_push_to_hub_end_to_end(tmp_path, tiny_bert_dir, recording_hub, fresh_accelerate_state,
+                                                monkeypatch):
+    from transformers import AutoTokenizer
+
+    from corefbert.pretraining import run_pretraining
+    from corefbert.pretraining_args import PretrainingArguments
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    corpus = synthetic_corpus(AutoTokenizer.from_pretrained(tiny_bert_dir), n_train=8, n_eval=4)
+    args = PretrainingArguments(model_name_or_path=str(tiny_bert_dir), output_dir=str(tmp_path / "pre"), max_steps=2,
+                                per_device_train_batch_size=4, per_device_eval_batch_size=4, mixed_precision="no",
+                                push_to_hub=True, hub_model_id="me/corefbert-tiny", hub_token=TOKEN)
+    run_pretraining(args, splits=corpus)
+    repo_id, files = _uploaded(recording_hub)
+    assert repo_id == "me/corefbert-tiny" and {"model.safetensors", "README.md", "all_results.json"} <= set(files)
+    _no_local_path_or_token(files, tmp_path, tiny_bert_dir)
+
+
+def test_push_to_hub_offline_is_refused_before_training(tmp_path, tiny_bert_dir, monkeypatch, capsys,
+                                                        fresh_accelerate_state):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    out = tmp_path / "rte"
+    with pytest.raises(SystemExit) as exit_info:
+        load_cli("finetune/run_glue.py").main(_glue_argv(tiny_bert_dir, out, "--push_to_hub"))
+    assert exit_info.value.code == 2 and "HF_HUB_OFFLINE" in capsys.readouterr().err
+    assert not (out / "last").exists()
+
+
 def test_a_failed_upload_is_one_line_and_keeps_the_staging(tmp_path, recording_hub, monkeypatch):
     class Unreachable(RecordingHub):
         def create_repo(self, *args, **kwargs):
