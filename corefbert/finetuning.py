@@ -181,6 +181,11 @@ class FinetuningTask:
         if self.tokenizer is not None:
             self.tokenizer.save_pretrained(output_dir)
 
+    def token_masks(self, batch: dict) -> list[torch.Tensor]:
+        """The ``[batch, length]`` masks of real tokens the training log counts; default ``attention_mask``
+        (tasks whose batches carry other masks name them)."""
+        return [batch["attention_mask"]] if "attention_mask" in batch else []
+
     def learning_rates(self, model) -> dict[str, float] | None:
         """``{parameter-name prefix: learning rate}`` for parameters that train at a rate other than
         ``--learning_rate`` (:func:`corefbert.training.parameter_groups`); None: one rate for all."""
@@ -230,6 +235,9 @@ class FinetuningJob(TrainingJob):
 
     def on_train_end(self, model, step: int) -> None:
         save_model(self.task, model, self.evaluator.accelerator, os.path.join(self.args.output_dir, "last"))
+
+    def token_masks(self, batch: dict) -> list[torch.Tensor]:
+        return self.task.token_masks(batch)
 
     def settings(self) -> dict:
         """What decides the result beyond the training flags: the model, the task's flags and the size of each

@@ -79,6 +79,13 @@ class TrainingJob:
         """Forward one micro-batch; the default reads ``.loss`` of the model's output."""
         return StepOutput(model(**batch).loss)
 
+    def token_masks(self, batch: dict) -> list[torch.Tensor]:
+        """The ``[batch, length]`` masks of real tokens the log counts (``tokens``, ``tokens_per_s``,
+        ``slot_fill``); the first one also sizes the model FLOPs. Default: ``attention_mask`` when the batch has
+        one. None counted: the log carries no token fields (never a ``tokens: 0``)."""
+        mask = batch.get("attention_mask") if isinstance(batch, dict) else None
+        return [mask] if mask is not None else []
+
     def on_train_begin(self, model, step: int) -> None:
         """Called once after any resume, before the first step (``step`` is where training starts)."""
 
@@ -383,11 +390,11 @@ class _Loop:
             value = value.detach().float() if torch.is_tensor(value) else float(value)
             window["logs"][name] = window["logs"].get(name, 0.0) + value
         window["micro"] += 1
-        mask = batch.get("attention_mask") if isinstance(batch, dict) else None
-        if mask is not None:  # [batch, length]: non-pad tokens of this process (summed over processes at logging)
+        for number, mask in enumerate(self.job.token_masks(batch)):
+            # [batch, length]: real tokens of this process (summed over processes at logging)
             window["tokens"] = window["tokens"] + mask.sum()
             window["slots"] += mask.numel()
-            window["flops"] += self.flops_per_batch(mask.shape)
+            window["flops"] += self.flops_per_batch(mask.shape) if number == 0 else 0.0
         return accelerator.sync_gradients
 
     def _after_update(self) -> bool:
@@ -489,8 +496,9 @@ class _Loop:
         state["loss_sum"] += means[0] * window["micro"]
         state["loss_batches"] += window["micro"]
         record = {"split": "train", "step": self.step, "epoch": self._epoch_float(), "loss": means[0],
-                  **dict(zip(names, means[1:])), "lr": self.scheduler.get_last_lr()[0],
-                  "tokens": state["tokens"], "tokens_per_s": tokens / seconds}
+                  **dict(zip(names, means[1:])), "lr": self.scheduler.get_last_lr()[0]}
+        if state["tokens"]:  # a job whose batches name their real tokens (token_masks)
+            record.update(tokens=state["tokens"], tokens_per_s=tokens / seconds)
         if slots:
             record["slot_fill"] = round(tokens / slots, 4)  # non-pad share of the padded batches computed
         if flops and self.peak_flops:

@@ -42,6 +42,9 @@ def test_scratch_models_end_to_end_and_reload(tmp_path, fresh_accelerate_state, 
     assert saved["eval_tp"] + saved["eval_fn"] == 6 and saved["eval_tn"] + saved["eval_fp"] == 10
     assert saved["eval_in_scope_count"] == saved["eval_out_of_scope_count"] == 5
     assert {p.name for p in (out / "best").iterdir()} >= {"model.safetensors", "pair_model.json", "vocab.json"}
+    # The log counts the words of both texts (the task's token_masks), never "tokens: 0".
+    train = [r for r in map(json.loads, (out / "log.jsonl").read_text().splitlines()) if r.get("split") == "train"]
+    assert train and all(r["tokens"] > 0 and 0 < r["slot_fill"] <= 1 for r in train)
     rows = _lines(out / "eval_predictions.jsonl")
     assert len(rows) == 16 and [r["line"] for r in rows] == list(range(1, 17))
     accuracy = 100 * sum(r["prediction"] == r["label"] for r in rows) / 16

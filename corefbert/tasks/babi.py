@@ -212,6 +212,10 @@ class BabiTask(FinetuningTask):
             hidden_size=self.task_args.hidden_size, num_layers=layers, dropout=self.task_args.dropout,
             recurrent=recurrent, memory=self.task_args.memory))
 
+    def token_masks(self, batch: dict) -> list[torch.Tensor]:
+        """The story and question tokens of the batch."""
+        return [batch["doc_mask"], batch["query_mask"]]
+
     def collate(self, features: list[dict]) -> dict[str, torch.Tensor]:
         def pad(key):
             width = max(len(f[key]) for f in features)

@@ -263,6 +263,10 @@ class PronounPairsTask(FinetuningTask):
     def predict_dataset(self):
         return self._dataset("predict")
 
+    def token_masks(self, batch: dict) -> list[torch.Tensor]:
+        """BERT: the pair's ``attention_mask``; the word models: the source and target masks."""
+        return [batch[k] for k in ("attention_mask", "source_mask", "target_mask") if k in batch]
+
     def collate(self, features: list[dict]) -> dict[str, torch.Tensor]:
         """Pad to the longest text of the batch; ``labels`` ``[batch]``."""
         if self.is_bert:
