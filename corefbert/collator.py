@@ -193,19 +193,8 @@ class DataCollatorForMentionReferencePrediction:
         word_masked.ravel()[order[chosen]] = True
         token_masked = word_masked.ravel()[flat].reshape(B, L)  # [B, L]
 
-        # 80/10/10, one draw per word (broadcast to its tokens) unless replacement_per_token.
-        if self.replacement_per_token:
-            draw = rng.random((B, L))
-        else:
-            draw = rng.random(B * (W + 1))[flat].reshape(B, L)  # [B, L], one draw per word
-        to_mask = token_masked & (draw < self.mask_replace_prob)
-        to_random = token_masked & ~to_mask & (draw < self.mask_replace_prob + self.random_replace_prob)
         labels = np.where(token_masked, input_ids, -100)
-        masked_ids = input_ids.copy()
-        masked_ids[to_mask] = self.mask_token_id
-        n_random = int(to_random.sum())
-        if n_random and self.random_token_ids.size:
-            masked_ids[to_random] = self.random_token_ids[rng.integers(self.random_token_ids.size, size=n_random)]
+        masked_ids = self._replace(input_ids, token_masked, flat, W, rng)
 
         out = {
             "input_ids": torch.from_numpy(masked_ids),
@@ -217,6 +206,23 @@ class DataCollatorForMentionReferencePrediction:
         }
         out.update(_mrp_targets(m, mrp_selected, token_masked, B))
         return out
+
+    def _replace(self, input_ids, token_masked, flat, W: int, rng) -> np.ndarray:
+        """``input_ids`` ``[B, L]`` with the masked tokens replaced 80/10/10 (mask / random / unchanged), one draw
+        per word (``flat`` maps tokens onto the ``[B, W+1]`` words) unless ``replacement_per_token``."""
+        B, L = input_ids.shape
+        if self.replacement_per_token:
+            draw = rng.random((B, L))
+        else:
+            draw = rng.random(B * (W + 1))[flat].reshape(B, L)  # [B, L], one draw per word
+        to_mask = token_masked & (draw < self.mask_replace_prob)
+        to_random = token_masked & ~to_mask & (draw < self.mask_replace_prob + self.random_replace_prob)
+        masked_ids = input_ids.copy()
+        masked_ids[to_mask] = self.mask_token_id
+        n_random = int(to_random.sum())
+        if n_random and self.random_token_ids.size:
+            masked_ids[to_random] = self.random_token_ids[rng.integers(self.random_token_ids.size, size=n_random)]
+        return masked_ids
 
     def _sample_mrp(self, m, budget, n_maskable, n_words, rng):
         """Choose the MRP-masked mentions; returns (selected, kept), boolean over the batch's mentions.

@@ -268,6 +268,22 @@ class _CorefPreTrainingMixin:
         if pooler is not None:
             pooler.requires_grad_(False)
 
+    def _mrp(self, hidden_states, copy_mask, word_ids, document_ids, mention_starts, mention_ends, mention_mask,
+             referent_starts, referent_ends, referent_mask):
+        """``(L_MRP, correct, total)`` of a collator batch (shapes in :func:`mrp_loss`); the counts are None
+        without ``word_ids`` and ``copy_mask``."""
+        if copy_mask is None and not self.config.mrp_official_loss:
+            raise ValueError("the MRP loss needs copy_mask (the collator's output) unless mrp_official_loss")
+        start_scores, end_scores = self.mrp(hidden_states, mention_starts, mention_ends)  # [batch, mentions, seq]
+        allowed = copy_candidates(copy_mask, document_ids, mention_starts) if copy_mask is not None else None
+        value = _mrp_loss_from_scores(start_scores, end_scores, allowed, mention_mask, referent_starts,
+                                      referent_ends, referent_mask, self.config.mrp_official_loss)
+        if word_ids is None or copy_mask is None:
+            return value, None, None
+        correct, total = mrp_accuracy_counts(start_scores, end_scores, copy_mask, word_ids, mention_mask,
+                                             referent_starts, referent_mask, document_ids, mention_starts)
+        return value, correct, total
+
     def forward(
         self,
         input_ids=None,
@@ -326,19 +342,9 @@ class _CorefPreTrainingMixin:
 
         mrp_value = mrp_correct = mrp_total = None
         if mrp_mention_starts is not None:
-            if copy_mask is None and not self.config.mrp_official_loss:
-                raise ValueError("the MRP loss needs copy_mask (the collator's output) unless mrp_official_loss")
-            start_scores, end_scores = self.mrp(hidden_states, mrp_mention_starts, mrp_mention_ends)
-            allowed = copy_candidates(copy_mask, document_ids, mrp_mention_starts) if copy_mask is not None else None
-            mrp_value = _mrp_loss_from_scores(
-                start_scores, end_scores, allowed, mrp_mention_mask,
-                mrp_referent_starts, mrp_referent_ends, mrp_referent_mask, self.config.mrp_official_loss,
-            )
-            if word_ids is not None and copy_mask is not None:
-                mrp_correct, mrp_total = mrp_accuracy_counts(
-                    start_scores, end_scores, copy_mask, word_ids,
-                    mrp_mention_mask, mrp_referent_starts, mrp_referent_mask, document_ids, mrp_mention_starts,
-                )
+            mrp_value, mrp_correct, mrp_total = self._mrp(
+                hidden_states, copy_mask, word_ids, document_ids, mrp_mention_starts, mrp_mention_ends,
+                mrp_mention_mask, mrp_referent_starts, mrp_referent_ends, mrp_referent_mask)
         elif labels is not None:
             mrp_value = logits.new_zeros((), dtype=torch.float32)
 
