@@ -32,14 +32,13 @@ from corefbert.checkpointing import check_writable, resolve_checkpoint
 from corefbert.errors import CorefBertError, cli_entry
 from corefbert.hub import public_settings, push_finetuned
 from corefbert.model_folders import check_model_folder
+from corefbert.optimization import build_optimizer, build_scheduler
 from corefbert.run_outputs import Evaluator, JsonlLogger, save_model, write_json
 from corefbert.tasks.heads import load_weights
 from corefbert.training import (
     LOG_FILE,
     TrainingJob,
     build_accelerator,
-    build_optimizer,
-    build_scheduler,
     check_training_start,
     prepare_output_dir,
     total_training_steps,
@@ -188,7 +187,7 @@ class FinetuningTask:
 
     def learning_rates(self, model) -> dict[str, float] | None:
         """``{parameter-name prefix: learning rate}`` for parameters that train at a rate other than
-        ``--learning_rate`` (:func:`corefbert.training.parameter_groups`); None: one rate for all."""
+        ``--learning_rate`` (:func:`corefbert.optimization.parameter_groups`); None: one rate for all."""
         return None
 
     def load_weights(self, model, directory: str) -> None:

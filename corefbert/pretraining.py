@@ -15,6 +15,7 @@ from pathlib import Path
 from corefbert import run_lock
 from corefbert.errors import CorefBertError
 from corefbert.hub import push_pretrained
+from corefbert.optimization import build_optimizer, build_scheduler
 from corefbert.pretraining_args import PretrainingArguments
 from corefbert.pretraining_data import (
     SeededCollate,
@@ -29,8 +30,6 @@ from corefbert.training import (
     StepOutput,
     TrainingJob,
     build_accelerator,
-    build_optimizer,
-    build_scheduler,
     check_training_start,
     prepare_output_dir,
     train,

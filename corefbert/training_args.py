@@ -147,7 +147,8 @@ class TrainingArguments:
             raise CorefBertError("--output_dir is a file, not a directory; pass a directory path", path=self.output_dir)
         if self.with_tracking:
             tracking_backends(self.report_to)
-        from corefbert.hub import check_hub_arguments  # huggingface_hub loads only where arguments are checked
+        # huggingface_hub loads only where arguments are checked
+        from corefbert.hub import check_hub_arguments
 
         check_hub_arguments(self)
 

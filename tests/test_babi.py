@@ -136,8 +136,8 @@ def test_table_counts_failed_tasks_by_mean_and_max():
 
 def test_step_decay_schedule_halves_every_120_updates():
     from corefbert.finetuning import parse_task_arguments
+    from corefbert.optimization import build_scheduler
     from corefbert.tasks.babi import BabiTask
-    from corefbert.training import build_scheduler
 
     task_args, args = parse_task_arguments(BabiTask, ["--data_dir", str(BABI), "--task_ids", "1", "--do_train",
                                                       "--output_dir", "unused"])

@@ -12,7 +12,7 @@ import torch
 from corefbert.checkpointing import list_checkpoints
 from corefbert.errors import CorefBertError
 from corefbert.finetuning import FinetuningArguments, FinetuningTask, run_finetuning
-from corefbert.training import parameter_groups
+from corefbert.optimization import parameter_groups
 
 
 class _PairDataset(torch.utils.data.Dataset):

@@ -17,9 +17,9 @@ from synthetic_corpus import synthetic_corpus  # noqa: E402
 from corefbert import pretraining  # noqa: E402
 from corefbert.checkpointing import list_checkpoints, resolve_checkpoint  # noqa: E402
 from corefbert.errors import CorefBertError  # noqa: E402
+from corefbert.optimization import parameter_groups  # noqa: E402
 from corefbert.pretraining import run_pretraining  # noqa: E402
 from corefbert.pretraining_args import PretrainingArguments  # noqa: E402
-from corefbert.training import parameter_groups  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("fresh_accelerate_state")
 

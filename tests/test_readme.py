@@ -83,6 +83,7 @@ def test_console_scripts_exit_zero_after_a_run():
     make every successful run exit with status 1."""
     import importlib
     import inspect
+
     import tomllib
 
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"].get("scripts", {})

@@ -18,13 +18,11 @@ import torch
 
 from corefbert.checkpointing import list_checkpoints
 from corefbert.errors import CorefBertError
+from corefbert.optimization import build_optimizer, build_scheduler, parameter_groups
 from corefbert.training import (
     StepOutput,
     TrainingJob,
     build_accelerator,
-    build_optimizer,
-    build_scheduler,
-    parameter_groups,
     prepare_output_dir,
     train,
 )
