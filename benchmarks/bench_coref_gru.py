@@ -12,19 +12,11 @@ same size is timed as the floor a recurrent layer without coreference reaches on
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
+from timing import seconds_per_call
 
 from corefbert.coref_gru import BiCorefGRU, reference_coref_gru
-
-
-def _timed(fn, repeats: int) -> float:
-    fn()  # warm-up
-    start = time.perf_counter()
-    for _ in range(repeats):
-        fn()
-    return (time.perf_counter() - start) / repeats
 
 
 def main() -> None:
@@ -70,9 +62,9 @@ def main() -> None:
         expected, got = literal(), batched()
     worst = max((got[b, : int(lengths[b])] - expected[b]).abs().max().item() for b in range(args.batch))
     assert worst < 1e-4, f"batched and literal disagree by {worst}"
-    t_batched = _timed(run(batched), args.repeats)
-    t_literal = _timed(run(lambda: torch.stack([r.sum() for r in literal()])), max(1, args.repeats // 3))
-    t_gru = _timed(run(lambda: gru(inputs)[0]), args.repeats)
+    t_batched = seconds_per_call(run(batched), args.repeats)
+    t_literal = seconds_per_call(run(lambda: torch.stack([r.sum() for r in literal()])), max(1, args.repeats // 3))
+    t_gru = seconds_per_call(run(lambda: gru(inputs)[0]), args.repeats)
     what = "forward+backward" if args.backward else "forward"
     print(f"bidirectional C-GRU, B={args.batch} T={args.length} H={args.hidden}, {what} (max difference {worst:.1e})")
     print(f"  literal per-token loop : {t_literal * 1000:9.1f} ms")
