@@ -244,6 +244,21 @@ def _ensure_mrp_config(config) -> None:
         config.mrp_loss_weight = 1.0
     if not hasattr(config, "mrp_official_loss"):
         config.mrp_official_loss = False
+    if not hasattr(config, "mrp_attention_within_documents"):
+        config.mrp_attention_within_documents = False
+
+
+def document_attention_mask(attention_mask: torch.Tensor, document_ids: torch.Tensor) -> torch.Tensor:
+    """``[batch, 1, seq, seq]`` bool (query, key), what ``--attention_within_documents`` gives the encoder for rows
+    that pack several documents: a word attends the words of its own document and the row's special tokens
+    (``[CLS]``, separators, ``[SEP]``: ``document_ids`` -1); a special token attends the special tokens only, so
+    that nothing of one document reaches another through them; padding is never attended."""
+    real = attention_mask.bool()  # [batch, seq]
+    word = document_ids >= 0  # [batch, seq]
+    same = document_ids.unsqueeze(2) == document_ids.unsqueeze(1)  # [batch, seq (query), seq (key)]
+    words_of_one_document = same & word.unsqueeze(2) & word.unsqueeze(1)
+    special_key = (~word).unsqueeze(1)  # [batch, 1, seq]: every query may attend the special tokens
+    return ((words_of_one_document | special_key) & real.unsqueeze(1)).unsqueeze(1)
 
 
 class _CorefPreTrainingMixin:
@@ -312,6 +327,9 @@ class _CorefPreTrainingMixin:
         is ``[masked tokens, vocab]`` in ``labels != -100`` order. The loss is the same; the vocabulary
         projection, over half the compute of a small model like MiniLM, shrinks to ~15% of the tokens.
         """
+        if (getattr(self.config, "mrp_attention_within_documents", False) and document_ids is not None
+                and attention_mask is not None and attention_mask.dim() == 2):
+            attention_mask = document_attention_mask(attention_mask, document_ids)  # [batch, 1, seq, seq]
         outputs = self.base_model(
             input_ids,
             attention_mask=attention_mask,

@@ -29,6 +29,10 @@ class PretrainingArguments(TrainingArguments):
     mrp_official_loss: bool = field(
         default=False, metadata={"help": "Official code's copy loss (independent start/end terms)."})
     max_eval_samples: int | None = field(default=None, metadata={"help": "Evaluate on at most N held-out sequences."})
+    attention_within_documents: bool = field(
+        default=False, metadata={"help": "Rows of several documents (--packing documents): each token attends only its "
+                                         "own document and the special tokens (a [B, 1, L, L] mask; the default lets "
+                                         "attention cross documents, as RoBERTa did)."})
     group_by_length: bool = field(
         default=True, metadata={"help": "Batch rows of similar length (seeded per epoch; resumes exactly), so the "
                                         "rows short_seq_prob shortens are not padded to full ones."})

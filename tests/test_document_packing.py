@@ -127,6 +127,35 @@ def test_accuracy_counts_ignore_a_better_word_of_another_document():
     assert mrp_accuracy_counts(start, start.clone(), *args, docs, torch.tensor([[1]]))[0].item() == 1
 
 
+@pytest.mark.parametrize("within", [False, True])
+def test_attention_within_documents_keeps_a_document_blind_to_its_neighbours(bert_tokenizer, within):  # noqa: F811
+    """--attention_within_documents: another text in the second document leaves the first one's hidden states
+    as they were; without it (the default, as RoBERTa) attention crosses documents and they change."""
+    from conftest import tiny_config
+
+    from corefbert.modeling import CorefBertForPreTraining
+
+    config = tiny_config("bert", bert_tokenizer)
+    config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.0
+    config.mrp_attention_within_documents = within
+    torch.manual_seed(0)
+    model = CorefBertForPreTraining(config).eval()
+    collator = DataCollatorForMentionReferencePrediction(bert_tokenizer, mlm_probability=0.15, seed=0)
+    extractor = MentionExtractor(RegexTagger())
+    states = []
+    for second in (DOC_B, "the lighthouse and the storm ."):
+        rows = pack_texts([DOC_A, second], bert_tokenizer, extractor, max_seq_length=64, short_seq_prob=0)
+        batch = collator(rows)
+        batch["input_ids"] = torch.tensor([rows[0]["input_ids"]])  # unmasked: only the second document differs
+        with torch.no_grad():
+            out = model(**batch, output_hidden_states=True)
+        first = batch["document_ids"][0] == 0  # [seq]
+        states.append(out.hidden_states[-1][0, first])
+    assert states[0].shape == states[1].shape
+    difference = (states[0] - states[1]).abs().max().item()
+    assert (difference < 1e-6) if within else (difference > 1e-4), difference
+
+
 def test_rows_fill_their_slots_and_short_targets_keep_their_meaning(bert_tokenizer):  # noqa: F811
     texts = tiny_texts() * 4
     extractor = MentionExtractor(RegexTagger())
