@@ -283,6 +283,22 @@ class _CorefPreTrainingMixin:
         if pooler is not None:
             pooler.requires_grad_(False)
 
+    def _mlm(self, hidden_states, labels, masked_logits_only: bool):
+        """``(logits, L_MLM or None)``: logits ``[batch, seq, vocab]``, or ``[masked, vocab]`` with
+        ``masked_logits_only`` and ``labels``."""
+        if labels is None:
+            return self.mlm_head(hidden_states), None
+        targets = labels != -100  # [batch, seq]
+        if masked_logits_only:
+            logits = masked_logits = self.mlm_head(hidden_states[targets])  # [masked, vocab]
+        else:
+            logits = self.mlm_head(hidden_states)  # [batch, seq, vocab]
+            masked_logits = logits[targets]  # [masked, vocab]
+        # Sum over the selected rows / their count: 0 (not NaN) when nothing is masked, and only the
+        # masked rows are cast to fp32 for the softmax over the vocabulary.
+        mlm_loss = F.cross_entropy(masked_logits.float(), labels[targets], reduction="sum")
+        return logits, mlm_loss / targets.sum().clamp(min=1)
+
     def _mrp(self, hidden_states, copy_mask, word_ids, document_ids, mention_starts, mention_ends, mention_mask,
              referent_starts, referent_ends, referent_mask):
         """``(L_MRP, correct, total)`` of a collator batch (shapes in :func:`mrp_loss`); the counts are None
@@ -342,22 +358,7 @@ class _CorefPreTrainingMixin:
         hidden_states = outputs.last_hidden_state  # [batch, seq, hidden]
         copy_vector = self.mrp.copy_vector
 
-        mlm_loss = None
-        if labels is not None:
-            targets = labels != -100  # [batch, seq]
-            if masked_logits_only:
-                logits = self.mlm_head(hidden_states[targets])  # [masked, vocab]
-                masked_logits = logits
-            else:
-                logits = self.mlm_head(hidden_states)  # [batch, seq, vocab]
-                masked_logits = logits[targets]  # [masked, vocab]
-            # Sum over the selected rows / their count: 0 (not NaN) when nothing is masked, and only the
-            # masked rows are cast to fp32 for the softmax over the vocabulary.
-            mlm_loss = F.cross_entropy(masked_logits.float(), labels[targets], reduction="sum")
-            mlm_loss = mlm_loss / targets.sum().clamp(min=1)
-        else:
-            logits = self.mlm_head(hidden_states)  # [batch, seq, vocab]
-
+        logits, mlm_loss = self._mlm(hidden_states, labels, masked_logits_only)
         mrp_value = mrp_correct = mrp_total = None
         if mrp_mention_starts is not None:
             mrp_value, mrp_correct, mrp_total = self._mrp(
