@@ -7,7 +7,12 @@ import numpy as np
 import pytest
 import torch
 
-from corefbert.length_grouping import MEGABATCH_BATCHES, LengthGroupedSampler, grouped_order
+from corefbert.length_grouping import (
+    MEGABATCH_BATCHES,
+    LengthGroupedSampler,
+    computed_slot_fill,
+    grouped_order,
+)
 from corefbert.training import build_accelerator
 from corefbert.training_args import TrainingArguments
 
@@ -39,13 +44,16 @@ def test_each_epoch_is_a_seeded_permutation_sorted_within_mega_batches():
 def test_grouping_wastes_less_padding_than_random_batches():
     lengths = _lengths()
 
-    def fill(order):
-        batches = order[:len(order) // 8 * 8].reshape(-1, 8)
-        return lengths[batches].sum() / (lengths[batches].max(axis=1) * 8).sum()
+    def fill(order):  # the literal count: text over padded slots, batch by batch
+        batches = [order[i:i + 8] for i in range(0, len(order) // 8 * 8, 8)]
+        return sum(lengths[b].sum() for b in batches) / sum(lengths[b].max() * 8 for b in batches)
 
-    grouped = fill(grouped_order(lengths, 8, seed=0, epoch=0))
-    uniform = fill(np.random.default_rng(0).permutation(len(lengths)))
+    grouped_rows = grouped_order(lengths, 8, seed=0, epoch=0)
+    random_rows = np.random.default_rng(0).permutation(len(lengths))
+    grouped, uniform = fill(grouped_rows), fill(random_rows)
     assert grouped > 0.98 and uniform < 0.96
+    assert computed_slot_fill(lengths, 8, grouped_rows, multiple=1) == pytest.approx(grouped)
+    assert computed_slot_fill(lengths, 8, random_rows, multiple=1) == pytest.approx(uniform)
 
 
 def test_a_resumed_epoch_replays_the_same_batches_through_accelerate(tmp_path):
