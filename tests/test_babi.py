@@ -51,6 +51,34 @@ def test_reader_names_file_and_line_of_bad_input(tmp_path, text, where):
         read_babi_file(str(path), 1)
 
 
+STORY = "1 Mary went home.\n2 John left.\n3 Where is Mary?\thome\t1\n4 Mary went out.\n"
+
+
+@pytest.mark.parametrize("question, message", [
+    ("5 Where is John?\tout\t9", r":5: supporting fact 9 is not an earlier line of this story"),  # beyond the story
+    ("5 Where is John?\tout\t5", r":5: supporting fact 5 is not an earlier line"),  # the question itself
+    ("5 Where is John?\tout\t0", r":5: supporting fact 0 is not an earlier line"),
+    ("5 Where is John?\tout\t3", r":5: supporting fact 3 is a question line"),
+    ("5 Where is John?\tout\t2 x", r":5: supporting fact id 'x' is not a line number"),
+    ("5 \tout\t4", r":5: empty question"),
+    ("5    \tout\t4", r":5: empty question"),
+])
+def test_reader_refuses_supporting_facts_outside_the_story_and_empty_questions(tmp_path, question, message):
+    path = tmp_path / "qa1_bad_train.txt"
+    path.write_text(STORY + question + "\n")
+    with pytest.raises(CorefBertError, match=message):
+        read_babi_file(str(path), 1)
+    path.write_text(STORY + "5 Where is John?\tout\t2 4\n1 Bill left.\n2 Where is Bill?\tout\t\n")
+    assert [e.supporting for e in read_babi_file(str(path), 1)] == [[1], [2, 4], []]  # an earlier story line
+
+
+def test_supporting_fact_of_an_earlier_story_is_refused(tmp_path):
+    path = tmp_path / "qa1_bad_train.txt"  # line 4 exists in the first story, not in the second
+    path.write_text(STORY + "1 Bill left.\n2 Where is Bill?\tout\t4\n")
+    with pytest.raises(CorefBertError, match=r":6: supporting fact 4 is not an earlier line of this story"):
+        read_babi_file(str(path), 1)
+
+
 def test_exact_match_links_names_and_determined_nouns_within_a_story():
     text = "Mary moved to the kitchen. John went to the kitchen. Mary took the milk."
     tokens = tokenize(text)
@@ -176,6 +204,7 @@ def test_cli_runs_tasks_and_seeds_and_writes_the_table(tmp_path):
     table = json.loads((out / "babi_table.json").read_text())
     assert len(table["tasks"]["1"]["accuracies"]) == 2
     assert "| average |" in (out / "babi_table.md").read_text()
+    assert table["split"].startswith("our own held-out split: 25% of the stories")  # which questions, in words
     reader, saved = load_babi_reader(str(out / "qa8" / "seed_0" / "best"))
     assert reader.classifier is not None and saved["answers"] == config["answers"]
     # the two seeds are different runs
@@ -197,6 +226,71 @@ def test_cli_bad_arguments_exit_2_with_one_line(tmp_path, capsys, argv, message)
     assert exit_.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
+
+
+# A test file that the training file never saw: a story word and an answer that are not in training, and an
+# answer that is no word of its story. Before issue 23 this switched qa1 to classification and grew the vocabulary.
+OFF_STORY_TEST = ("1 Daniel journeyed to the kitchen.\n2 Mary travelled to the kitchen.\n"
+                  "3 Where is Daniel? \tkitchen\t1\n4 Zorblat went to the attic.\n"
+                  "5 Where is Zorblat? \tattic\t4\n6 Where is Mary? \tmoon\t2\n")
+
+
+def test_a_test_file_never_changes_the_trained_model(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    shutil.copy(BABI / "qa1_single-supporting-fact_train.txt", data)
+    (data / "qa1_single-supporting-fact_test.txt").write_text(OFF_STORY_TEST)
+    flags = ["--data_dir", str(data), "--task_ids", "1", "--do_train", "--do_eval", "--num_train_epochs", "1", *TINY]
+    _main()([*flags, "--output_dir", str(tmp_path / "plain")])
+    got = _main()([*flags, "--do_predict", "--output_dir", str(tmp_path / "predict")])
+    plain, predict = (tmp_path / name / "qa1" / "seed_0" / "last" for name in ("plain", "predict"))
+    saved = json.loads((predict / "babi_reader.json").read_text())
+    assert saved == json.loads((plain / "babi_reader.json").read_text())  # mode, vocabulary, classes
+    assert saved["extractive"] is True and not {"zorblat", "attic", "moon"} & set(saved["vocabulary"])
+    assert (predict / "model.safetensors").read_bytes() == (plain / "model.safetensors").read_bytes()
+    # the two answers the model cannot give are scored wrong and counted, in the run and in the summary
+    assert got["predict_unanswerable_qa1"] == 2 and got["predict_accuracy_qa1"] <= 1 / 3
+    run = json.loads((tmp_path / "predict" / "qa1" / "seed_0" / "all_results.json").read_text())
+    assert run["predict_unanswerable"] == 2 and run["predict_samples"] == 3
+    table = (tmp_path / "predict" / "babi_table.md").read_text()
+    assert "Accuracy on our own held-out split: 10% of the stories" in table
+    assert "Accuracy on the official test files (qaN_*_test.txt" in table
+    test_table = json.loads((tmp_path / "predict" / "babi_test_table.json").read_text())
+    assert test_table["tasks"]["1"]["accuracies"] == [got["predict_accuracy_qa1"]]
+
+
+def test_training_answer_outside_its_story_of_an_extractive_task_is_one_line(tmp_path, capsys):
+    data = tmp_path / "data"
+    data.mkdir()
+    text = (BABI / "qa1_single-supporting-fact_train.txt").read_text().replace("\tgarden\t2", "\tmoon\t2", 1)
+    (data / "qa1_single-supporting-fact_train.txt").write_text(text)
+    with pytest.raises(SystemExit) as exit_:
+        _main()(["--data_dir", str(data), "--task_ids", "1", "--do_train", "--output_dir", str(tmp_path / "o")])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "qa1_single-supporting-fact_train.txt:3: answer 'moon' is not a word of its story" in err[0]
+    assert "task 1 is extractive" in err[0] and not (tmp_path / "o").exists()  # refused before any run
+
+
+def test_classification_task_keeps_answers_outside_the_story():
+    from corefbert.finetuning import parse_task_arguments
+    from corefbert.tasks.babi import BabiTask
+
+    task_args, args = parse_task_arguments(BabiTask, ["--data_dir", str(BABI), "--task_ids", "8", "--do_train",
+                                                      "--output_dir", "unused"])
+    task = BabiTask(task_args, args)
+    assert task.extractive is False and "nothing" in task.answers  # "nothing" is no story word: a class
+
+
+@pytest.mark.shared_data
+def test_extractive_tasks_are_those_whose_every_training_answer_is_a_story_word():
+    from corefbert.tasks.babi import EXTRACTIVE_TASKS
+
+    data = shared_data("babi", "en-1k")
+    in_story = {task for task in range(1, 21) if all(
+        "," not in e.answer and e.answer in {t for t, _, _ in tokenize(e.document)}
+        for e in read_babi_file(find_task_file(str(data), task, "train"), task))}
+    assert in_story == EXTRACTIVE_TASKS
 
 
 def test_resumed_run_equals_uninterrupted(tmp_path):

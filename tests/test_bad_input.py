@@ -645,6 +645,14 @@ CASES = [
                        str(w / "out")]),
     Case(MRP_CLI, "--lr_scheduler_type step without --lr_decay_steps",
          mrp("--dataset_dir", "{work}", "--lr_scheduler_type", "step")),
+    # issue 23 (c): bAbI supporting facts outside the story, an empty question, an extractive answer off the story
+    Case(BABI_CLI, "supporting fact id beyond the story",
+         babi_file("1 Mary went home.\n2 Where is Mary?\thome\t7\n")),
+    Case(BABI_CLI, "supporting fact id pointing at a question line",
+         babi_file("1 Mary went home.\n2 Where is Mary?\thome\t1\n3 Where is Mary?\thome\t2\n")),
+    Case(BABI_CLI, "empty question", babi_file("1 Mary went home.\n2 \thome\t1\n")),
+    Case(BABI_CLI, "training answer not in its story (extractive task)",
+         babi_file("1 Mary went home.\n2 Where is Mary?\tmoon\t1\n")),
 ]
 
 

@@ -3,8 +3,8 @@ the coreference clusters a Coref-GRU reads (exact match within a story, or a JSO
 and the vocabularies.
 
 Official format: ``<id> <sentence>`` per line, ids restart at 1 with each story; a question line is
-``<id> <question>\\t<answer>\\t<supporting ids>``. A question sees the story lines before it (not the earlier
-questions). Answers of task 8 (``apple,football``, ``nothing``) and 19 (``n,w``) are comma-joined lists.
+``<id> <question>\\t<answer>\\t<supporting ids>``, the supporting ids naming earlier story lines (never a
+question line) of the same story. A question sees the story lines before it (not the earlier questions). Answers of task 8 (``apple,football``, ``nothing``) and 19 (``n,w``) are comma-joined lists.
 """
 
 from __future__ import annotations
@@ -73,6 +73,7 @@ def read_babi_file(path: str, task_id: int) -> list[BabiExample]:
     examples: list[BabiExample] = []
     story: list[str] = []
     story_index, previous_id = -1, 0
+    question_ids: set[int] = set()  # line ids of the current story's question lines (no supporting fact)
     for number, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
@@ -82,7 +83,7 @@ def read_babi_file(path: str, task_id: int) -> list[BabiExample]:
                                  path=path, position=number)
         line_id = int(head)
         if line_id == 1:
-            story, story_index = [], story_index + 1
+            story, story_index, question_ids = [], story_index + 1, set()
         elif line_id != previous_id + 1:
             raise CorefBertError(f"line id {line_id} does not follow {previous_id} (ids restart at 1 per story)",
                                  path=path, position=number)
@@ -94,13 +95,36 @@ def read_babi_file(path: str, task_id: int) -> list[BabiExample]:
         if len(fields) != 3 or not fields[1].strip():
             raise CorefBertError("a question line needs '<question>\\t<answer>\\t<supporting ids>'",
                                  path=path, position=number)
-        supporting = [int(s) for s in fields[2].split() if s.isdigit()]
+        if not fields[0].strip():
+            raise CorefBertError("empty question before the answer; a question line is '<id> <question>\\t"
+                                 "<answer>\\t<supporting ids>'", path=path, position=number)
+        supporting = _supporting_ids(fields[2], line_id, question_ids, path, number)
+        question_ids.add(line_id)
         examples.append(BabiExample(task_id, number, story_index, list(story), fields[0].strip(),
                                     fields[1].strip().lower(), supporting))
     if not examples:
         raise CorefBertError("no question lines (a line with TAB-separated question, answer, supporting ids) "
                              "in this file; pass an official bAbI qaN_*.txt file", path=path)
     return examples
+
+
+def _supporting_ids(text: str, line_id: int, question_ids: set[int], path: str, number: int) -> list[int]:
+    """The supporting-fact ids of question ``line_id``: each must be an earlier story line of the same story
+    (the generator's facts precede their question; a question line is never a fact)."""
+    ids = []
+    for word in text.split():
+        if not word.isdigit():
+            raise CorefBertError(f"supporting fact id {word!r} is not a line number; the third field lists the "
+                                 "ids of the story lines that answer the question", path=path, position=number)
+        fact = int(word)
+        if not 1 <= fact < line_id:
+            raise CorefBertError(f"supporting fact {fact} is not an earlier line of this story (this question's id is "
+                                 f"{line_id}; ids restart at 1 per story)", path=path, position=number)
+        if fact in question_ids:
+            raise CorefBertError(f"supporting fact {fact} is a question line, not a story sentence", path=path,
+                                 position=number)
+        ids.append(fact)
+    return ids
 
 
 def entity_mentions(tokens: list[tuple[str, int, int]], originals: list[str]) -> dict[str, list[int]]:
