@@ -153,13 +153,17 @@ def check_output_location(source: Path, target: Path) -> Path:
     real_source = source.resolve()
     for path, what in ((real_target, "OUTPUT_DIR"),
                        (real_target.with_name(real_target.name + ".converting"), "the conversion's scratch folder"),
-                       (real_target.with_name(real_target.name + ".deleting"), "the folder it replaces into")):
+                       (real_target.with_name(real_target.name + ".deleting"), "the folder an old OUTPUT_DIR is "
+                                                                               "moved to for deletion")):
         if _contains(path, real_source) or _contains(real_source, path):
             if path == real_source:
                 how = "is the released folder"
+            elif _contains(path, real_source):
+                how = "contains the released folder"
             else:
-                how = "contains the released folder" if _contains(path, real_source) else "lies inside the released folder"
-            via = f" (the link {target} leads to {real_target})" if real_target != Path(os.path.abspath(target)) else ""
+                how = "lies inside the released folder"
+            linked = real_target != Path(os.path.abspath(target))
+            via = f" (the link {target} leads to {real_target})" if linked else ""
             raise CorefBertError(f"{what} {path} {how}{via}; writing there would replace or delete the files being "
                                  f"converted. Pass an OUTPUT_DIR outside {real_source}", path=target)
     return real_target
