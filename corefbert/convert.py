@@ -9,6 +9,7 @@ Community mirrors (``nielsr/coref-bert-base`` ...) have the same files, some wit
 
     python -m corefbert.convert OFFICIAL_DIR OUTPUT_DIR            # or: corefbert-convert OFFICIAL_DIR OUTPUT_DIR
     python -m corefbert.convert OFFICIAL_DIR OUTPUT_DIR --do_lower_case false --model_type bert
+    python -m corefbert.convert nielsr/coref-bert-base OUTPUT_DIR  # a Hub id: downloaded when online
 
 What it writes: ``model_type`` set (``bert``/``roberta``, from the config, the weight names or the
 tokenizer files), ``coef`` -> ``mrp.copy_vector``, the MLM head (``cls.predictions.*`` / ``lm_head.*``) and
@@ -21,7 +22,9 @@ checkpoint without ``mrp.copy_vector`` unless told ``allow_untrained``), and the
 
 This is the one place corefbert reads a pickle (``pytorch_model*.bin``), only when asked to convert, and only
 with ``torch.load(..., weights_only=True)``, which unpickles tensors and plain containers but no code.
-A folder with ``*.safetensors`` is read from those instead.
+A folder with ``*.safetensors`` is read from those instead. What is checked before a model is built or a
+file written (OUTPUT_DIR never at, around or inside the source; config.json's types and sizes against the
+weights' shapes; NaN/inf, float64 and integer weights) is in :mod:`corefbert.convert_checks`.
 """
 
 from __future__ import annotations
@@ -35,6 +38,14 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from corefbert.convert_checks import (
+    check_config_against_weights,
+    check_config_values,
+    check_output_location,
+    check_weight_values,
+    expected_shapes,
+    resolve_source,
+)
 from corefbert.errors import CorefBertError, cli_entry
 
 COPY_VECTOR = "mrp.copy_vector"
@@ -57,7 +68,8 @@ class ConvertArguments:
     """``python -m corefbert.convert OFFICIAL_DIR OUTPUT_DIR [flags]``."""
 
     official_dir: str = field(metadata={"help": "The released folder: config.json, pytorch_model.bin (or "
-                                                "*.safetensors), vocab.txt or vocab.json + merges.txt."})
+                                                "*.safetensors), vocab.txt or vocab.json + merges.txt; or a Hub id "
+                                                "(nielsr/coref-bert-base), downloaded when online."})
     output_dir: str = field(metadata={"help": "Where the corefbert checkpoint goes (model.safetensors, "
                                               "config.json, tokenizer files, conversion.json)."})
     model_type: str | None = field(default=None, metadata={"help": "bert | roberta (default: from the config, "
@@ -66,6 +78,8 @@ class ConvertArguments:
         default=None, metadata={"help": "Lower-case input in the WordPiece tokenizer (default: from the "
                                         "vocabulary: capitalised entries mean cased)."})
     overwrite_output_dir: bool = field(default=False, metadata={"help": "Replace a non-empty --output_dir."})
+    allow_non_finite: bool = field(default=False, metadata={"help": "Convert weights that hold NaN or infinity "
+                                                                    "(refused by default), with a warning."})
 
 
 @dataclass
@@ -308,35 +322,41 @@ def check_parts(renamed: dict, expected: dict, model_type: str, report: Conversi
 
 
 def convert_checkpoint(official_dir, output_dir, model_type: str | None = None, do_lower_case: bool | None = None,
-                       overwrite_output_dir: bool = False) -> ConversionReport:
+                       overwrite_output_dir: bool = False, allow_non_finite: bool = False) -> ConversionReport:
     """Convert the released folder ``official_dir`` into a corefbert pretraining checkpoint in ``output_dir``.
 
     The result loads with ``AutoModel``/``AutoModelForMaskedLM`` and every ``AutoModelFor*`` of its type,
     with :func:`corefbert.modeling.load_pretraining_model`, and (given ``coef``) with the copy-head resolver.
     Written beside ``output_dir`` and renamed into place, so an interrupted conversion leaves nothing half-done.
+    ``official_dir`` may be a Hub id (downloaded when online). Every check of :mod:`corefbert.convert_checks`
+    runs before a model is built: config.json's types and sizes against the weights' shapes, then the values.
     """
     from corefbert.checkpointing import remove_folder, replace_folder, writing
     from corefbert.hub import conversion_card
     from corefbert.modeling import PRETRAINING_CLASSES
 
-    source, target = Path(official_dir), Path(output_dir)
+    source, target = resolve_source(str(official_dir)), Path(output_dir)
     if not source.is_dir():
         raise CorefBertError("no such folder; pass the released checkpoint folder (config.json, pytorch_model.bin, "
-                             "vocabulary)", path=source)
-    if target.resolve() == source.resolve():
-        raise CorefBertError("OUTPUT_DIR is the released folder itself; pass another folder", path=target)
+                             "vocabulary) or its Hub id", path=source)
+    target = check_output_location(source, target)  # the real path: never the source, inside it or around it
     if target.is_file() or (target.is_dir() and any(target.iterdir()) and not overwrite_output_dir):
         raise CorefBertError("output folder exists and is not empty; pass --overwrite_output_dir or another folder",
-                             path=target)
+                             path=output_dir)
     config = read_config(source)
+    check_config_values(config, source / "config.json")
     state, files = read_official_weights(source)
     kind = detect_model_type(source, config, state.keys(), model_type)
+    check_config_against_weights(config, {official_name(name, kind): tuple(t.shape) for name, t in state.items()},
+                                 kind, where=source)
     report = ConversionReport(kind, None, False, False, False, files)
     tokenizer, report.do_lower_case = build_tokenizer(source, kind, do_lower_case, report.notes)
-    model = PRETRAINING_CLASSES[kind](model_config(config, kind, tokenizer, report.notes, where=source))
-    expected = model.state_dict()
+    hf_config = model_config(config, kind, tokenizer, report.notes, where=source)
+    expected = expected_shapes(PRETRAINING_CLASSES[kind], hf_config)  # meta tensors: no memory yet
     renamed = renamed_state(state, expected, kind, report, where=source)
     check_parts(renamed, expected, kind, report, where=source)
+    check_weight_values(renamed, allow_non_finite, report.notes, where=source)
+    model = PRETRAINING_CLASSES[kind](hf_config)  # only now, its every shape checked against the weights
     model.load_state_dict(renamed, strict=False)
     report.converted = len(renamed)
     # Only what the source had (plus the tied decoder when the head is there): a missing part stays missing.
@@ -347,7 +367,7 @@ def convert_checkpoint(official_dir, output_dir, model_type: str | None = None, 
     with writing(tmp, "the converted checkpoint", "the released folder is untouched", then="run the conversion again"):
         model.save_pretrained(tmp, state_dict={k: v for k, v in model.state_dict().items() if k in keep})
         tokenizer.save_pretrained(tmp)
-        record = {"source": source.resolve().name, "weights_file": files, "model_type": kind,
+        record = {"source": str(official_dir) if source != Path(official_dir) else source.resolve().name, "weights_file": files, "model_type": kind,
                   "do_lower_case": report.do_lower_case, "copy_head_trained": report.copy_head_trained,
                   "mlm_head": report.mlm_head, "pooler": report.pooler, "converted_tensors": report.converted,
                   "dropped_tensors": report.dropped, "notes": report.notes}
@@ -389,7 +409,7 @@ def main(argv: list[str] | None = None) -> ConversionReport:
     (args,) = parse_args([ConvertArguments], _argv_with_positionals(argv), prog="python -m corefbert.convert")
     print(f"reading {args.official_dir} (pickled weights are read with torch.load(weights_only=True))", flush=True)
     report = convert_checkpoint(args.official_dir, args.output_dir, args.model_type, args.do_lower_case,
-                                args.overwrite_output_dir)
+                                args.overwrite_output_dir, args.allow_non_finite)
     print(summary(report, args.output_dir))
     return report
 

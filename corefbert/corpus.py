@@ -20,6 +20,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 
+from corefbert import run_lock
 from corefbert.checkpointing import check_writable, replace_folder, writing
 from corefbert.corpus_cache import (
     SUMMARY_FILE,
@@ -292,6 +293,8 @@ def prepare_corpus(args: PrepareArguments, tokenizer=None, nlp=None):
     output_dir = os.path.abspath(args.output_dir or os.path.join(
         datasets.config.HF_DATASETS_CACHE, "corefbert_prepared", fingerprint))
     _check_output_outside_inputs(output_dir, args)
+    # Another preparation (or a training run) writing this folder: said before its corpus is reused or judged.
+    run_lock.refuse_if_locked(output_dir)
     fingerprint_path = os.path.join(output_dir, FINGERPRINT_FILE)
     parent, base = os.path.split(output_dir)
     remove_stale(parent, f"{base}.work-")  # per-process scratch of runs that were killed
@@ -305,17 +308,21 @@ def prepare_corpus(args: PrepareArguments, tokenizer=None, nlp=None):
         return data
     if os.path.exists(output_dir) and not os.path.isdir(output_dir):
         raise CorefBertError("--output_dir is a file, not a directory; pass a directory path", path=output_dir)
-    if os.path.isdir(output_dir) and os.listdir(output_dir) and not os.path.isfile(fingerprint_path):
+    if (os.path.isdir(output_dir) and not run_lock.is_empty_output(output_dir)
+            and not os.path.isfile(fingerprint_path)):
         raise CorefBertError("output_dir exists and is not a prepared corpus; choose a new or empty --output_dir",
                              path=output_dir)
     check_writable(output_dir)  # before hours of tagging, not after
-    work = f"{output_dir}.work-{os.getpid()}"
-    os.makedirs(work, exist_ok=True)
-    try:
-        return _prepare(args, tokenizer, nlp, train_sources, validation_sources, fingerprint, output_dir, work,
-                        skipped_sources)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    # The training CLIs' output lock: a second preparation into this folder with other settings is refused in
+    # one line naming this process, instead of both saying "saved" while only the last corpus stays.
+    with run_lock.holding(output_dir):
+        work = f"{output_dir}.work-{os.getpid()}"
+        os.makedirs(work, exist_ok=True)
+        try:
+            return _prepare(args, tokenizer, nlp, train_sources, validation_sources, fingerprint, output_dir, work,
+                            skipped_sources)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 def _read_documents(sources, args, work: str, name: str):

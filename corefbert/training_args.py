@@ -16,7 +16,7 @@ import typing
 from dataclasses import dataclass, field
 
 from corefbert.errors import CorefBertError
-from corefbert.run_lock import LOCK_FILE
+from corefbert.run_lock import is_empty_output
 
 MIXED_PRECISION = ("auto", "no", "bf16", "fp16")
 ON_NONFINITE = ("stop", "skip")
@@ -219,8 +219,7 @@ def check_output_dir(args: TrainingArguments) -> None:
     ``--resume_from_checkpoint latest`` would then continue the old run.
     """
     out = args.output_dir
-    if (args.resume_from_checkpoint or args.overwrite_output_dir or not os.path.isdir(out)
-            or not set(os.listdir(out)) - {LOCK_FILE}):
+    if args.resume_from_checkpoint or args.overwrite_output_dir or not os.path.isdir(out) or is_empty_output(out):
         return
     raise CorefBertError(
         "output directory is not empty (an earlier run?); pass --resume_from_checkpoint latest to continue "

@@ -331,6 +331,27 @@ def _nonempty(w):
     return str(w / "full")
 
 
+def _official_nan(w, m):
+    import torch
+
+    out = _official(w, m)
+    state = torch.load(Path(out) / "pytorch_model.bin", weights_only=True)
+    next(t for t in state.values() if t.is_floating_point())[0] = float("nan")
+    torch.save(state, Path(out) / "pytorch_model.bin")
+    return out
+
+
+def planted_lock(argv, folder: str, kind: str):
+    """``argv`` with its output folder ``w/folder`` holding a ``.run.lock`` planted as ``kind`` (issue 23.1)."""
+    def build(w, m):
+        lock = w / folder / ".run.lock"
+        lock.parent.mkdir()
+        (w / "victim.txt").write_text("not a lock\n")
+        lock.symlink_to(w / "victim.txt") if kind == "symlink" else lock.mkdir()
+        return argv(w, m)
+    return build
+
+
 PAIRS_CONLL = FIXTURES / "pronoun_pairs" / "story.conll"
 
 
@@ -653,6 +674,20 @@ CASES = [
     Case(BABI_CLI, "empty question", babi_file("1 Mary went home.\n2 \thome\t1\n")),
     Case(BABI_CLI, "training answer not in its story (extractive task)",
          babi_file("1 Mary went home.\n2 Where is Mary?\tmoon\t1\n")),
+    # issue 23 (a): a planted output lock, convert's output folder, config values and weights, a Hub id offline
+    Case(MRP_CLI, ".run.lock planted as a symlink", planted_lock(mrp("--dataset_dir", "{work}"), "run", "symlink")),
+    Case(GLUE_CLI, ".run.lock planted as a directory",
+         planted_lock(glue_file("rte", lambda w: str(RTE)), "out", "directory")),
+    Case(PREP_CLI, ".run.lock planted as a symlink",
+         planted_lock(prepare_file(lambda w: str(FIXTURES / "tiny_corpus.txt")), "prepared", "symlink")),
+    Case(CONVERT_CLI, "OUTPUT_DIR contains the source (--overwrite_output_dir)",
+         lambda w, m: [_official(w, m), str(w), "--overwrite_output_dir"]),
+    Case(CONVERT_CLI, "config value of the wrong type (hidden_size \"32\")",
+         lambda w, m: [_official(w, m, hidden_size="32"), str(w / "out")]),
+    Case(CONVERT_CLI, "config sizing a 51 GB model (vocab_size 400000000)",
+         lambda w, m: [_official(w, m, vocab_size=400_000_000), str(w / "out")]),
+    Case(CONVERT_CLI, "weights holding NaN", lambda w, m: [_official_nan(w, m), str(w / "out")]),
+    Case(CONVERT_CLI, "Hub id with HF_HUB_OFFLINE=1", lambda w, m: ["nielsr/coref-bert-base", str(w / "out")]),
 ]
 
 

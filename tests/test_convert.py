@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from pathlib import Path
 
@@ -323,3 +324,218 @@ def test_fine_tunes_with_every_cli(converted, cli, tmp_path):
         "--per_device_train_batch_size", "4", "--output_dir", str(tmp_path / "out"), "--disable_tqdm", "true"])
     assert results["train_steps"] == 2 and math.isfinite(results["train_loss"])
     assert any(key.startswith("eval_") for key in results)
+
+
+# --- issue 23.2: OUTPUT_DIR that equals, contains or lies inside the source, links resolved ----------------
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _layout(tmp_path: Path, case: str) -> tuple[Path, list[str]]:
+    """(the released folder, the convert arguments after OFFICIAL_DIR) of each way OUTPUT_DIR can hit it."""
+    parent = tmp_path / "parent"
+    official = parent / ("x.converting" if case == "scratch folder is the source" else "official")
+    if case == "parent of the source":
+        return official, [str(parent), "--overwrite_output_dir"]
+    if case == "inside the source":
+        return official, [str(official / "converted")]
+    if case == "link to a folder inside the source":
+        (tmp_path / "out_link").symlink_to(official / "converted")
+        return official, [str(tmp_path / "out_link"), "--overwrite_output_dir"]
+    if case == "link to the source":
+        (tmp_path / "out_link").symlink_to(official)
+        return official, [str(tmp_path / "out_link"), "--overwrite_output_dir"]
+    if case == "self-referencing link":
+        (tmp_path / "loop").symlink_to(tmp_path / "loop")
+        return official, [str(tmp_path / "loop")]
+    if case == "scratch folder is the source":  # OUTPUT_DIR x writes x.converting, which it deletes first
+        return official, [str(parent / "x"), "--overwrite_output_dir"]
+    raise ValueError(case)
+
+
+OUTPUT_CASES = {"parent of the source": "OUTPUT_DIR {parent} contains the released folder",
+                "inside the source": "OUTPUT_DIR {official}/converted lies inside the released folder",
+                "link to a folder inside the source": "OUTPUT_DIR {official}/converted lies inside the released "
+                                                      "folder (the link {tmp}/out_link leads to",
+                "link to the source": "OUTPUT_DIR {official} is the released folder (the link",
+                "self-referencing link": "OUTPUT_DIR is a symlink that points back at itself",
+                "scratch folder is the source": "the conversion's scratch folder {official} is the released folder"}
+
+
+@pytest.mark.parametrize("case", list(OUTPUT_CASES))
+def test_output_dir_around_or_inside_the_source_is_refused_and_the_source_stays(tmp_path, uncased_vocab, capsys,
+                                                                               case):
+    official, rest = _layout(tmp_path, case)
+    make_official(official, "bert", vocab=uncased_vocab)
+    before = _files(official)
+    line = _refused([str(official), *rest], capsys)
+    real = tmp_path.resolve()
+    assert OUTPUT_CASES[case].format(parent=real / "parent", official=official.resolve(), tmp=tmp_path) in line, line
+    assert _files(official) == before  # every released file still there, byte for byte
+    assert not [p for p in tmp_path.rglob("*") if p.name.endswith((".deleting", ".converting")) and p != official]
+    assert not (official / "converted").exists()
+
+
+def test_an_output_link_to_a_folder_elsewhere_is_written_through(tmp_path, uncased_vocab):
+    """A link that leads outside the source is what its user meant: the folder it names receives the checkpoint
+    and the link keeps naming it (no "out.deleting" left behind)."""
+    make_official(tmp_path / "official", "bert", vocab=uncased_vocab)
+    (tmp_path / "real_out").mkdir()
+    (tmp_path / "out").symlink_to(tmp_path / "real_out")
+    convert_checkpoint(tmp_path / "official", tmp_path / "out")
+    assert (tmp_path / "out").is_symlink() and (tmp_path / "real_out" / "model.safetensors").is_file()
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith((".deleting", ".converting"))]
+
+
+# --- issue 23.6 and 23.7: config.json checked (types, then sizes against the weights) before any model is built ---
+
+def _official_with_config(tmp_path, vocab, **changes) -> Path:
+    official = tmp_path / "official"
+    make_official(official, "bert", vocab=vocab)
+    config = json.loads((official / "config.json").read_text())
+    (official / "config.json").write_text(json.dumps({**config, **changes}))
+    return official
+
+
+CAP = 3 << 30  # bytes of address space: torch and transformers load in it; a 51 GB model does not
+
+
+@pytest.mark.parametrize("change,said", [
+    ({"vocab_size": 400_000_000}, "config.json vocab_size is 400000000 but the weight "
+                                  "bert.embeddings.word_embeddings.weight has shape"),
+    ({"max_position_embeddings": 400_000_000}, "config.json max_position_embeddings is 400000000 but the weight "
+                                               "bert.embeddings.position_embeddings.weight has shape"),
+])
+def test_a_config_sizing_a_huge_model_is_refused_under_a_memory_cap(tmp_path, uncased_vocab, change, said):
+    """Before: the model was built from config.json first (400M x 32 floats: 51 GB) and died allocating it."""
+    import subprocess
+    import sys
+
+    official = _official_with_config(tmp_path, uncased_vocab, **change)
+    code = (f"import resource, runpy, sys; resource.setrlimit(resource.RLIMIT_AS, ({CAP}, {CAP})); "
+            "sys.argv = ['convert', *sys.argv[1:]]; runpy.run_module('corefbert.convert', run_name='__main__')")
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", code, str(official), str(tmp_path / "out")], cwd=root,
+                          env={**os.environ, "PYTHONPATH": str(root)}, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr and "MemoryError" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {official}: {said} ("), lines
+    assert "config and weights are of different models" in lines[0]
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("change,said", [
+    ({"hidden_size": "32"}, "config.json hidden_size must be a positive integer, got '32' (str)"),
+    ({"vocab_size": 600.0}, "config.json vocab_size must be a positive integer, got 600.0 (float)"),
+    ({"num_attention_heads": True}, "config.json num_attention_heads must be a positive integer, got True (bool)"),
+    ({"num_hidden_layers": 0}, "config.json num_hidden_layers must be a positive integer, got 0 (int)"),
+    ({"hidden_dropout_prob": "0.1"}, "config.json hidden_dropout_prob must be a number in [0, 1), got '0.1' (str)"),
+    ({"layer_norm_eps": -1}, "config.json layer_norm_eps must be a positive number, got -1 (int)"),
+    ({"pad_token_id": "0"}, "config.json pad_token_id must be a non-negative integer or null, got '0' (str)"),
+    ({"hidden_act": 3}, "config.json hidden_act must be a name such as \"gelu\", got 3 (int)"),
+    ({"num_attention_heads": 5}, "config.json hidden_size 32 is not a multiple of num_attention_heads 5"),
+    ({"num_hidden_layers": 3}, "config.json num_hidden_layers is 3 but the weights hold 2 layer(s)"),
+    ({"intermediate_size": 65}, "config.json intermediate_size is 65 but the weight "
+                                "bert.encoder.layer.0.intermediate.dense.weight has shape (64, 32)"),
+])
+def test_config_values_of_the_wrong_type_or_size_are_one_line(tmp_path, uncased_vocab, capsys, change, said):
+    official = _official_with_config(tmp_path, uncased_vocab, **change)
+    line = _refused([str(official), str(tmp_path / "out")], capsys)
+    assert said in line, line
+    assert not (tmp_path / "out").exists()
+
+
+# --- issue 23.8: NaN/inf refused unless asked; float64 and integer weights converted with a warning ---------
+
+def _official_with_weights(tmp_path, vocab, change) -> Path:
+    official = tmp_path / "official"
+    make_official(official, "bert", vocab=vocab)
+    state = torch.load(official / "pytorch_model.bin", weights_only=True)
+    change(state)
+    torch.save(state, official / "pytorch_model.bin")
+    return official
+
+
+def _poison(state):
+    state["bert.encoder.layer.1.output.dense.weight"][3, 4] = float("nan")
+    state["bert.pooler.dense.bias"][0] = float("inf")
+
+
+def test_non_finite_weights_are_refused_unless_allowed(tmp_path, uncased_vocab, capsys):
+    from safetensors.torch import load_file
+
+    official = _official_with_weights(tmp_path, uncased_vocab, _poison)
+    line = _refused([str(official), str(tmp_path / "out")], capsys)
+    assert "2 tensor(s) hold NaN or infinity (first: bert.encoder.layer.1.output.dense.weight (1 of 2048 " \
+           "values))" in line and "--allow_non_finite" in line
+    assert not (tmp_path / "out").exists()
+    main([str(official), str(tmp_path / "out"), "--allow_non_finite"])
+    printed = capsys.readouterr().out
+    assert "warning: 2 tensor(s) hold NaN or infinity, written as they are (--allow_non_finite)" in printed
+    written = load_file(tmp_path / "out" / "model.safetensors")
+    assert torch.isnan(written["bert.encoder.layer.1.output.dense.weight"][3, 4])
+    assert "NaN or infinity" in json.loads((tmp_path / "out" / "conversion.json").read_text())["notes"][-1]
+
+
+def test_float64_and_integer_weights_are_converted_with_a_warning(tmp_path, uncased_vocab, capsys):
+    from safetensors.torch import load_file
+
+    def widen(state):
+        for name in list(state):
+            state[name] = state[name].double()
+        state["bert.embeddings.token_type_embeddings.weight"] = torch.ones(2, 32, dtype=torch.int64)
+
+    official = _official_with_weights(tmp_path, uncased_vocab, widen)
+    main([str(official), str(tmp_path / "out")])
+    printed = capsys.readouterr().out
+    assert re.search(r"warning: \d+ float64 tensor\(s\) written as float32", printed), printed
+    assert "warning: 1 integer tensor(s) written as float32 weights" in printed
+    assert "bert.embeddings.token_type_embeddings.weight (int64)" in printed
+    written = load_file(tmp_path / "out" / "model.safetensors")
+    assert {t.dtype for t in written.values()} == {torch.float32}
+    assert written["bert.embeddings.token_type_embeddings.weight"].eq(1).all()
+
+
+# --- issue 23.16: a Hub id is downloaded when online; offline, one line with the download command -------------
+
+def test_a_hub_id_is_downloaded_and_converted(tmp_path, uncased_vocab, capsys, monkeypatch):
+    """``snapshot_download`` is replaced by a local stand-in that hands over a released folder, as the Hub would."""
+    import huggingface_hub
+
+    released = tmp_path / "hub_cache" / "snapshots" / "abc123"
+    make_official(released, "bert", vocab=uncased_vocab)
+    calls = []
+
+    def snapshot_download(repo_id, **kwargs):
+        calls.append((repo_id, kwargs))
+        return str(released)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    report = main(["someone/coref-bert-tiny", str(tmp_path / "out")])
+    assert calls[0][0] == "someone/coref-bert-tiny" and "config.json" in calls[0][1]["allow_patterns"]
+    assert report.copy_head_trained and (tmp_path / "out" / "model.safetensors").is_file()
+    assert json.loads((tmp_path / "out" / "conversion.json").read_text())["source"] == "someone/coref-bert-tiny"
+    assert "downloading someone/coref-bert-tiny from the Hub" in capsys.readouterr().out
+
+
+def test_a_hub_id_offline_or_unreachable_is_one_line_showing_the_download(tmp_path, capsys, monkeypatch):
+    import huggingface_hub
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    line = _refused(["nielsr/coref-bert-base", str(tmp_path / "out")], capsys)
+    assert line == ("error: nielsr/coref-bert-base: not a local folder, and HF_HUB_OFFLINE=1 keeps the Hub id "
+                    "nielsr/coref-bert-base from being downloaded; download it first where the network is reachable: "
+                    "hf download nielsr/coref-bert-base --local-dir coref-bert-base, then python -m corefbert.convert "
+                    "coref-bert-base OUTPUT_DIR")
+
+    def unreachable(repo_id, **kwargs):
+        raise OSError("Network is unreachable")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", unreachable)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    line = _refused(["nielsr/coref-bert-base", str(tmp_path / "out")], capsys)
+    assert "downloading the Hub id failed (OSError: Network is unreachable)" in line and "hf download" in line

@@ -23,6 +23,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "pretraining"))
 import test_crash_safety  # noqa: E402
 from conftest import load_cli  # noqa: E402
+from test_corpus_reliability import run_cli  # noqa: E402
 from test_crash_safety import _can_mount_tmpfs, _env, _start, _wait_until  # noqa: E402
 
 from corefbert.checkpointing import checkpoints_root, list_checkpoints  # noqa: E402
@@ -255,3 +256,155 @@ def test_a_full_disk_while_appending_to_the_log_is_one_line(tmp_path, model_dir,
     steps = [r["step"] for r in whole if r["split"] == "train"]
     assert len(steps) > 5 and steps == list(range(1, len(steps) + 1))
     assert not os.path.exists(copy / "final")
+
+
+# --- issue 23.1: a .run.lock planted as a link or a directory is refused, and nothing is written through it ---
+
+VICTIM_TEXT = "a file of the user's that a planted lock link points to: it must stay as it is\n"
+FIXTURES = ROOT / "tests" / "fixtures"
+LOCK_CLIS = {  # the smallest training run of each CLI; the refusal comes before any model or data is read
+    "pretrain/run_mrp.py": lambda model, corpus: ["--model_name_or_path", str(model), "--dataset_dir", str(corpus),
+                                                  "--max_steps", "1"],
+    "finetune/run_glue.py": lambda model, corpus: ["--model_name_or_path", str(model), "--task_name", "rte",
+                                                   "--train_file", str(FIXTURES / "glue" / "RTE" / "train.tsv"),
+                                                   "--do_train", "--max_steps", "1", "--max_seq_length", "48"],
+    "finetune/run_pronoun_pairs.py": lambda model, corpus: ["--train_file",
+                                                            str(FIXTURES / "pronoun_pairs" / "pairs16.jsonl"),
+                                                            "--do_train", "--max_steps", "1"],
+}
+
+
+def _plant_lock(tmp_path: Path, kind: str) -> tuple[Path, Path]:
+    """An output folder whose only entry is a ``.run.lock`` of ``kind``, and the file a link would reach."""
+    out, victim = tmp_path / "run", tmp_path / "victim.txt"
+    out.mkdir()
+    victim.write_text(VICTIM_TEXT)
+    lock = out / ".run.lock"
+    if kind == "symlink":
+        lock.symlink_to(victim)
+    elif kind == "dangling symlink":  # O_CREAT through it would create the target
+        lock.symlink_to(tmp_path / "created_through_the_link")
+    elif kind == "hard link":
+        os.link(victim, lock)
+    elif kind == "directory":
+        lock.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(lock)
+    return out, victim
+
+
+def _refusal(main, argv, capsys) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "Traceback" not in err, err[-3000:]
+    lines = err.strip().splitlines()
+    assert [line for line in lines if line.startswith("error:")] == lines[-1:], err[-3000:]
+    return lines[-1]
+
+
+WHAT = {"symlink": "a symlink (to {victim})", "dangling symlink": "a symlink (to {tmp}/created_through_the_link)",
+        "hard link": "a file with 2 hard links", "directory": "a directory", "fifo": "not a regular file"}
+
+
+@pytest.mark.parametrize("cli", list(LOCK_CLIS))
+@pytest.mark.parametrize("kind", ["symlink", "dangling symlink", "hard link", "directory"])
+def test_a_planted_lock_is_refused_and_nothing_is_written_through_it(tmp_path, model_dir, corpus_dir, cli, kind,
+                                                                      capsys):
+    out, victim = _plant_lock(tmp_path, kind)
+    line = _refusal(load_cli(cli).main, [*LOCK_CLIS[cli](model_dir, corpus_dir), "--output_dir", str(out)], capsys)
+    what = WHAT[kind].format(victim=victim.resolve(), tmp=tmp_path.resolve())
+    assert line.startswith(f"error: {out.resolve()}: the run lock .run.lock here is {what}"), line
+    assert "never through a link" in line
+    assert victim.read_text() == VICTIM_TEXT  # untouched: not truncated, no pid written into it
+    assert not (tmp_path / "created_through_the_link").exists()
+    assert os.listdir(out) == [".run.lock"]  # the run wrote nothing into the folder either
+
+
+def test_an_evaluation_only_run_refuses_a_planted_lock_too(tmp_path, model_dir, capsys):
+    """Without --do_train no training-start check runs: the lock's own open refuses the link."""
+    out, victim = _plant_lock(tmp_path, "symlink")
+    line = _refusal(load_cli("finetune/run_glue.py").main, [
+        "--model_name_or_path", str(model_dir), "--task_name", "rte", "--validation_file",
+        str(FIXTURES / "glue" / "RTE" / "dev.tsv"), "--do_eval", "--max_seq_length", "48", "--output_dir", str(out)],
+        capsys)
+    assert "the run lock .run.lock here is a symlink" in line
+    assert victim.read_text() == VICTIM_TEXT
+
+
+@pytest.mark.parametrize("kind", ["symlink", "dangling symlink", "hard link", "directory", "fifo"])
+def test_taking_the_lock_never_follows_a_link_planted_after_the_checks(tmp_path, kind):
+    """The link appears between the start checks and the lock's open (a race): the open itself refuses it."""
+    from corefbert import run_lock
+    from corefbert.errors import CorefBertError
+
+    out, victim = _plant_lock(tmp_path, kind)
+    with pytest.raises(CorefBertError, match="the run lock .run.lock here is " + WHAT[kind].split(" (")[0]):
+        run_lock.acquire(out)
+    assert victim.read_text() == VICTIM_TEXT
+    assert not (tmp_path / "created_through_the_link").exists()
+    assert run_lock.holder(tmp_path) is None  # nothing held: the folder above has no lock
+
+
+@pytest.mark.parametrize("kind", ["symlink", "directory"])
+def test_a_folder_holding_only_a_planted_lock_is_not_empty(tmp_path, kind):
+    from corefbert import run_lock
+
+    out, _ = _plant_lock(tmp_path, kind)
+    assert not run_lock.is_empty_output(out)
+    (out / ".run.lock").unlink() if kind == "symlink" else (out / ".run.lock").rmdir()
+    (out / ".run.lock").write_text("123 on host\n")  # a killed run's own lock file: still empty
+    assert run_lock.is_empty_output(out)
+
+
+# --- issue 23.9: two corpus preparations into one folder: the second is refused, naming the first ---------
+
+PREPARE_DRIVER = textwrap.dedent('''
+    import sys, time
+    from pathlib import Path
+    marker, argv = Path(sys.argv[1]), sys.argv[2:]
+    sys.path.insert(0, "pretrain")
+    import prepare_corpus
+    import corefbert.corpus as corpus
+
+    real_prepare = corpus._prepare
+    def held(*args, **kwargs):  # past every check, lock taken, before any document is tagged
+        marker.write_text("held")
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not marker.with_suffix(".go").exists():
+            time.sleep(0.01)
+        return real_prepare(*args, **kwargs)
+    corpus._prepare = held
+    prepare_corpus.main(argv)
+''')
+
+
+def test_a_second_corpus_preparation_into_one_folder_is_refused_naming_the_first(tmp_path, model_dir, capsys):
+    import socket
+
+    out = tmp_path / "prepared"
+    common = ["--train_file", str(FIXTURES / "tiny_corpus.txt"), "--model_name_or_path", str(model_dir),
+              "--output_dir", str(out), "--validation_split_percentage", "20"]
+    driver, marker = tmp_path / "prepare_driver.py", tmp_path / "first.marker"
+    driver.write_text(PREPARE_DRIVER)
+    first = _start(str(driver), [str(marker), *common, "--max_seq_length", "64"], tmp_path / "first.out")
+    try:
+        assert _wait_until(first, marker.exists), (tmp_path / "first.out").read_text()[-3000:]
+        capsys.readouterr()
+        status, lines = run_cli([*common, "--max_seq_length", "32"], capsys)  # other settings
+        assert status == 2 and "Traceback" not in "\n".join(lines), lines
+        assert [line for line in lines if line.startswith("error:")] == lines[-1:] == [
+            f"error: {out.resolve()}: another run is using this --output_dir (process {first.pid} on "
+            f"{socket.gethostname()}); wait for it to finish or choose another --output_dir"]
+        assert sorted(os.listdir(out)) == [".run.lock"]  # the refused run wrote nothing
+    finally:
+        marker.with_suffix(".go").touch()
+    assert first.wait(timeout=300) == 0, (tmp_path / "first.out").read_text()[-3000:]
+    assert "saved" in (tmp_path / "first.out").read_text()
+    summary = json.loads((out / "prepare_summary.json").read_text())
+    assert summary["settings"]["max_seq_length"] == 64  # the first run's corpus, whole
+    assert not (out / ".run.lock").exists()  # the finished corpus carries no lock file
+    # Once the first has finished, the same second run goes ahead (the lock is free again).
+    status, lines = run_cli([*common, "--max_seq_length", "32"], capsys)
+    assert status == 0, lines
+
