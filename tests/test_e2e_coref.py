@@ -383,10 +383,17 @@ def test_segmented_evaluation_writes_every_segment_at_its_document_offset(tmp_pa
 def test_subword_windows_are_linear_in_the_words(bert_tokenizer):
     import time
 
-    words = ("the old house stood on a hill and its windows looked over the village " * 8000).split()  # 112k
-    started = time.perf_counter()
-    windows = subword_windows(words, bert_tokenizer, 16, 7)  # ~30k windows: all-pairs work would be 3e9 steps
-    assert time.perf_counter() - started < 60
-    flat = windows["input_ids"].view(-1)
-    for word, position in list(zip(words, windows["word_positions"].tolist()))[::997]:
-        assert flat[position].item() == bert_tokenizer(word, add_special_tokens=False)["input_ids"][0]
+    def seconds(repeats: int) -> float:
+        words = ("the old house stood on a hill and its windows looked over the village " * repeats).split()
+        started = time.perf_counter()
+        windows = subword_windows(words, bert_tokenizer, 16, 1)  # a window starts at every token
+        elapsed = time.perf_counter() - started
+        flat = windows["input_ids"].view(-1)
+        for word, position in list(zip(words, windows["word_positions"].tolist()))[::997]:
+            assert flat[position].item() == bert_tokenizer(word, add_special_tokens=False)["input_ids"][0]
+        return elapsed
+
+    # 5x the words: linear work takes ~5x the time; scanning every window for every word took ~25x (0.9e9
+    # steps at 30k words), and the same machine load weighs on both runs.
+    small, large = seconds(430), seconds(5 * 430)
+    assert large < 10 * small, (small, large)
