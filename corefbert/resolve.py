@@ -89,7 +89,7 @@ class Resolver:
     def resolve(self, text: str) -> dict:
         """``{"text", "clusters": [[{"start", "end", "text"}, ...], ...]}`` with character offsets; a text longer
         than one segment gets the clusters of each segment, in order."""
-        pieces = sentence_pieces(iter_sentences(text), self.max_sentence_words)
+        pieces = sentence_pieces(iter_sentences(text), min(self.max_sentence_words, self.max_segment_words))
         clusters: list[list[dict]] = []
         for segment in segment_sentences(pieces, self.max_segment_words):
             clusters += self._resolve_segment(text, segment)

@@ -291,14 +291,17 @@ class CorefE2ETask(FinetuningTask):
         config = self.model.config if self.model is not None else self.model_config()
         return featurize(document, config, self.vocab, self.tokenizer)
 
-    def _split(self, documents: list[ConllDocument]) -> list[ConllDocument]:
+    def _split(self, documents: list[ConllDocument], segments: bool = True) -> list[ConllDocument]:
         """``documents`` with sentences longer than ``--max_sentence_words`` split (the flat word indices, which
-        the clusters and the prediction files use, stay)."""
-        return [split_long_sentences(d, self.task_args.max_sentence_words) for d in documents]
+        the clusters and the prediction files use, stay); for evaluation also those longer than a segment, so
+        no segment exceeds ``--max_segment_words``."""
+        a = self.task_args
+        limit = min(a.max_sentence_words, a.max_segment_words) if segments else a.max_sentence_words
+        return [split_long_sentences(d, limit) for d in documents]
 
     def train_dataset(self):
         a = self.task_args
-        docs = self._split([d for d in self.train_docs or [] if d.sentences])
+        docs = self._split([d for d in self.train_docs or [] if d.sentences], segments=False)
         return CroppedDocuments(docs, a.max_training_sentences, a.max_training_words, self.featurize) if docs \
             else None
 
