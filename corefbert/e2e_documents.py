@@ -3,6 +3,13 @@
 A recurrent model reads word and character ids from its own vocabulary (:class:`Vocabulary`, saved beside
 the weights); a transformer reads subword windows (:func:`subword_windows`). Training documents are cut to
 at most ``max_sentences`` consecutive sentences (:func:`crop_document`), as the paper does.
+
+What one forward pass holds grows with its words (span enumeration: words × max span width; antecedent
+scores: kept spans × K × span size; ASL: sentences × longest sentence²), so every path bounds its words by
+flags, never by the input: sentences longer than ``max_sentence_words`` are read as pieces of that many words
+(:func:`split_long_sentences`), training crops are also cut to ``max_training_words`` (:func:`crop_words`), and
+evaluation, prediction and ``resolve`` run a long document as consecutive segments of whole sentences of at
+most ``max_segment_words`` words (:func:`segment_sentences`), linking mentions within a segment only.
 """
 
 from __future__ import annotations
@@ -10,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -75,6 +83,53 @@ def crop_document(document: ConllDocument, first: int, last: int) -> ConllDocume
                          document.speakers[first:last], document.genre, [c for c in clusters if c])
 
 
+def crop_words(document: ConllDocument, first: int, last: int) -> ConllDocument:
+    """Words ``first``..``last - 1`` of ``document`` (sentences cut at the edges) with the gold mentions inside
+    them, re-indexed."""
+    sentences, speakers, position = [], [], 0
+    for words, talkers in zip(document.sentences, document.speakers):
+        lo, hi = max(first - position, 0), min(last - position, len(words))
+        if lo < hi:
+            sentences.append(words[lo:hi])
+            speakers.append(talkers[lo:hi])
+        position += len(words)
+    clusters = [[(s - first, e - first) for s, e in cluster if first <= s and e < last]
+                for cluster in document.clusters]
+    return ConllDocument(document.doc_key, document.name, document.part, sentences, speakers, document.genre,
+                         [c for c in clusters if c])
+
+
+def sentence_pieces(sentences: Iterable[list], max_words: int) -> Iterator[list]:
+    """Each sentence, or pieces of at most ``max_words`` of it where it is longer (lazily)."""
+    for sentence in sentences:
+        for start in range(0, len(sentence), max_words):
+            yield sentence[start:start + max_words]
+
+
+def split_long_sentences(document: ConllDocument, max_words: int) -> ConllDocument:
+    """``document`` with every sentence longer than ``max_words`` split into pieces (the same object when none
+    is). The flat word indices, and so the clusters, do not change."""
+    if all(len(s) <= max_words for s in document.sentences):
+        return document
+    return ConllDocument(document.doc_key, document.name, document.part,
+                         list(sentence_pieces(document.sentences, max_words)),
+                         list(sentence_pieces(document.speakers, max_words)), document.genre, document.clusters)
+
+
+def segment_sentences(sentences: Iterable[list], max_words: int) -> Iterator[list[list]]:
+    """Consecutive sentences grouped greedily into segments of at most ``max_words`` words (a sentence longer
+    than that is a segment of its own: split it first with :func:`sentence_pieces`)."""
+    segment, size = [], 0
+    for sentence in sentences:
+        if segment and size + len(sentence) > max_words:
+            yield segment
+            segment, size = [], 0
+        segment.append(sentence)
+        size += len(sentence)
+    if segment:
+        yield segment
+
+
 def gold_tensors(document: ConllDocument) -> dict[str, torch.Tensor]:
     """``gold_starts``/``gold_ends``/``gold_cluster_ids`` (1-based) [mentions] of ``document``."""
     mentions = [(s, e, i + 1) for i, cluster in enumerate(document.clusters) for s, e in cluster]
@@ -130,10 +185,14 @@ def subword_windows(words: list[str], tokenizer, max_seq_length: int, stride: in
         window = [tokenizer.cls_token_id] + flat[start:start + content] + [tokenizer.sep_token_id]
         input_ids[w, :len(window)] = torch.tensor(window)
         attention_mask[w, :len(window)] = 1
-    positions = []
-    for token in first_piece:
-        inside = [(min(token - s, s + content - 1 - token), w) for w, s in enumerate(starts)
-                  if s <= token < s + content]
+    positions, last = [], 0
+    for token in first_piece:  # increasing: the windows that hold it start at or after the previous one's
+        while starts[last] + content <= token:
+            last += 1
+        inside, w = [], last
+        while w < len(starts) and starts[w] <= token:  # a few windows (content / stride), not all of them
+            inside.append((min(token - starts[w], starts[w] + content - 1 - token), w))
+            w += 1
         _, w = max(inside)
         positions.append(w * max_seq_length + 1 + token - starts[w])
     return {"input_ids": input_ids, "attention_mask": attention_mask,

@@ -865,3 +865,9 @@ def _write_readme_table_when_asked():
     head, _, tail = _readme_table()
     table = "\n".join(HEADER + [_row(*row) for row in OBSERVED])
     TABLE_DOC.write_text(f"{head}{START}\n{table}\n{END}{tail}", encoding="utf-8")
+# issue 23 (d1): resolve's --output_dir naming a file and --input_file naming a folder (both before the model loads)
+CASES += [
+    Case(RESOLVE_CLI, "--output_dir an existing file",
+         lambda w, m: ["--model", str(w), "--text", "Anna met Tom.", "--output_dir", _file(w, "taken.txt", "x")]),
+    Case(RESOLVE_CLI, "--input_file a folder", lambda w, m: ["--model", str(w), "--input_file", str(w)]),
+]

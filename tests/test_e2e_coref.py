@@ -4,6 +4,7 @@ against a span-by-span reference, pruning, windows, and the CLI with each encode
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,14 @@ from corefbert.e2e_coref import (
     prune_spans,
     top_cluster_ids,
 )
-from corefbert.e2e_documents import crop_document, subword_windows
+from corefbert.e2e_documents import (
+    crop_document,
+    crop_words,
+    segment_sentences,
+    sentence_pieces,
+    split_long_sentences,
+    subword_windows,
+)
 from corefbert.errors import CorefBertError
 from corefbert.sentence_encoders import (
     AttentionalSentenceLinking,
@@ -30,6 +38,7 @@ from corefbert.sentence_encoders import (
 )
 from corefbert.word_vocab import read_word_vectors
 
+ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = Path(__file__).parent / "fixtures" / "coref_e2e" / "two_docs.conll"
 SMALL = ["--embedding_dim", "32", "--lstm_size", "32", "--ffnn_size", "32", "--char_filters", "8", "--dropout", "0",
          "--lexical_dropout", "0", "--max_span_width", "3", "--disable_tqdm"]
@@ -262,3 +271,130 @@ def test_litbank_and_ontonotes_documents_featurize():
         assert int(features["sentence_lengths"].sum()) == len(cropped.words) == len(features["speaker_ids"])
         assert features["gold_ends"].lt(len(cropped.words)).all()
     assert config["genres"] == ["bc"] and featurize(ontonotes[0], config, vocab)["genre"].item() == 0
+
+
+# ------------------------------------------------------------------ memory bounded by flags (issue 23, item 6)
+
+
+def run_under_memory_cap(setup: str, work: str, cap_mb: int, timeout: int = 300):
+    """Run ``setup`` then ``work`` (Python source) in a fresh interpreter whose address space is capped, after
+    ``setup``, at ``cap_mb`` MiB above what the process then holds: what ``work`` allocates beyond the cap fails
+    for real (``RLIMIT_AS``). ``setup`` should run a small case of ``work`` first so lazy imports are done."""
+    import subprocess
+    import sys
+    import textwrap
+
+    cap = textwrap.dedent(f"""
+        import resource
+        with open("/proc/self/status") as status:
+            held = next(int(line.split()[1]) for line in status if line.startswith("VmSize:")) * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (held + {cap_mb} * 2**20, resource.RLIM_INFINITY))
+    """)
+    source = textwrap.dedent(setup) + cap + textwrap.dedent(work)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, timeout=timeout, env=env,
+                          cwd=str(ROOT))
+
+
+def write_unbroken_conll(path: Path, num_words: int) -> None:
+    """One CoNLL document of ``num_words`` words in a single sentence (no sentence break anywhere), with two
+    clusters that recur throughout (Anna ... she, Tom ... him)."""
+    pattern = [("Anna", "(0)"), ("met", ""), ("Tom", "(1)"), ("and", ""), ("she", "(0)"), ("gave", ""),
+               ("him", "(1)"), ("a", ""), ("letter", ""), ("then", "")]
+    lines = ["#begin document (unbroken); part 0"]
+    for i in range(num_words):
+        word, coref = pattern[i % len(pattern)]
+        lines.append(f"unbroken\t0\t{i}\t{word}\t_\t_\t_\t_\t_\t_\t_\t_\t{coref}")
+    path.write_text("\n".join(lines) + "\n\n#end document\n", encoding="utf-8")
+
+
+# ASL's attention over the previous sentence holds sentences x longest sentence² x --attention_size floats: on
+# one 20,000-word sentence that is 12.8 GB at size 8 before any span is scored (a cap of a few hundred MB fails
+# at once without --max_sentence_words); spans and antecedent scores grow with the words of one pass.
+TINY_ASL = ["--encoder", "asl", "--attention_size", "8", "--max_antecedents", "50", *SMALL]
+
+
+def test_unbroken_20k_word_document_trains_and_evaluates_under_a_memory_cap(tmp_path):
+    long_doc = tmp_path / "unbroken.conll"
+    write_unbroken_conll(long_doc, 20_000)
+    argv = lambda train, out: [  # noqa: E731
+        *TINY_ASL, "--train_file", str(train), "--validation_file", str(train), "--do_train", "--do_eval",
+        "--max_steps", "2", "--eval_steps", "2", "--output_dir", str(out)]
+    setup = f"""
+        import json, sys
+        from accelerate.state import AcceleratorState, GradientState
+        from conftest import load_cli
+        cli = load_cli("finetune/run_coref_e2e.py")
+        cli.main({argv(FIXTURE, tmp_path / "warm")!r})  # the same path on two small documents: imports done
+        AcceleratorState._reset_state(True)
+        GradientState._reset_state()
+    """
+    # Defaults bound it: sentences of at most 250 words, training crops of at most 3,000 words, evaluation
+    # segments of at most 5,000 words.
+    work = f"""
+        results = cli.main({argv(long_doc, tmp_path / "long")!r})
+        print(json.dumps(results))
+    """
+    done = run_under_memory_cap(setup, work, cap_mb=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    assert results["train_steps"] == 2 and "eval_avg_f1" in results
+    predicted = read_conll(str(tmp_path / "long" / "eval_predictions.conll"))
+    assert len(predicted[0].words) == 20_000  # the whole document is written back, every segment's clusters in it
+
+
+def test_long_sentences_are_split_and_documents_segmented_without_moving_word_indices():
+    document = read_conll(str(FIXTURE))[0]
+    split = split_long_sentences(document, 3)
+    assert split_long_sentences(document, 100) is document  # within the bound: the document itself
+    assert split.words == document.words and split.clusters == document.clusters
+    assert max(len(s) for s in split.sentences) == 3 and [len(s) for s in split.speakers] == \
+        [len(s) for s in split.sentences]
+    segments = list(segment_sentences(split.sentences, 7))
+    assert [w for segment in segments for s in segment for w in s] == document.words
+    assert all(sum(len(s) for s in segment) <= 7 for segment in segments)
+    cropped = crop_words(document, 5, 12)  # cuts the first two sentences at their edges
+    assert cropped.words == document.words[5:12]
+    assert cropped.clusters == [[(s - 5, e - 5) for s, e in c if 5 <= s and e < 12] for c in document.clusters
+                                if any(5 <= s and e < 12 for s, e in c)]
+
+
+def test_segmented_evaluation_writes_every_segment_at_its_document_offset(tmp_path, fresh_accelerate_state):
+    # --max_segment_words 5 runs each fixture document as several segments; the prediction file must still
+    # hold every document with its own words, and clusters inside their segments only.
+    argv = ["--encoder", "bilstm", "--train_file", str(FIXTURE), "--test_file", str(FIXTURE), "--do_train",
+            "--do_predict", "--max_steps", "1", "--max_segment_words", "5", "--top_span_ratio", "3",
+            "--allow_crossing_spans", *SMALL]
+    _, out = _run(argv, tmp_path, "segments")
+    gold = read_conll(str(FIXTURE))
+    predicted = read_conll(str(out / "predict_predictions.conll"))
+    assert [d.words for d in predicted] == [d.words for d in gold]
+    for document in predicted:
+        bounds, first = [], 0
+        for segment in segment_sentences(sentence_pieces(document.sentences, 5), 5):  # sentences cut to fit
+            size = sum(len(s) for s in segment)
+            bounds.append((first, first + size))
+            first += size
+        for cluster in document.clusters:
+            inside = {next(i for i, (lo, hi) in enumerate(bounds) if lo <= s and e < hi) for s, e in cluster}
+            assert len(inside) == 1, "a predicted cluster spans two segments"
+
+
+def test_subword_windows_are_linear_in_the_words(bert_tokenizer):
+    import time
+
+    def seconds(repeats: int) -> float:
+        words = ("the old house stood on a hill and its windows looked over the village " * repeats).split()
+        started = time.perf_counter()
+        windows = subword_windows(words, bert_tokenizer, 16, 1)  # a window starts at every token
+        elapsed = time.perf_counter() - started
+        flat = windows["input_ids"].view(-1)
+        for word, position in list(zip(words, windows["word_positions"].tolist()))[::997]:
+            assert flat[position].item() == bert_tokenizer(word, add_special_tokens=False)["input_ids"][0]
+        return elapsed
+
+    # 5x the words: linear work takes ~5x the time; scanning every window for every word took ~25x (0.9e9
+    # steps at 30k words), and the same machine load weighs on both runs.
+    small, large = seconds(430), seconds(5 * 430)
+    assert large < 10 * small, (small, large)

@@ -4,7 +4,11 @@
 from the training files, learned embeddings or ``--embeddings_file``); ``--encoder bert`` fine-tunes any
 BERT/RoBERTa checkpoint (CorefBERT included) over overlapping windows. One document is one batch; training
 documents are cut to ``--max_training_sentences`` consecutive sentences at a random offset (drawn from the
-torch RNG, which checkpoints carry: a resumed run draws the same offsets). Metrics: MUC, B³, CEAF-φ4 and
+torch RNG, which checkpoints carry: a resumed run draws the same offsets) and, where those hold more than
+``--max_training_words`` words, to that many words at a random offset. Sentences longer than
+``--max_sentence_words`` are read as pieces; evaluation and prediction run a document longer than
+``--max_segment_words`` as segments of whole sentences (mentions link within a segment only), so memory is
+bounded by these flags, not by the longest document. Metrics: MUC, B³, CEAF-φ4 and
 their average (``avg_f1``, the CoNLL F1), in percent; predictions are CoNLL files.
 """
 
@@ -19,7 +23,15 @@ from accelerate.utils import gather_object
 
 from corefbert.conll import ConllDocument, read_conll, write_conll
 from corefbert.e2e_coref import SpanRankingConfig, predict_clusters
-from corefbert.e2e_documents import Vocabulary, crop_document, embedding_matrix, featurize
+from corefbert.e2e_documents import (
+    Vocabulary,
+    crop_document,
+    crop_words,
+    embedding_matrix,
+    featurize,
+    segment_sentences,
+    split_long_sentences,
+)
 from corefbert.e2e_model import TASK, build_model, load_model, save_model
 from corefbert.errors import CorefBertError
 from corefbert.finetuning import (
@@ -70,6 +82,17 @@ class CorefE2EArguments(HeldOutArguments):
                 "the model never predicts one, so they only lower B3 and CEAF recall)."})
     max_training_sentences: int = field(default=40, metadata={
         "help": "Training documents are cut to this many consecutive sentences at a random offset."})
+    max_training_words: int = field(default=3000, metadata={
+        "help": "Training crops holding more words than this (after --max_training_sentences) are cut to this many "
+                "consecutive words at a random offset: one step's memory grows with its words."})
+    max_sentence_words: int = field(default=250, metadata={
+        "help": "Sentences longer than this are read as pieces of at most this many words (training, evaluation, "
+                "prediction, resolve): a text without sentence breaks stays bounded (ASL's attention grows with "
+                "the square of a sentence's length). Saved with the model."})
+    max_segment_words: int = field(default=5000, metadata={
+        "help": "Evaluation and prediction run a longer document as consecutive segments of whole sentences of at "
+                "most this many words; mentions are linked within a segment only. Saved with the model (resolve's "
+                "default)."})
     max_seq_length: int = field(default=512, metadata={"help": "bert: tokens per window, special tokens included."})
     task_learning_rate: float = field(default=2e-4, metadata={
         "help": "bert: learning rate of everything but the encoder (span, mention and antecedent scorers), which "
@@ -81,7 +104,8 @@ class CorefE2EArguments(HeldOutArguments):
         super().__post_init__()
         if self.encoder not in ENCODERS:
             raise CorefBertError(f"--encoder {self.encoder!r} is not one of {', '.join(ENCODERS)}")
-        for name in ("max_span_width", "max_antecedents", "max_training_sentences", "lstm_size", "ffnn_size"):
+        for name in ("max_span_width", "max_antecedents", "max_training_sentences", "max_training_words",
+                     "max_sentence_words", "max_segment_words", "lstm_size", "ffnn_size"):
             if getattr(self, name) < 1:
                 raise CorefBertError(f"--{name} must be at least 1 (got {getattr(self, name)})")
         if self.top_span_ratio <= 0:
@@ -94,10 +118,12 @@ class CorefE2EArguments(HeldOutArguments):
 
 
 class CroppedDocuments(torch.utils.data.Dataset):
-    """Training documents, each cut to ``max_sentences`` consecutive sentences at a random offset per access."""
+    """Training documents (long sentences split), each cut to ``max_sentences`` consecutive sentences at a
+    random offset per access, and then to ``max_words`` consecutive words where it holds more."""
 
-    def __init__(self, documents: list[ConllDocument], max_sentences: int, featurize):
-        self.documents, self.max_sentences, self.featurize = documents, max_sentences, featurize
+    def __init__(self, documents: list[ConllDocument], max_sentences: int, max_words: int, featurize):
+        self.documents, self.max_sentences, self.max_words, self.featurize = documents, max_sentences, max_words, \
+            featurize
 
     def __len__(self) -> int:
         return len(self.documents)
@@ -108,22 +134,39 @@ class CroppedDocuments(torch.utils.data.Dataset):
         if extra > 0:
             first = int(torch.randint(0, extra + 1, ()))
             document = crop_document(document, first, first + self.max_sentences)
+        extra = sum(len(s) for s in document.sentences) - self.max_words
+        if extra > 0:  # drawn only here, so a crop within the budget draws what it drew before this bound
+            first = int(torch.randint(0, extra + 1, ()))
+            document = crop_words(document, first, first + self.max_words)
         return {"doc_index": torch.tensor(index), **self.featurize(document)}
 
 
-class WholeDocuments(torch.utils.data.Dataset):
-    """Evaluation documents, whole; one without words is left out (its prediction file entry stays empty)."""
+class DocumentSegments(torch.utils.data.Dataset):
+    """Evaluation documents as segments of whole sentences of at most ``max_words`` words (one segment for a
+    document within the bound: the document itself); one without words is left out (its prediction file entry
+    stays empty). Each item carries ``doc_index``, ``segment_index`` and the segment's first word
+    (``word_offset``) in its document."""
 
-    def __init__(self, documents: list[ConllDocument], featurize):
+    def __init__(self, documents: list[ConllDocument], max_words: int, featurize):
         self.documents, self.featurize = documents, featurize
-        self.indices = [i for i, document in enumerate(documents) if document.sentences]
+        self.segments: list[tuple[int, int, int, int]] = []  # (document, first sentence, end sentence, first word)
+        for index, document in enumerate(documents):
+            first, offset = 0, 0
+            for segment in segment_sentences(document.sentences, max_words):
+                self.segments.append((index, first, first + len(segment), offset))
+                first += len(segment)
+                offset += sum(len(s) for s in segment)
 
     def __len__(self) -> int:
-        return len(self.indices)
+        return len(self.segments)
 
     def __getitem__(self, position: int) -> dict:
-        index = self.indices[position]
-        return {"doc_index": torch.tensor(index), **self.featurize(self.documents[index])}
+        index, first, end, offset = self.segments[position]
+        document = self.documents[index]
+        if first > 0 or end < len(document.sentences):
+            document = crop_document(document, first, end)
+        return {"doc_index": torch.tensor(index), "segment_index": torch.tensor(position),
+                "word_offset": torch.tensor(offset), **self.featurize(document)}
 
 
 class CorefE2ETask(FinetuningTask):
@@ -241,21 +284,34 @@ class CorefE2ETask(FinetuningTask):
         return {"encoder": a.encoder, "ranker": ranker.to_dict(), "genres": genres, "embedding_dim": embedding_dim,
                 "fixed_embeddings": self.pretrained is not None, "char_filters": a.char_filters,
                 "lstm_size": a.lstm_size, "attention_size": a.attention_size, "lexical_dropout": a.lexical_dropout,
-                "max_seq_length": a.max_seq_length, "window_stride": self.stride}
+                "max_seq_length": a.max_seq_length, "window_stride": self.stride,
+                "max_sentence_words": a.max_sentence_words, "max_segment_words": a.max_segment_words}
 
     def featurize(self, document: ConllDocument) -> dict[str, torch.Tensor]:
         config = self.model.config if self.model is not None else self.model_config()
         return featurize(document, config, self.vocab, self.tokenizer)
 
+    def _split(self, documents: list[ConllDocument], segments: bool = True) -> list[ConllDocument]:
+        """``documents`` with sentences longer than ``--max_sentence_words`` split (the flat word indices, which
+        the clusters and the prediction files use, stay); for evaluation also those longer than a segment, so
+        no segment exceeds ``--max_segment_words``."""
+        a = self.task_args
+        limit = min(a.max_sentence_words, a.max_segment_words) if segments else a.max_sentence_words
+        return [split_long_sentences(d, limit) for d in documents]
+
     def train_dataset(self):
-        docs = [d for d in self.train_docs or [] if d.sentences]
-        return CroppedDocuments(docs, self.task_args.max_training_sentences, self.featurize) if docs else None
+        a = self.task_args
+        docs = self._split([d for d in self.train_docs or [] if d.sentences], segments=False)
+        return CroppedDocuments(docs, a.max_training_sentences, a.max_training_words, self.featurize) if docs \
+            else None
 
     def eval_dataset(self):
-        return WholeDocuments(self.eval_docs, self.featurize) if self.eval_docs else None
+        return DocumentSegments(self._split(self.eval_docs), self.task_args.max_segment_words, self.featurize) \
+            if self.eval_docs else None
 
     def predict_dataset(self):
-        return WholeDocuments(self.test_docs, self.featurize) if self.test_docs else None
+        return DocumentSegments(self._split(self.test_docs), self.task_args.max_segment_words, self.featurize) \
+            if self.test_docs else None
 
     def collate(self, features: list) -> dict[str, torch.Tensor]:
         return features[0]  # one document per batch (checked in __init__)
@@ -267,13 +323,19 @@ class CorefE2ETask(FinetuningTask):
 
     def evaluate(self, model, dataloader, accelerator, split):
         documents = self.eval_docs if split == "eval" else self.test_docs
-        predicted: dict[int, list] = {}
+        by_segment: dict[int, tuple[int, list]] = {}  # segment -> (document, clusters in document word indices)
         for batch in dataloader:
             out = model(**batch)
-            predicted[int(batch["doc_index"])] = predict_clusters(out.top_starts, out.top_ends, out.antecedents,
-                                                                  out.scores)
-        if accelerator.num_processes > 1:  # each process saw a shard of the documents
-            predicted = {i: c for part in gather_object([predicted]) for i, c in part.items()}
+            offset = int(batch["word_offset"])
+            clusters = predict_clusters(out.top_starts, out.top_ends, out.antecedents, out.scores)
+            by_segment[int(batch["segment_index"])] = (
+                int(batch["doc_index"]), [[(s + offset, e + offset) for s, e in cluster] for cluster in clusters])
+        if accelerator.num_processes > 1:  # each process saw a shard of the segments (a padded shard repeats one)
+            by_segment = {i: c for part in gather_object([by_segment]) for i, c in part.items()}
+        predicted: dict[int, list] = {}
+        for segment in sorted(by_segment):  # a document's segments in order: clusters by first mention
+            index, clusters = by_segment[segment]
+            predicted.setdefault(index, []).extend(clusters)
         order = sorted(predicted)
         metrics = coref_scores([predicted[i] for i in order], [documents[i].clusters for i in order])
         return metrics, (documents, predicted)
