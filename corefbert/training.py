@@ -51,6 +51,7 @@ from corefbert.checkpointing import (
     truncate_log,
 )
 from corefbert.errors import CorefBertError
+from corefbert.extension_locks import check_extension_locks, deepspeed_requested
 from corefbert.hub import public_settings
 from corefbert.run_outputs import JsonlLogger
 from corefbert.throughput import peak_flops, training_flops_counter
@@ -128,6 +129,8 @@ def build_accelerator(args: TrainingArguments):
 
     AcceleratorState._reset_state(reset_partial_state=False)
     GradientState._reset_state()
+    if deepspeed_requested():  # building the Accelerator builds DeepSpeed's ops: not behind a dead build's lock
+        check_extension_locks()
     # Compiled at prepare(). Dynamic shapes: a batch's length and its MRP mention / referent counts change from
     # batch to batch, and a static compile recompiles on each new shape (DESIGN.md, known pitfalls).
     compile_plugin = (TorchDynamoPlugin(backend="inductor", dynamic=True, mode=args.torch_compile_mode)
