@@ -445,15 +445,15 @@ class _Loop:
     def _signal_or_periodic(self, periodic: bool) -> bool:
         """Save when due or asked to stop; a received SIGTERM/SIGINT ends the run (SystemExit 128+signal)."""
         stopping = self.stop.requested()
-        # Before the first step of a fresh run (pretraining's evaluation of the starting weights) there is
-        # nothing to keep: exit at once; the rerun starts afresh, as this run did.
-        saving = periodic or (stopping and self.saved_at != self._position() and not (
-            self.step == 0 and self.saved_at is None))
+        # Before a fresh run has drawn its first batch (pretraining's evaluation of the starting weights) there
+        # is nothing to keep: exit at once; the rerun starts afresh, as this run did.
+        untouched = self.saved_at is None and self._position() == (0, 0, 0)
+        saving = periodic or (stopping and self.saved_at != self._position() and not untouched)
         path = self._checkpoint() if saving else checkpoints_root(self.output_dir) / f"step_{self.step}"
         if stopping:
             name = signal.Signals(self.stop.received or signal.SIGTERM).name
             if self.saved_at is None:
-                done, path = "nothing to save before the first step", None
+                done, path = "nothing to save before the first batch", None
             else:
                 done = f"saved {path}" + (f" (the evaluation of step {self.step} was stopped; the resume repeats it)"
                                           if self.state["evaluation_pending"] else "")

@@ -137,6 +137,7 @@ def test_a_deepspeed_run_behind_a_killed_builds_lock_exits_2_in_one_line(tmp_pat
     assert lock.exists()  # it is the user's to remove: the line says how
 
 
+@pytest.mark.slow
 def test_every_test_has_a_timeout_and_its_own_extensions_folder_also_under_xdist(tmp_path):
     """The project's pytest settings and conftest, run as `.ci/run` runs them (`-n 2`): in each worker the
     default timeout is the configured one, a test that waits forever is stopped at its limit, and

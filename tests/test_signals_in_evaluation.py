@@ -20,6 +20,7 @@ import signal
 import sys
 import textwrap
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -30,11 +31,18 @@ import test_crash_safety  # noqa: E402
 from conftest import load_cli  # noqa: E402
 from synthetic_corpus import synthetic_corpus  # noqa: E402
 from test_crash_safety import GLUE_RTE, _losses, _start, _wait_until  # noqa: E402
+from test_training import _args as _toy_args  # noqa: E402
+from test_training import _Job, _run  # noqa: E402
 from test_training_faults import _assert_same_run, _records  # noqa: E402
 
-from corefbert.checkpointing import checkpoints_root, list_checkpoints, read_trainer_state  # noqa: E402
+from corefbert.checkpointing import (  # noqa: E402
+    checkpoints_root,
+    list_checkpoints,
+    raise_if_stopping,
+    read_trainer_state,
+)
 
-pytestmark = [pytest.mark.usefixtures("fresh_accelerate_state"), pytest.mark.slow]
+pytestmark = pytest.mark.usefixtures("fresh_accelerate_state")
 model_dir = test_crash_safety.model_dir  # the crash tests' tiny BERT (dropout 0.1: the RNG matters)
 
 EVAL_EXAMPLES = 240  # x 0.5 s a batch of one: a 2-minute evaluation where the driver slows it
@@ -96,6 +104,7 @@ def _stop_in_evaluation(tmp_path: Path, script: str, argv: list[str]) -> tuple[f
     return seconds, text
 
 
+@pytest.mark.slow
 def test_sigterm_in_a_pretraining_evaluation_exits_at_once_saving_first_and_the_resume_is_exact(
         tmp_path, model_dir, large_eval_corpus):
     """The evaluation at step 2 precedes step 2's checkpoint: the signal abandons it, saves step_2 (marked as
@@ -124,6 +133,7 @@ def test_sigterm_in_a_pretraining_evaluation_exits_at_once_saving_first_and_the_
     _assert_same_run(out, reference)
 
 
+@pytest.mark.slow
 def test_sigterm_in_a_finetuning_evaluation_exits_at_once_and_the_resume_keeps_the_same_best_and_last(
         tmp_path, model_dir):
     """GLUE RTE with a 240-example dev set, evaluated every 2 steps, no periodic checkpoint: the signal in the
@@ -169,3 +179,62 @@ def test_sigterm_in_a_finetuning_evaluation_exits_at_once_and_the_resume_keeps_t
             torch.testing.assert_close(a[key], b[key], atol=1e-6, rtol=0)
     assert json.loads((out / "best" / "eval_results.json").read_text()) == pytest.approx(
         json.loads((reference / "best" / "eval_results.json").read_text()), rel=1e-6)
+
+
+class _EvaluatingJob(_Job):
+    """test_training's toy job with an evaluation of 50 batches every ``--eval_steps`` (and, ``before``, of the
+    starting weights, as pretraining does); a real SIGTERM arrives at its ``signal_at``-th evaluation batch."""
+
+    def __init__(self, signal_at: int | None = None, before: bool = False):
+        super().__init__()
+        self.signal_at, self.before, self.evaluated = signal_at, before, []  # evaluated: the step of each batch
+
+    def _evaluation(self, step: int) -> None:
+        for _ in range(50):
+            raise_if_stopping()  # what every evaluation loader does before a batch
+            self.evaluated.append(step)
+            if len(self.evaluated) == self.signal_at:
+                signal.raise_signal(signal.SIGTERM)
+
+    def on_train_begin(self, model, step: int) -> None:
+        if self.before and step == 0:
+            self._evaluation(0)
+
+    def evaluate(self, model, step: int, epoch: float) -> None:
+        self._evaluation(step)
+
+
+def test_a_sigterm_in_the_evaluation_before_the_first_batch_exits_at_once_with_nothing_to_save(tmp_path, capsys):
+    args = _toy_args(tmp_path / "run", eval_steps=2)
+    job = _EvaluatingJob(signal_at=3, before=True)
+    with pytest.raises(SystemExit) as exit_info:
+        _run(args, job=job)
+    assert exit_info.value.code == 128 + signal.SIGTERM
+    assert job.evaluated == [0, 0, 0] and job.calls == 0  # stopped before its 4th batch; no training step
+    assert list_checkpoints(args.output_dir) == []
+    assert "SIGTERM: nothing to save before the first batch; continue with --resume_from_checkpoint latest" in (
+        capsys.readouterr().out)
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_a_sigterm_mid_evaluation_saves_that_step_and_the_resume_evaluates_it_first(tmp_path):
+    """In process, on the toy job: the evaluation at step 4 is abandoned at its 5th batch, step 4 is saved
+    with the evaluation pending, and the resume evaluates step 4 before training on; the weights end equal."""
+    reference_job = _EvaluatingJob()
+    reference, _ = _run(_toy_args(tmp_path / "reference", eval_steps=2), job=reference_job)
+    assert reference_job.evaluated == [2] * 50 + [4] * 50 + [6] * 50 + [7] * 50
+
+    args = _toy_args(tmp_path / "run", eval_steps=2)
+    stopped = _EvaluatingJob(signal_at=55)
+    with pytest.raises(SystemExit) as exit_info:
+        _run(args, job=stopped)
+    assert exit_info.value.code == 128 + signal.SIGTERM
+    assert stopped.evaluated == [2] * 50 + [4] * 5
+    assert [step for step, _ in list_checkpoints(args.output_dir)] == [4]
+    assert read_trainer_state(checkpoints_root(args.output_dir) / "step_4")["evaluation_pending"] is True
+
+    resumed_job = _EvaluatingJob()
+    resumed, _ = _run(replace(args, resume_from_checkpoint="latest"), job=resumed_job)
+    assert resumed_job.evaluated == [4] * 50 + [6] * 50 + [7] * 50
+    for (name, a), (_, b) in zip(reference.state_dict().items(), resumed.state_dict().items(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
