@@ -96,7 +96,7 @@ def check_extension_locks(root: Path | None = None, stale_after: float = STALE_A
             if not holders and quiet >= stale_after:
                 raise CorefBertError(
                     f"DeepSpeed would wait forever for this lock of its {op} op build: no process holds it and its "
-                    f"build folder has not changed for {quiet:.0f} s (a build killed half-way left it). Remove it "
+                    f"build folder has not changed for over {stale_after:.0f} s (a build killed half-way left it). Remove it "
                     f"(rm {shlex.quote(str(lock))}) and rerun", path=lock)
             who = f"process {', '.join(map(str, holders))}" if holders else "a process not visible here"
             waiting.append((lock, op, who))

@@ -9,7 +9,6 @@ Locks here are real files in real folders, held open by real processes.
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import socket
 import subprocess
@@ -63,8 +62,8 @@ def test_a_stale_lock_is_one_line_naming_it_and_the_rm(tmp_path):
         check_extension_locks(tmp_path, say=pytest.fail)
     assert time.monotonic() - started < 5
     message = str(caught.value)
-    assert re.match(re.escape(f"{lock}: DeepSpeed would wait forever for this lock of its deepspeed_shm_comm op build: "
-                              "no process holds it and its build folder has not changed for ") + r"36\d\d s ", message)
+    assert message.startswith(f"{lock}: DeepSpeed would wait forever for this lock of its deepspeed_shm_comm op build: "
+                              "no process holds it and its build folder has not changed for over 60 s ")
     assert message.endswith(f"(rm {shlex.quote(str(lock))}) and rerun")
 
 
@@ -130,11 +129,10 @@ def test_a_deepspeed_run_behind_a_killed_builds_lock_exits_2_in_one_line(tmp_pat
     seconds = time.monotonic() - started
     assert done.returncode == 2, done.stderr[-3000:]
     assert "Traceback" not in done.stderr
-    last = done.stderr.strip().splitlines()[-1]
-    assert re.fullmatch(re.escape(f"error: {lock}: DeepSpeed would wait forever for this lock of its deepspeed_shm_comm "
-                                  "op build: no process holds it and its build folder has not changed for ") +
-                        r"36\d\d" + re.escape(f" s (a build killed half-way left it). Remove it (rm "
-                                             f"{shlex.quote(str(lock))}) and rerun"), last), last
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"error: {lock}: DeepSpeed would wait forever for this lock of its deepspeed_shm_comm op build: no process "
+        f"holds it and its build folder has not changed for over 60 s (a build killed half-way left it). Remove it "
+        f"(rm {shlex.quote(str(lock))}) and rerun")
     assert seconds < 120, seconds  # interpreter, torch and transformers start-up; no wait on the lock
     assert lock.exists()  # it is the user's to remove: the line says how
 
