@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from corefbert.checkpointing import remove_folder, replace_folder, writing
+from corefbert.checkpointing import raise_if_stopping, remove_folder, replace_folder, writing
 from corefbert.training import PreservedRng
 
 
@@ -23,6 +23,7 @@ def evaluate(model, dataloader, accelerator) -> dict[str, float]:
     # mlm_loss_sum, mlm_correct, mlm_total, mrp_loss_sum, mrp_correct, mrp_total
     totals = torch.zeros(6, dtype=torch.float64, device=accelerator.device)
     for batch in PreservedRng(dataloader):
+        raise_if_stopping()  # a SIGTERM in the training loop's evaluation ends it here, within one batch
         out = model(**batch, masked_logits_only=True)
         labels = batch["labels"]
         targets = labels != -100  # [batch, seq]

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from corefbert.checkpointing import remove_folder, replace_folder, writing
+from corefbert.checkpointing import raise_if_stopping, remove_folder, replace_folder, writing
 from corefbert.errors import CorefBertError
 
 
@@ -65,7 +65,9 @@ class ProgressLoader:
         return len(self._dataloader)
 
     def __iter__(self):
-        yield from tqdm(self._dataloader, desc=self._desc, leave=False, disable=self._disable)
+        for batch in tqdm(self._dataloader, desc=self._desc, leave=False, disable=self._disable):
+            raise_if_stopping()  # a SIGTERM in a training loop's evaluation ends it here, within one batch
+            yield batch
 
     def __getattr__(self, name):
         return getattr(self._dataloader, name)
@@ -97,10 +99,12 @@ class Evaluator:
         was_training = model.training
         model.eval()
         disable = self.args.disable_tqdm or not self.accelerator.is_local_main_process
-        with torch.no_grad():
-            metrics, predictions = self.task.evaluate(
-                model, ProgressLoader(dataloader, f"{split} {self.task.name}", disable), self.accelerator, split)
-        model.train(was_training)
+        try:
+            with torch.no_grad():
+                metrics, predictions = self.task.evaluate(
+                    model, ProgressLoader(dataloader, f"{split} {self.task.name}", disable), self.accelerator, split)
+        finally:  # also when a signal abandons the evaluation (EvaluationStopped)
+            model.train(was_training)
         return {f"{split}_{k}": v for k, v in metrics.items()}, predictions
 
     def is_better(self, value: float) -> bool:

@@ -12,7 +12,10 @@ tests/test_cli_resume.py, tests/test_crash_safety.py):
 - a resumed run repeats the uninterrupted run's losses: the seedable sampler + ``set_epoch`` +
   ``skip_first_batches`` give the same data, :class:`PreservedRng` keeps the data iterator from consuming
   the restored RNG state, and the running log window is part of the checkpoint;
-- SIGTERM/SIGINT save a checkpoint and exit with 128+signal, also while steps are being skipped;
+- SIGTERM/SIGINT save a checkpoint and exit with 128+signal, also while steps are being skipped; an
+  evaluation running at the signal is abandoned within one batch (nothing of it is written), the step's
+  checkpoint is saved if it is not yet, and the resume repeats that evaluation (tests/test_signals_in_evaluation.py);
+- an evaluation leaves every RNG as it found it, so training does not depend on when (or whether) it evaluates;
 - a non-finite loss saves and stops naming the step (``--on_nonfinite stop``) or skips the step (``skip``);
   ``--max_consecutive_skips`` skipped steps in a row (non-finite or fp16 overflow) save and stop.
 
@@ -23,8 +26,10 @@ CLI; the resume position is ``(epoch, batches_in_epoch)`` in micro-batches.
 from __future__ import annotations
 
 import math
+import random
 import signal
 import time
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +37,7 @@ import torch
 
 from corefbert import run_lock
 from corefbert.checkpointing import (
+    EvaluationStopped,
     StopSignal,
     any_process,
     checkpoints_root,
@@ -45,6 +51,7 @@ from corefbert.checkpointing import (
     truncate_log,
 )
 from corefbert.errors import CorefBertError
+from corefbert.extension_locks import check_extension_locks, deepspeed_requested
 from corefbert.hub import public_settings
 from corefbert.run_outputs import JsonlLogger
 from corefbert.throughput import peak_flops, training_flops_counter
@@ -122,6 +129,8 @@ def build_accelerator(args: TrainingArguments):
 
     AcceleratorState._reset_state(reset_partial_state=False)
     GradientState._reset_state()
+    if deepspeed_requested():  # building the Accelerator builds DeepSpeed's ops: not behind a dead build's lock
+        check_extension_locks()
     # Compiled at prepare(). Dynamic shapes: a batch's length and its MRP mention / referent counts change from
     # batch to batch, and a static compile recompiles on each new shape (DESIGN.md, known pitfalls).
     compile_plugin = (TorchDynamoPlugin(backend="inductor", dynamic=True, mode=args.torch_compile_mode)
@@ -188,16 +197,17 @@ def train(job: TrainingJob, args: TrainingArguments, accelerator, model, optimiz
     loop = _Loop(job, args, accelerator, model, optimizer, scheduler, train_loader, total_steps)
     if args.with_tracking:
         accelerator.init_trackers(project, config=_flat(public_settings(args)))  # no --hub_token
-    with StopSignal() as stop:  # to the end: the final evaluation and save included
+    with StopSignal(accelerator) as stop:  # to the end: the final evaluation and save included
         loop.stop = stop
         loop.resume()
-        job.on_train_begin(model, loop.step)
+        loop.begin()
         model.train()
         with _progress(args, accelerator, total_steps, loop.step) as bar:
             loop.bar = bar
             if loop.step >= total_steps:  # resumed from the last step's checkpoint, saved before its evaluation
                 loop.final_evaluation()
             else:
+                loop.evaluate_pending()
                 loop.run()
         job.on_train_end(model, loop.step)
         if stop.received is not None:  # during the final save: it finished, so nothing is left to do
@@ -242,10 +252,13 @@ class _Loop:
         self.settings = run_settings(args, accelerator.num_processes, str(accelerator.mixed_precision),
                                      job.settings())
         self.saved_at = None  # the loop position of the newest checkpoint this process wrote
+        self.bar = None  # the progress bar, once the steps begin
         accelerator.register_for_checkpointing(scheduler)
         self.step = 0
+        # evaluation_pending: the evaluation of this step was abandoned at a signal (the resume repeats it).
         self.state = {"epoch": 0, "batches_in_epoch": 0, "tokens": 0, "overflow_steps": 0, "skipped_in_a_row": 0,
-                      "loss_sum": 0.0, "loss_batches": 0, "epoch_end_pending": False, "window": self._new_window()}
+                      "loss_sum": 0.0, "loss_batches": 0, "epoch_end_pending": False, "evaluation_pending": False,
+                      "window": self._new_window()}
         self.started = self.window_started = time.perf_counter()
         self.bad_loss, self.nonfinite, self.grad_norm = False, False, None
         self.flops_per_batch = training_flops_counter(accelerator.unwrap_model(model))
@@ -285,8 +298,46 @@ class _Loop:
         self.accelerator.print(f"resumed from {checkpoint} at step {self.step} (epoch {self.state['epoch']})")
         self.saved_at = self._position()
         if self.accelerator.is_main_process:
-            truncate_log(Path(self.logger.path), self.step, evaluated=self.step < self.total_steps)
+            # Not evaluated: the last step (saved before its evaluation) or an evaluation a signal abandoned;
+            # the resume evaluates again, so a record a killed repetition wrote goes.
+            truncate_log(Path(self.logger.path), self.step,
+                         evaluated=self.step < self.total_steps and not self.state["evaluation_pending"])
         self.logger.log({"split": "resume", "step": self.step, "resumed_from": str(checkpoint)})
+
+    def begin(self) -> None:
+        """The job's ``on_train_begin`` (pretraining evaluates the starting weights there); a signal during an
+        evaluation in it abandons that evaluation, and the loop exits as at any signal."""
+        if self._stopped_evaluation(lambda: self.job.on_train_begin(self.model, self.step), preserve_rng=False):
+            self._signal_or_periodic(periodic=False)
+
+    def evaluate_pending(self) -> None:
+        """After a resume from a checkpoint saved at a signal that abandoned its step's evaluation: that
+        evaluation now (what the uninterrupted run did before it went on)."""
+        if self.state["evaluation_pending"]:
+            self._evaluate()
+            self._signal_or_periodic(periodic=False)
+
+    def _evaluate(self) -> None:
+        """The job's evaluation of this step, RNG-neutral. ``evaluation_pending`` stays set in the state when a
+        signal abandons it, so the checkpoint saved at the signal says that the resume has to repeat it."""
+        self.state["evaluation_pending"] = True
+        if not self._stopped_evaluation(lambda: self.job.evaluate(self.model, self.step, self._epoch_float())):
+            self.state["evaluation_pending"] = False
+
+    def _stopped_evaluation(self, evaluation, preserve_rng: bool = True) -> bool:
+        """Run ``evaluation()``; True when a signal abandoned it (:class:`EvaluationStopped`, raised between two
+        of its batches by :func:`corefbert.checkpointing.raise_if_stopping`).
+
+        ``preserve_rng``: every RNG is put back as it was before, also after an abandoned evaluation, so the
+        training that follows (and the checkpoint saved at the signal) sees the RNG an uninterrupted run sees,
+        however far the evaluation got and whether it ran again after a resume."""
+        try:
+            with rng_untouched() if preserve_rng else nullcontext():
+                evaluation()
+        except EvaluationStopped:
+            self.model.train()  # the evaluation switched to eval mode and never got to switch back
+            return True
+        return False
 
     def run(self) -> None:
         state = self.state
@@ -374,13 +425,13 @@ class _Loop:
             return True
         if ((args.eval_steps and self.step % args.eval_steps == 0)
                 or (epoch_end and self.job.evaluate_each_epoch and not args.eval_steps)):
-            self.job.evaluate(self.model, self.step, self._epoch_float())
+            self._evaluate()  # before this step's checkpoint: a signal abandons it and the checkpoint is saved
         return self._signal_or_periodic(periodic)
 
     def final_evaluation(self) -> None:
-        """The last step's evaluation (after its checkpoint); a signal during it saves (when the checkpoint
-        is not there yet) and exits, and the resume evaluates again."""
-        self.job.evaluate(self.model, self.step, self._epoch_float())
+        """The last step's evaluation (after its checkpoint); a signal during it abandons it, saves (when the
+        checkpoint is not there yet) and exits, and the resume evaluates again."""
+        self._evaluate()
         self._signal_or_periodic(periodic=False)
 
     def _count_skip(self, what) -> None:
@@ -393,15 +444,24 @@ class _Loop:
 
     def _signal_or_periodic(self, periodic: bool) -> bool:
         """Save when due or asked to stop; a received SIGTERM/SIGINT ends the run (SystemExit 128+signal)."""
-        stopping = any_process(self.accelerator, self.stop.received is not None)
-        path = checkpoints_root(self.output_dir) / f"step_{self.step}"
-        if periodic or (stopping and self.saved_at != self._position()):
-            path = self._checkpoint()
+        stopping = self.stop.requested()
+        # Before a fresh run has drawn its first batch (pretraining's evaluation of the starting weights) there
+        # is nothing to keep: exit at once; the rerun starts afresh, as this run did.
+        untouched = self.saved_at is None and self._position() == (0, 0, 0)
+        saving = periodic or (stopping and self.saved_at != self._position() and not untouched)
+        path = self._checkpoint() if saving else checkpoints_root(self.output_dir) / f"step_{self.step}"
         if stopping:
             name = signal.Signals(self.stop.received or signal.SIGTERM).name
-            self.accelerator.print(f"\n{name}: saved {path}; continue with --resume_from_checkpoint latest")
-            self.logger.log({"split": "signal", "signal": name, "step": self.step, "checkpoint": str(path)})
-            self.bar.close()
+            if self.saved_at is None:
+                done, path = "nothing to save before the first batch", None
+            else:
+                done = f"saved {path}" + (f" (the evaluation of step {self.step} was stopped; the resume repeats it)"
+                                          if self.state["evaluation_pending"] else "")
+            self.accelerator.print(f"\n{name}: {done}; continue with --resume_from_checkpoint latest")
+            self.logger.log({"split": "signal", "signal": name, "step": self.step,
+                             "checkpoint": None if path is None else str(path)})
+            if self.bar is not None:
+                self.bar.close()
             raise SystemExit(128 + (self.stop.received or signal.SIGTERM))
         return False
 
@@ -470,6 +530,25 @@ class _Loop:
             results["train_fp16_skipped_updates"] = self.state["overflow_steps"]
             results["train_fp16_loss_scale"] = self.accelerator.scaler.get_scale()
         return results
+
+
+@contextmanager
+def rng_untouched():
+    """Every RNG a training step draws from (Python, NumPy, torch CPU, CUDA), restored on leaving the block,
+    also when it raises. Around an evaluation: creating its DataLoader iterator draws a seed from the torch RNG,
+    and a task may draw more; none of that may shift the dropout masks of the steps that follow."""
+    import numpy as np
+
+    states = (random.getstate(), np.random.get_state(), torch.get_rng_state(),
+              torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None)
+    try:
+        yield
+    finally:
+        random.setstate(states[0])
+        np.random.set_state(states[1])
+        torch.set_rng_state(states[2])
+        if states[3] is not None:
+            torch.cuda.set_rng_state_all(states[3])
 
 
 class PreservedRng:

@@ -15,6 +15,15 @@ import pytest
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 
+# The tests' own torch extensions folder (per checkout, under pytest's cache; every xdist worker and every
+# subprocess a test starts inherits it): a DeepSpeed op build killed half-way leaves a lock file that makes every
+# later DeepSpeed run wait forever; left in the user's cache, it would hang the user's runs and every later
+# CI run on the machine (issue 23.17).
+os.environ["TORCH_EXTENSIONS_DIR"] = str(Path(__file__).resolve().parents[1] / ".pytest_cache" / "torch_extensions")
+# The up-front build of DeepSpeed's CPU op: about a minute on an idle machine, over 6 minutes measured at load 15
+# on 2 cores. A DeepSpeed test's timeout is the default plus this (its setup may include the build).
+DEEPSPEED_BUILD_LIMIT_S = 600
+
 FIXTURES = Path(__file__).parent / "fixtures"
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 TINY_HIDDEN = 32
@@ -165,3 +174,51 @@ def coref_checkpoint(tmp_path_factory, bert_tokenizer):
     model.save_pretrained(str(out))
     bert_tokenizer.save_pretrained(str(out))
     return out
+
+
+@pytest.fixture(scope="session")
+def deepspeed_ops_built():
+    """DeepSpeed's CPU communication op, built once into the tests' extensions folder before the first DeepSpeed
+    test, in a subprocess with a bounded wait: a build that hangs fails the DeepSpeed tests, it cannot hang them.
+    A lock no process holds, left there by a build killed in an earlier session, is cleared first (the folder
+    is the tests' own; a worker building it at this moment holds its lock and is waited for)."""
+    import signal
+    import subprocess
+    import sys
+
+    pytest.importorskip("deepspeed")
+    from corefbert.extension_locks import lock_holders
+
+    for lock in Path(os.environ["TORCH_EXTENSIONS_DIR"]).glob("*/lock"):
+        if not lock_holders(lock):
+            lock.unlink(missing_ok=True)
+    code = "from deepspeed.comm.torch import build_shm_op; build_shm_op()"
+    # A session of its own: at the limit the compilers it started (ninja, c++) go with it, not on as orphans.
+    build = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, start_new_session=True)
+    try:
+        printed, _ = build.communicate(timeout=DEEPSPEED_BUILD_LIMIT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(build.pid, signal.SIGKILL)
+        build.wait()
+        pytest.fail(f"building DeepSpeed's CPU op took over {DEEPSPEED_BUILD_LIMIT_S} s "
+                    f"(TORCH_EXTENSIONS_DIR={os.environ['TORCH_EXTENSIONS_DIR']})")
+    assert build.returncode == 0, printed[-3000:]
+
+
+@pytest.fixture(autouse=True)
+def _deepspeed_ops_first(request):
+    """Every test marked ``deepspeed`` starts after :func:`deepspeed_ops_built`."""
+    if request.node.get_closest_marker("deepspeed") is not None:
+        request.getfixturevalue("deepspeed_ops_built")
+
+
+def pytest_collection_modifyitems(config, items):
+    """A DeepSpeed test may wait for :func:`deepspeed_ops_built` in its setup: its timeout allows for that."""
+    try:
+        default = float(config.getini("timeout") or 0)
+    except ValueError:  # pytest-timeout not installed (the test extra installs it)
+        return
+    for item in items:
+        if default and item.get_closest_marker("deepspeed") is not None and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(default + DEEPSPEED_BUILD_LIMIT_S))

@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shutil
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -762,6 +763,26 @@ CASES.append(Case(PREP_CLI, "disk full on save", _model_out(_PREP, lambda w: str
                   fault=_disk_full_corpus))
 CASES.append(Case(MRP_CLI, "output dir not writable", _model_out(_MRP_TRAIN, _unwritable)))
 CASES.append(Case(MRP_CLI, "disk full on save", _model_out(_MRP_TRAIN, lambda w: str(w / "run")), fault=_disk_full))
+
+
+
+# issue 23 (e): a DeepSpeed run behind the lock a killed op build left (DeepSpeed itself would wait forever).
+def _under_deepspeed(monkeypatch) -> None:
+    monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")  # what `accelerate launch` with a DeepSpeed config sets
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", "")  # restored after the case; _stale_build_lock points it at work
+
+
+def _stale_build_lock(work: Path) -> str:
+    lock = work / "extensions" / "deepspeed_shm_comm" / "lock"
+    lock.parent.mkdir(parents=True)
+    lock.touch()
+    os.utime(lock, (time.time() - 3600, time.time() - 3600))
+    os.environ["TORCH_EXTENSIONS_DIR"] = str(work / "extensions")
+    return str(work / "run")
+
+
+CASES.append(Case(MRP_CLI, "a killed DeepSpeed op build's lock", _model_out(_MRP_TRAIN, _stale_build_lock),
+                  fault=_under_deepspeed))
 
 
 def _normalize(line: str, work: Path, model: Path) -> str:
