@@ -645,6 +645,10 @@ CASES = [
                        str(w / "out")]),
     Case(MRP_CLI, "--lr_scheduler_type step without --lr_decay_steps",
          mrp("--dataset_dir", "{work}", "--lr_scheduler_type", "step")),
+    # issue 23 (b): config values argparse cannot convert, a token of the wrong type, wrong words
+    Case(MRP_CLI, "YAML max_steps: ten (not an integer)", _mrp_yaml("learning_rate: 1e-4\nmax_steps: ten\n")),
+    Case(MRP_CLI, "YAML hub_token as a list", _mrp_yaml("hub_token: [hf_SECRETwB7xQ2mZ9kLp4vR8tY1nC5dF3gH6jK]\n")),
+    Case(MRP_CLI, "--seed not an integer", mrp("--dataset_dir", "{work}", "--seed", "ten")),
 ]
 
 
