@@ -137,6 +137,7 @@ def load_snippet(where: str, auto_class: str = "AutoModel") -> str:
 def pretraining_card(args, before: dict, after: dict, num_processes: int, precision: str) -> ModelCard:
     """The card of a pretraining ``final/``: MLM + MRP from ``--model_name_or_path``, the settings, the
     held-out MLM/MRP metrics before and after, how to load. ``model-index`` holds the after-metrics."""
+    from corefbert.pretraining_report import mrp_counts
     base, base_text = model_reference(args.model_name_or_path)
     name = repo_name(args)
     datasets = [args.dataset_name] if getattr(args, "dataset_name", None) else None
@@ -170,7 +171,9 @@ Effective batch: {batch} sequences ({num_processes} process(es)); precision used
 ## Held-out metrics
 
 Masked positions are fixed across evaluations, so before and after are comparable
-({after.get('mrp_mentions', 0)} MRP-masked mentions).
+({after.get('mrp_mentions', 0)} MRP-masked mentions). MRP-masked mentions copied right: {mrp_counts(before)} before,
+{mrp_counts(after)} after (Wilson intervals). This is the model after the last training step
+(step {args.max_steps}), not the best evaluation; `log.jsonl` of the run holds every evaluation.
 
 | metric | before | after |
 |---|---|---|
