@@ -12,7 +12,10 @@ logging, the non-finite check) for ``--steps`` optimizer steps, and reads non-pa
 on CUDA, MFU from its log (the first logging window, warm-up and compilation, left out). Then, in the same
 process, the *model-only* step: zero_grad + forward + backward + AdamW on the same model class, weights and
 precision, over real collated batches of the same corpus already on the device, and prints the ratio
-trainer / model-only step time (1.00 = the trainer adds nothing). Kept out of the test suite's pass/fail.
+trainer / model-only step time (1.00 = the trainer adds nothing). The two sides alternate in ``--blocks``
+blocks (trainer, model-only, trainer, ...), each block timing the same number of steps on both sides, so that
+a drift of the machine's speed (a neighbour's load, clocks) enters both sides alike instead of the ratio;
+the ratio of the summed times and the per-block ratios are printed. Kept out of the test suite's pass/fail.
 """
 
 from __future__ import annotations
@@ -84,8 +87,10 @@ def run_trainer(args, model: str, dataset_dir: str, output_dir: Path) -> list[di
     return [r for r in records if r.get("split") == "train"]
 
 
-def model_only_seconds(args, model_dir: str, dataset_dir: str, device: torch.device) -> tuple[float, int, int]:
-    """Median seconds of one model-only step over real collated batches; and the batch shape ``(B, L)``."""
+def model_only_seconds(args, model_dir: str, dataset_dir: str, device: torch.device,
+                       steps: int) -> tuple[float, int, int]:
+    """Mean seconds of one model-only step over ``steps`` timed steps of real collated batches (after
+    ``--model_warmup`` untimed ones), the trainer's measure (window time / steps); and the batch shape."""
     from corefbert.collator import DataCollatorForMentionReferencePrediction
     from corefbert.corpus import load_tokenizer
     from corefbert.modeling import load_pretraining_model
@@ -103,7 +108,7 @@ def model_only_seconds(args, model_dir: str, dataset_dir: str, device: torch.dev
                                   fused=True if device.type == "cuda" else None)
     bf16 = device.type == "cuda"
     times = []
-    for i in range(args.model_steps + args.model_warmup):
+    for i in range(steps + args.model_warmup):
         _sync(device)
         start = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
@@ -115,7 +120,15 @@ def model_only_seconds(args, model_dir: str, dataset_dir: str, device: torch.dev
         if i >= args.model_warmup:
             times.append(time.perf_counter() - start)
     shape = batches[0]["input_ids"].shape
-    return statistics.median(times), int(shape[0]), int(shape[1])
+    return statistics.mean(times), int(shape[0]), int(shape[1])
+
+
+def trainer_seconds(records: list[dict]) -> tuple[float, int, int, list[dict]]:
+    """``(seconds, steps, non-pad tokens, timed records)`` of a run's log after its first logging window,
+    which holds warm-up (and compilation)."""
+    first, timed = (records[0], records[1:]) if len(records) > 1 else ({"step": 0, "tokens": 0}, records)
+    seconds = sum((r["tokens"] - p["tokens"]) / r["tokens_per_s"] for p, r in zip([first, *timed], timed))
+    return seconds, timed[-1]["step"] - first["step"], timed[-1]["tokens"] - first["tokens"], timed
 
 
 def _sync(device: torch.device) -> None:
@@ -133,7 +146,8 @@ def main() -> None:
     parser.add_argument("--batch_size", type=int, default=None, help="default 32 on CUDA, 8 on CPU")
     parser.add_argument("--steps", type=int, default=None, help="trainer steps; default 60 on CUDA, 12 on CPU")
     parser.add_argument("--logging_steps", type=int, default=None, help="default steps // 6")
-    parser.add_argument("--model_steps", type=int, default=None, help="timed model-only steps (default 20 / 4)")
+    parser.add_argument("--blocks", type=int, default=3,
+                        help="alternating trainer / model-only blocks; each side times the same steps per block")
     parser.add_argument("--model_warmup", type=int, default=None, help="untimed model-only steps (default 5 / 1)")
     parser.add_argument("--torch_compile", action="store_true")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
@@ -147,7 +161,6 @@ def main() -> None:
     args.batch_size = args.batch_size or (32 if cuda else 8)
     args.steps = args.steps or (60 if cuda else 12)
     args.logging_steps = args.logging_steps or max(1, args.steps // 6)
-    args.model_steps = args.model_steps or (20 if cuda else 4)
     args.model_warmup = args.model_warmup if args.model_warmup is not None else (5 if cuda else 1)
 
     with tempfile.TemporaryDirectory(prefix="bench_trainer_") as tmp:
@@ -155,16 +168,22 @@ def main() -> None:
         model = model_folder(args.model, work, args.tokenizer)
         dataset_dir = args.dataset_dir or demo_corpus(model, work, args.max_seq_length)
         started = time.perf_counter()
-        records = run_trainer(args, model, dataset_dir, work / "run")
+        trainer_s = model_s = 0.0
+        trainer_steps = tokens = 0
+        fills, mfu, ratios = [], [], []
+        for block in range(args.blocks):
+            records = run_trainer(args, model, dataset_dir, work / f"run_{block}")
+            seconds, steps, block_tokens, timed = trainer_seconds(records)
+            # The model-only side right after, over exactly as many timed steps.
+            step_s, batch, length = model_only_seconds(args, model, dataset_dir, device, steps)
+            trainer_s, model_s, trainer_steps, tokens = (trainer_s + seconds, model_s + step_s * steps,
+                                                         trainer_steps + steps, tokens + block_tokens)
+            ratios.append(round(seconds / steps / step_s, 3))
+            fills += [r.get("slot_fill", float("nan")) for r in timed]
+            mfu += [r["mfu"] for r in timed if "mfu" in r]
         trainer_wall = time.perf_counter() - started
-        # The first logging window holds warm-up (and compilation): timed from its end to the last record.
-        first, timed = (records[0], records[1:]) if len(records) > 1 else ({"step": 0, "tokens": 0}, records)
-        seconds = sum((r["tokens"] - p["tokens"]) / r["tokens_per_s"] for p, r in zip([first, *timed], timed))
-        tokens = timed[-1]["tokens"] - first["tokens"]
-        step_seconds = seconds / max(timed[-1]["step"] - first["step"], 1)
-        fill = statistics.mean(r.get("slot_fill", float("nan")) for r in timed)
-        mfu = [r["mfu"] for r in timed if "mfu" in r]
-        model_seconds, batch, length = model_only_seconds(args, model, dataset_dir, device)
+        step_seconds, model_seconds = trainer_s / max(trainer_steps, 1), model_s / max(trainer_steps, 1)
+        seconds, fill = trainer_s, statistics.mean(fills)
 
     where = torch.cuda.get_device_name(device) if cuda else f"CPU, {torch.get_num_threads()} threads"
     from transformers import AutoConfig
@@ -176,7 +195,8 @@ def main() -> None:
         "trainer_step_s": round(step_seconds, 5), "trainer_tokens_per_s": round(tokens / max(seconds, 1e-9)),
         "slot_fill": round(fill, 4), "trainer_mfu": round(statistics.mean(mfu), 4) if mfu else None,
         "model_only_step_s": round(model_seconds, 5), "model_only_shape": [batch, length],
-        "ratio_trainer_to_model_only": round(step_seconds / model_seconds, 3),
+        "ratio_trainer_to_model_only": round(step_seconds / model_seconds, 3), "block_ratios": ratios,
+        "timed_steps_per_side": trainer_steps,
     }
     peak = peak_flops(device)
     if peak and config is not None:
@@ -186,7 +206,8 @@ def main() -> None:
           f"slot fill {fill:.1%}" + (f", MFU {figures['trainer_mfu']:.1%}" if mfu else ""))
     print(f"model-only step at [{batch}, {length}]: {model_seconds * 1e3:.1f} ms"
           + (f", MFU {figures['model_only_mfu']:.1%}" if "model_only_mfu" in figures else ""))
-    print(f"ratio trainer / model-only step: {figures['ratio_trainer_to_model_only']:.3f}")
+    print(f"ratio trainer / model-only step: {figures['ratio_trainer_to_model_only']:.3f} ({trainer_steps} timed "
+          f"steps per side in {args.blocks} alternating blocks; per block {', '.join(map(str, ratios))})")
     if args.output_json:
         Path(args.output_json).write_text(json.dumps(figures, indent=2))
 

@@ -20,7 +20,12 @@ from __future__ import annotations
 
 import importlib
 
+from corefbert import known_warnings as _known_warnings
+
 __version__ = "0.1.0"
+# Before any library below can print them: the two warnings every correct run would show (DeepSpeed's
+# "Setting accelerator to CPU", accelerate's "Removed shared tensor" of the tied MLM decoder).
+_known_warnings.install()
 
 _EXPORTS = {
     "CorefBertError": "corefbert.errors",

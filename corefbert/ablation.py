@@ -217,7 +217,7 @@ def _probe(study, train_args, eval_rows, arm: str, seed: int, model_dir: str, co
            counts: dict) -> None:
     """Every probe of one model into ``<arm>/seed_<seed>/probes/<probe>.json``; a probe whose file holds the
     same settings is reused (``counts``: probes_run / probes_reused)."""
-    from corefbert.pretraining import pretraining_settings
+    from corefbert.pretraining import rows_digest
 
     folder = run_dir(Path(train_args.output_dir), arm, seed) / "probes"
     folder.mkdir(parents=True, exist_ok=True)
@@ -225,7 +225,8 @@ def _probe(study, train_args, eval_rows, arm: str, seed: int, model_dir: str, co
     mrp_ratio = train_args.mrp_ratio or 0.2  # the paper's 4 : 1 where the given flags have no MRP share
     heldout = {"sequences": len(eval_rows), "mask_seed": study.probe_seed, "mrp_ratio": mrp_ratio,
                "mlm_probability": train_args.mlm_probability, "copy_trained": copy_trained,
-               "corpus": pretraining_settings(train_args, eval_rows, eval_rows)["corpus"]}
+               # The probe reads the held-out rows only (was labelled "32 train + 32 held-out", one split twice).
+               "corpus": f"{len(eval_rows)} held-out rows, sha256 {rows_digest(eval_rows)}"}
     todo = [name for name, settings in (("heldout", heldout), *((n, p.settings()) for n, p in probes.items()))
             if _cached(folder / f"{name}.json", settings) is None]
     counts["probes_run"] += len(todo)

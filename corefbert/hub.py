@@ -23,12 +23,13 @@ from pathlib import Path
 
 from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData
 
+from corefbert.arguments import SECRET_ARGUMENTS, redact
 from corefbert.errors import CorefBertError
 
 HUB_DIR = "hub"
 LICENSE = "apache-2.0"  # the toolkit's and the released CorefBERT weights' licence
 PAPER = "arxiv:2004.06870"
-SECRET_FIELDS = ("hub_token",)
+SECRET_FIELDS = SECRET_ARGUMENTS  # never in a file, a tracker, a card or a message
 
 #: task name -> (Hub dataset id, readable name, model-index task type, pipeline tag, the Auto class that loads
 #: the saved model with its head); GLUE tasks by their config name.
@@ -70,7 +71,7 @@ def check_hub_arguments(args) -> None:
                              "an existing folder with `hf upload USER/NAME FOLDER`")
     repo = args.hub_model_id
     if repo is not None and (repo.count("/") > 1 or not all(repo.split("/")) or any(c.isspace() for c in repo)):
-        raise CorefBertError(f"--hub_model_id {repo!r} is not a Hub repository name (user/name or name)")
+        raise CorefBertError(f"--hub_model_id {redact(repr(repo))} is not a Hub repository name (user/name or name)")
 
 
 def public_settings(args) -> dict:
@@ -136,6 +137,7 @@ def load_snippet(where: str, auto_class: str = "AutoModel") -> str:
 def pretraining_card(args, before: dict, after: dict, num_processes: int, precision: str) -> ModelCard:
     """The card of a pretraining ``final/``: MLM + MRP from ``--model_name_or_path``, the settings, the
     held-out MLM/MRP metrics before and after, how to load. ``model-index`` holds the after-metrics."""
+    from corefbert.pretraining_report import mrp_counts
     base, base_text = model_reference(args.model_name_or_path)
     name = repo_name(args)
     datasets = [args.dataset_name] if getattr(args, "dataset_name", None) else None
@@ -169,7 +171,9 @@ Effective batch: {batch} sequences ({num_processes} process(es)); precision used
 ## Held-out metrics
 
 Masked positions are fixed across evaluations, so before and after are comparable
-({after.get('mrp_mentions', 0)} MRP-masked mentions).
+({after.get('mrp_mentions', 0)} MRP-masked mentions). MRP-masked mentions copied right: {mrp_counts(before)} before,
+{mrp_counts(after)} after (Wilson intervals). This is the model after the last training step
+(step {args.max_steps}), not the best evaluation; `log.jsonl` of the run holds every evaluation.
 
 | metric | before | after |
 |---|---|---|
@@ -268,7 +272,8 @@ def upload_staged(staging_dir: Path, args) -> str:
         api.upload_folder(repo_id=repo_id, folder_path=str(staging_dir), repo_type="model",
                           commit_message=f"corefbert: upload {Path(os.path.abspath(args.output_dir)).name}")
     except Exception as err:  # noqa: BLE001 - network, auth and quota errors all leave the run's files intact
-        reason = " ".join(str(err).split())[:200]
+        # The token never reaches an error line, even where a library error quotes its request.
+        reason = redact(" ".join(str(err).split()), [args.hub_token or ""])[:200]
         raise CorefBertError(f"upload to the Hub failed ({type(err).__name__}: {reason}); the run's outputs are "
                              f"intact and the repository is staged: upload it with `hf upload {name} {staging_dir}`",
                              path=staging_dir) from None

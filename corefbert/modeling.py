@@ -471,6 +471,42 @@ register_auto_classes()
 _MLM_HEAD_PREFIXES = {"bert": "cls.", "roberta": "lm_head."}
 
 
+#: Weights of a CorefBERT checkpoint that a load of the encoder (or of the masked LM) leaves out on purpose:
+#: the MRP copy vector, the MLM head and the pooler.
+CHECKPOINT_EXTRAS = ("mrp.", "cls.", "lm_head.", "pooler.")
+
+
+def load_quietly(auto_class, path: str, unused=CHECKPOINT_EXTRAS, fresh_ok=(), **kwargs):
+    """``auto_class.from_pretrained(path, **kwargs)`` without transformers' multi-line load report.
+
+    For the toolkit's own loads of a CorefBERT checkpoint whose other parts it reads itself (the copy scorer
+    reads ``mrp.copy_vector`` from the file; the eq. 5 model takes the pooler apart): the report would call
+    them UNEXPECTED while they are in use. Unexpected weights outside ``unused`` (prefixes, after any model
+    prefix) and missing ones outside ``fresh_ok`` still get one warning line each. Returns
+    ``(model, loading info)``.
+    """
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        model, info = auto_class.from_pretrained(path, output_loading_info=True, **kwargs)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+
+    def bare(key: str) -> str:  # "bert.pooler.dense.weight" -> "pooler.dense.weight"
+        prefix = f"{model.base_model_prefix}."
+        return key[len(prefix):] if key.startswith(prefix) else key
+
+    surprising = sorted(k for k in info["unexpected_keys"] if not bare(k).startswith(tuple(unused)))
+    fresh = sorted(k for k in info["missing_keys"] if not bare(k).startswith(tuple(fresh_ok)))
+    if surprising:
+        logger.warning("%s: %d weight(s) of the checkpoint are not used by %s (first: %s)", path, len(surprising),
+                       type(model).__name__, surprising[0])
+    if fresh:
+        logger.warning("%s: %d weight(s) of %s are not in the checkpoint and start at random (first: %s)", path,
+                       len(fresh), type(model).__name__, fresh[0])
+    return model, info
+
+
 def load_pretraining_model(model_name_or_path: str | os.PathLike, **config_overrides):
     """Load a BERT or RoBERTa checkpoint as a CorefBERT pretraining model.
 

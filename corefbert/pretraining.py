@@ -173,10 +173,10 @@ def pretraining_settings(args: PretrainingArguments, train_rows, eval_rows) -> d
     length or tokenizer changes it; moving the same corpus does not)."""
     return {**{name: getattr(args, name) for name in PRETRAINING_SETTINGS},
             "corpus": f"{len(train_rows)} train + {len(eval_rows)} held-out rows, sha256 "
-                      f"{_rows_digest(train_rows)}/{_rows_digest(eval_rows)}"}
+                      f"{rows_digest(train_rows)}/{rows_digest(eval_rows)}"}
 
 
-def _rows_digest(rows) -> str:
+def rows_digest(rows) -> str:
     """SHA-256 (12 hex digits) of the input_ids of up to 8 rows spread over ``rows``."""
     picks = sorted({round(i * (len(rows) - 1) / 7) for i in range(8)}) if len(rows) else []
     digest = hashlib.sha256()

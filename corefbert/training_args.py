@@ -15,6 +15,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 
+from corefbert.arguments import SECRET_ARGUMENTS
 from corefbert.errors import CorefBertError
 from corefbert.run_lock import is_empty_output
 
@@ -89,8 +90,9 @@ class TrainingArguments:
         default=None, metadata={"help": "Hub repository, user/name or org/name (default: the --output_dir folder's "
                                         "name under the token's account)."})
     hub_private_repo: bool = field(default=False, metadata={"help": "Create the Hub repository private."})
-    hub_token: str | None = field(
-        default=None, metadata={"help": "Hub token (default: $HF_TOKEN or `hf auth login`); never written to disk."})
+    hub_token: str | None = field(  # repr=False: a printed or logged args object never shows it
+        default=None, repr=False,
+        metadata={"help": "Hub token (default: $HF_TOKEN or `hf auth login`); never written to disk or shown."})
     # ---- end of the Hub block ----
 
     def validate(self) -> None:
@@ -171,6 +173,8 @@ def _check_types(args) -> None:
 
 
 def _coerce(name: str, value, kinds: set):
+    if name in SECRET_ARGUMENTS and value is not None and not isinstance(value, str):
+        raise CorefBertError(f"--{name} must be a string (got a {type(value).__name__}; its value is not shown)")
     if value is None:
         if type(None) in kinds:
             return None

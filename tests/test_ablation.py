@@ -100,6 +100,16 @@ def test_the_study_writes_table_json_and_plot(study):
     assert tokens["corefbert"] == tokens["mrm"] == tokens["wwm"]
 
 
+def test_the_held_out_probe_record_names_the_rows_it_probed(study):
+    """Issue 23: the record said "6 train + 6 held-out rows" of rows that were the held-out split alone."""
+    out, _ = study
+    records = [json.loads(p.read_text())["settings"] for p in out.glob("*/seed_*/probes/heldout.json")]
+    assert len(records) == len(ARMS) * len(SEEDS) + len(SEEDS)  # every run and the backbone of each seed
+    for settings in records:
+        assert settings["corpus"].startswith(f"{settings['sequences']} held-out rows, sha256 "), settings["corpus"]
+        assert "train" not in settings["corpus"]
+
+
 def test_probe_counts_give_the_task_reported_metrics(study):
     out, _ = study
     for path in out.glob("*/seed_*/probes/*_*.json"):

@@ -689,6 +689,13 @@ CASES = [
          lambda w, m: [_official(w, m, vocab_size=400_000_000), str(w / "out")]),
     Case(CONVERT_CLI, "weights holding NaN", lambda w, m: [_official_nan(w, m), str(w / "out")]),
     Case(CONVERT_CLI, "Hub id with HF_HUB_OFFLINE=1", lambda w, m: ["nielsr/coref-bert-base", str(w / "out")]),
+    # issue 23 (b): config values argparse cannot convert, a token of the wrong type, wrong words
+    Case(MRP_CLI, "YAML max_steps: ten (not an integer)", _mrp_yaml("learning_rate: 1e-4\nmax_steps: ten\n")),
+    Case(MRP_CLI, "YAML hub_token as a list", _mrp_yaml("hub_token: [hf_SECRETwB7xQ2mZ9kLp4vR8tY1nC5dF3gH6jK]\n")),
+    Case(MRP_CLI, "--seed not an integer", mrp("--dataset_dir", "{work}", "--seed", "ten")),
+    Case(DOCRED_CLI, "model folder that does not exist (predicting, no --rel_info_file)",
+         lambda w, m: ["--model_name_or_path", str(w / "out" / "bset"), "--test_file", str(DOCRED), "--do_predict",
+                       "--output_dir", str(w / "pred")]),
 ]
 
 

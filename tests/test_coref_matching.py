@@ -163,8 +163,9 @@ def test_winogender_gender_split_not_reported_when_equal_by_construction(bert_to
 @pytest.mark.parametrize("name, message", [
     ("templates.tsv", r"templates.tsv:1: this is WinoGender's templates.tsv .* reads the filled-in "
                       r"all_sentences.tsv"),
-    ("sample.gold_conll", r"sample.gold_conll:1: this is a CoNLL-2012 coreference file .* no CLI of this toolkit "
-                          r"reads it yet: run_coref.py .* reads GAP TSV, 4-line blocks, WSC XML"),
+    ("sample.gold_conll", r"sample.gold_conll:1: this is a CoNLL-2012 coreference file .* run_coref.py .* reads GAP "
+                          r"TSV, 4-line blocks, WSC XML.* CoNLL files are read by finetune/run_coref_e2e.py .* and "
+                          r"python -m corefbert.pronoun_pairs"),
 ])
 def test_files_of_other_tasks_are_named(name, message, coref_checkpoint, tmp_path, capsys):
     with pytest.raises(CorefBertError, match=message):

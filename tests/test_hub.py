@@ -212,3 +212,67 @@ def test_cards_name_no_local_path(tmp_path):
     assert base is None and "base/final" in text and str(tmp_path) not in text
     settings = hub.public_settings(_training_args(push_to_hub=True, hub_token=TOKEN))
     assert settings["hub_token"] == "<redacted>" and TOKEN not in json.dumps(settings)
+
+
+# --- issue 23, item 3: no message shows a token --------------------------------------------------------------
+
+SECRET = "hf_SECRETwB7xQ2mZ9kLp4vR8tY1nC5dF3gH6jK"  # the shape of a real access token: hf_ and 34 letters/digits
+
+
+def _yaml(text):
+    def write(w):
+        (w / "run.yaml").write_text(text.replace("SECRET", SECRET), encoding="utf-8")
+        return str(w / "run.yaml")
+    return write
+
+
+TOKEN_LEAKS = {  # how a token reached an error line before: (CLI, argv builder(work folder))
+    "YAML token as a list": ("pretrain/run_mrp.py", lambda w: ["--config", _yaml("hub_token: [SECRET]\n")(w),
+                                                               "--dataset_dir", str(w)]),
+    "YAML token as a mapping": ("pretrain/run_mrp.py", lambda w: ["--config", _yaml("hub_token: {t: SECRET}\n")(w),
+                                                                  "--dataset_dir", str(w)]),
+    "YAML token beside an unconvertible value": (
+        "pretrain/run_mrp.py", lambda w: ["--config", _yaml("hub_token: SECRET\nmax_steps: ten\n")(w)]),
+    "token typed into a boolean flag": ("finetune/run_glue.py", lambda w: ["--push_to_hub", SECRET]),
+    "abbreviated flag (ambiguous)": ("pretrain/run_mrp.py", lambda w: [f"--hub={SECRET}"]),
+    "misspelt flag": ("pretrain/run_mrp.py", lambda w: ["--hub_tokn", SECRET]),
+    "--hub_token on a CLI without it": ("pretrain/prepare_corpus.py", lambda w: ["--hub_token", SECRET]),
+    "token given, another flag of the wrong type": (
+        "finetune/run_glue.py", lambda w: ["--hub_token", SECRET, "--max_steps", "ten"]),
+}
+
+
+@pytest.mark.parametrize("leak", list(TOKEN_LEAKS))
+def test_no_error_line_shows_a_hub_token(leak, tmp_path, capsys, fresh_accelerate_state):
+    cli, argv = TOKEN_LEAKS[leak]
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        load_cli(cli).main([*argv(tmp_path), "--output_dir", str(tmp_path / "out")])
+    out, err = capsys.readouterr()
+    assert exit_info.value.code == 2, err
+    assert SECRET not in out + err and SECRET[3:] not in out + err, err
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in err and "usage:" not in err, err
+
+
+def test_a_token_of_the_wrong_type_set_in_code_is_not_shown(capsys):
+    args = _training_args(push_to_hub=True, hub_token=[SECRET])
+    assert SECRET not in repr(args)
+    with pytest.raises(CorefBertError, match="--hub_token must be a string") as err:
+        args.validate()
+    assert SECRET not in str(err.value)
+
+
+def test_a_failed_upload_that_quotes_the_token_does_not_show_it(tmp_path, monkeypatch):
+    class Refused(RecordingHub):
+        def create_repo(self, *args, **kwargs):
+            raise PermissionError(f"401 Unauthorized: invalid token {SECRET} for https://huggingface.co/api/repos")
+
+    monkeypatch.setattr(hub, "HfApi", Refused)
+    staging = tmp_path / "out" / "hub"
+    staging.mkdir(parents=True)
+    args = type("Args", (), {"hub_model_id": "me/x", "hub_token": SECRET, "hub_private_repo": False,
+                             "output_dir": str(tmp_path / "out")})()
+    with pytest.raises(CorefBertError, match=r"upload to the Hub failed \(PermissionError: 401") as err:
+        hub.upload_staged(staging, args)
+    assert SECRET not in str(err.value) and "<redacted>" in str(err.value)

@@ -128,3 +128,33 @@ def test_cli_zero_shot_copy_with_html(coref_checkpoint, tmp_path):
     scored = dict(zip(rows[0]["candidates"], rows[0]["scores"]))
     assert sorted(name for name, _ in table) == sorted(rows[0]["candidates"])
     assert all(float(value) == pytest.approx(scored[name], abs=1e-3) for name, value in table)
+
+
+def test_the_toolkits_own_loads_print_no_load_report(coref_checkpoint, capfd, caplog):
+    """Issue 23: loading a CorefBERT checkpoint to use its copy head printed transformers' report calling
+    that very head UNEXPECTED. The toolkit's loads are quiet; a user's plain load keeps the (true) report."""
+    from transformers import AutoModel, AutoModelForMaskedLM
+
+    from corefbert.modeling import load_quietly
+    from corefbert.tasks.coref_copy import CopyHeadScorer
+
+    def printed() -> str:  # what reached the terminal or a log handler since the last call
+        text = caplog.text + "".join(capfd.readouterr())
+        caplog.clear()
+        return text
+
+    printed()
+    AutoModel.from_pretrained(str(coref_checkpoint))  # the control: the report is logged and captured here
+    plain = printed()
+    assert "LOAD REPORT" in plain and "mrp.copy_vector" in plain and "UNEXPECTED" in plain
+
+    scorer = CopyHeadScorer.from_pretrained(str(coref_checkpoint))
+    CopyResolver(str(coref_checkpoint))
+    load_quietly(AutoModelForMaskedLM, str(coref_checkpoint), unused=("mrp.", "pooler."), fresh_ok=("cls.",))
+    quiet = printed()
+    assert "LOAD REPORT" not in quiet and "UNEXPECTED" not in quiet and "WARNING" not in quiet, quiet
+    assert scorer.copy_vector[0].item() == -1.0  # the head it loaded quietly is the checkpoint's (a ramp from -1)
+
+    # A weight the caller did not name as unused is still said, in one line.
+    load_quietly(AutoModelForMaskedLM, str(coref_checkpoint), unused=("pooler.",))
+    assert "1 weight(s) of the checkpoint are not used by BertForMaskedLM (first: mrp.copy_vector)" in caplog.text

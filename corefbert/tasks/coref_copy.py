@@ -28,7 +28,7 @@ from torch import nn
 from transformers import AutoModel
 
 from corefbert.errors import CorefBertError
-from corefbert.modeling import copy_scores
+from corefbert.modeling import copy_scores, load_quietly
 from corefbert.tasks.coref import CandidateScoringOutput, with_labels_and_index
 from corefbert.tasks.coref_readers import PronounExample
 from corefbert.tasks.heads import safetensors_files
@@ -61,10 +61,11 @@ class CopyHeadScorer(nn.Module):
 
     @classmethod
     def from_pretrained(cls, path: str, allow_untrained: bool = False) -> CopyHeadScorer:
+        # Quietly: transformers would report the copy vector this scorer reads below as UNEXPECTED.
         try:
-            encoder = AutoModel.from_pretrained(path, add_pooling_layer=False)
+            encoder, _ = load_quietly(AutoModel, path, add_pooling_layer=False)
         except TypeError:
-            encoder = AutoModel.from_pretrained(path)
+            encoder, _ = load_quietly(AutoModel, path)
         except (OSError, ValueError) as err:
             raise CorefBertError(f"cannot load an encoder ({str(err).splitlines()[0]})", path=path) from None
         vector = read_copy_vector(path) if os.path.isdir(path) else None

@@ -386,9 +386,10 @@ def _reject_other_tasks(path: str) -> None:
     name = os.path.basename(path).lower()
     if first.startswith("#begin document") or name.endswith((".conll", "_conll")):
         raise CorefBertError(
-            "this is a CoNLL-2012 coreference file (token columns, #begin document lines); no CLI of this "
-            f"toolkit reads it yet: run_coref.py resolves single pronouns and reads {SUPPORTED}", path=path,
-            position=1)
+            "this is a CoNLL-2012 coreference file (token columns, #begin document lines); run_coref.py resolves "
+            f"single pronouns and reads {SUPPORTED}. CoNLL files are read by finetune/run_coref_e2e.py "
+            "(end-to-end coreference) and python -m corefbert.pronoun_pairs (pronoun-replacement pairs)",
+            path=path, position=1)
 
 
 def detect_format(path: str) -> str:

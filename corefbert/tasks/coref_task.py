@@ -21,6 +21,7 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer
 from corefbert.errors import CorefBertError
 from corefbert.finetuning import FinetuningArguments, FinetuningTask
 from corefbert.metrics.gap import accuracy, gap_metrics
+from corefbert.modeling import load_quietly
 from corefbert.tasks.coref import (
     LOSS_VARIANTS,
     REDUCTIONS,
@@ -175,7 +176,9 @@ class CorefTask(FinetuningTask):
         if self.data_args.zero_shot == "copy":
             return CopyHeadScorer.from_pretrained(path, allow_untrained=self.data_args.allow_untrained_copy_head)
         try:
-            mlm, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True)
+            # Quietly: the pooler (taken by saved_pooler below) and the copy vector are not UNEXPECTED here.
+            mlm, info = load_quietly(AutoModelForMaskedLM, path, unused=("mrp.", "pooler."),
+                                     fresh_ok=("cls.", "lm_head."))
         except (OSError, ValueError) as err:
             raise CorefBertError(f"cannot load a masked-LM model ({str(err).splitlines()[0]})", path=path) from None
         if any(k.startswith(("cls.", "lm_head.")) for k in info.get("missing_keys", ())):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import sys
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -38,6 +39,7 @@ from corefbert.finetuning import (
     check_data_flags,
     held_out_split,
 )
+from corefbert.hub import hub_offline
 from corefbert.jsonio import read_json
 from corefbert.metrics.docred import best_threshold, docred_scores, training_facts
 from corefbert.tasks.heads import (
@@ -368,6 +370,11 @@ class DocredModel(nn.Module):
         return SimpleNamespace(loss=loss, logits=logits)
 
 
+def _could_be_hub_id(name: str) -> bool:
+    """Whether ``name`` has the shape of a Hub model id (``name`` or ``org/name``), not of a local path."""
+    return re.fullmatch(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?", name) is not None
+
+
 class DocredTask(FinetuningTask):
     """DocRED / Re-DocRED on the shared loop; ``main_metric`` is dev F1 at the threshold chosen on dev."""
 
@@ -382,6 +389,12 @@ class DocredTask(FinetuningTask):
         check_data_flags(training_args, task_args, kind="official DocRED JSON")
         args, model_name_or_path = task_args, training_args.model_name_or_path
         self.model_name_or_path, self.seed = model_name_or_path, training_args.seed
+        # Before the head check: a folder that does not exist has no head file either, and the line would
+        # then ask for --rel_info_file instead of naming the folder.
+        if model_name_or_path and not os.path.isdir(model_name_or_path) and (
+                hub_offline() or not _could_be_hub_id(model_name_or_path)):
+            raise CorefBertError("model folder not found; check --model_name_or_path (a local checkpoint folder, or "
+                                 "a Hub model id when online)", path=model_name_or_path)
         self.head = read_head_config(model_name_or_path, HEAD)
         if self.head is not None:  # a model fine-tuned here: its relation classes and threshold
             self.relations = self.head["relations"]
