@@ -12,7 +12,8 @@ pairs can then only be told apart by distance) and is counted in ``truncated_ent
 ``sliding_window`` the whole document is encoded in overlapping windows and every token's vector is the
 mean over the windows that hold it, so no mention is lost. A window holds ``max_seq_length`` minus the
 special tokens; the stride (default: half of that) may not exceed it, so every token is in some window.
-The windows go through the encoder ``window_batch_size`` at a time, so a long document's memory is bounded.
+The windows go through the encoder ``window_batch_size`` at a time, in training as in evaluation (each chunk
+is recomputed in the backward pass), so a long document's memory is bounded by that setting.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import numpy as np
 import torch
 from accelerate.utils import gather_object
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 from transformers import AutoTokenizer
 
 from corefbert.errors import CorefBertError
@@ -333,22 +335,36 @@ class DocredModel(nn.Module):
 
         input_ids/attention_mask/token_index [W, Lw] (``token_index``: ``b * T + t`` or -1 for special and
         padding tokens). The windows are encoded ``window_batch_size`` at a time and summed into place at
-        once, so only one chunk's activations (at inference) and the [B * T, H] sums are held.
+        once, so only one chunk's activations and the [B * T, H] sums are held. In training, when there is
+        more than one chunk, each chunk is checkpointed (its activations recomputed in the backward pass):
+        otherwise autograd keeps every chunk's activations and a long document's memory grows with its
+        length (6.4 GB for 100k words, issue 23) whatever the window batch size.
         """
+        num_windows = input_ids.size(0)
+        recompute = torch.is_grad_enabled() and num_windows > self.window_batch_size
         sums = None
-        for first in range(0, input_ids.size(0), self.window_batch_size):
+        for first in range(0, num_windows, self.window_batch_size):
             chunk = slice(first, first + self.window_batch_size)
             length = int(attention_mask[chunk].sum(-1).max())  # this chunk's padding only
-            hidden = self.encoder(input_ids=input_ids[chunk, :length],
-                                  attention_mask=attention_mask[chunk, :length]).last_hidden_state  # [w, Lw, H]
+            chunk_ids, chunk_mask = input_ids[chunk, :length], attention_mask[chunk, :length]  # [w, Lw]
+            if recompute:  # the RNG state is kept, so the recomputed dropout masks are the ones used here
+                hidden = checkpoint(self._encode, chunk_ids, chunk_mask, use_reentrant=False)  # [w, Lw, H]
+            else:
+                hidden = self._encode(chunk_ids, chunk_mask)  # [w, Lw, H]
             index = token_index[chunk, :length]  # [w, Lw]
             valid = index >= 0
             if sums is None:
                 sums = hidden.new_zeros(batch * num_tokens, hidden.size(-1))  # [B * T, H]
-            sums = sums.index_add(0, index[valid], hidden[valid])
+            # In place: no [B * T, H] copy per chunk; index_put_ keeps only the indices for the backward pass
+            # (index_add_ would keep each chunk's states as well).
+            sums.index_put_((index[valid],), hidden[valid], accumulate=True)
         flat_index = token_index[token_index >= 0]
         counts = torch.bincount(flat_index, minlength=batch * num_tokens).to(sums.dtype)  # [B * T]
         return (sums / counts.clamp(min=1).unsqueeze(-1)).view(batch, num_tokens, -1)
+
+    def _encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """The encoder's last hidden states of one chunk of windows: [w, Lw] -> [w, Lw, H]."""
+        return self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
 
     def forward(self, input_ids, attention_mask, token_index, entity_weights, pair_heads, pair_tails,
                 pair_distance, pair_mask, labels=None, doc_index=None):
