@@ -378,6 +378,12 @@ def _pairs_type(w):
     return _mutated_jsonl(PAIR_PAIRS, w, "pairs_type.jsonl", change, key="type")
 
 
+def _pairs_label_float(w):
+    def change(row):
+        row["label"] = 1.0
+    return _mutated_jsonl(PAIR_PAIRS, w, "pairs_label_float.jsonl", change, key="label")
+
+
 def _pairs_correct_only(w):
     return _file(w, "correct_only.jsonl", PAIR_PAIRS.read_text(encoding="utf-8").splitlines()[0] + "\n")
 
@@ -645,6 +651,8 @@ CASES = [
                        str(w / "out")]),
     Case(MRP_CLI, "--lr_scheduler_type step without --lr_decay_steps",
          mrp("--dataset_dir", "{work}", "--lr_scheduler_type", "step")),
+    # issue 23 (d2): pronoun pairs: a float label, the old split flags, the scope cap
+    Case(PAIR_CLS_CLI, "label 1.0 (a float)", pair_classifier(_pairs_label_float)),
 ]
 
 
