@@ -653,6 +653,10 @@ CASES = [
          mrp("--dataset_dir", "{work}", "--lr_scheduler_type", "step")),
     # issue 23 (d2): pronoun pairs: a float label, the old split flags, the scope cap
     Case(PAIR_CLS_CLI, "label 1.0 (a float)", pair_classifier(_pairs_label_float)),
+    Case(PAIRS_CLI, "--validation_fraction (renamed)",
+         lambda w, m: [*pairs(lambda _: str(PAIRS_CONLL))(w, m), "--validation_fraction", "0.15"]),
+    Case(PAIRS_CLI, "--max_scope_words 1", lambda w, m: [*pairs(lambda _: str(PAIRS_CONLL))(w, m),
+                                                         "--max_scope_words", "1"]),
 ]
 
 
