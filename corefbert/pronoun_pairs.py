@@ -1,8 +1,9 @@
 """Pronoun-replacement entailment pairs from CoNLL-2012 coreference files (issue 19, item 1).
 
 For each third-person pronoun whose coreference cluster has a noun-phrase mention earlier in the pronoun's
-*scope* (its sentence and the one before), the scope's text is the ``source`` and three ``target`` texts
-replace the pronoun with
+*scope* (its sentence and the one before, the paper's two-sentence group; cut to a window of
+``max_scope_words`` around the pronoun when longer), the scope's text is the ``source`` and three ``target``
+texts replace the pronoun with
 
 - ``correct`` (label 1): the nearest such antecedent;
 - ``in_scope`` (label 0): a noun phrase of another entity inside the scope, where one exists;
@@ -19,19 +20,24 @@ after "the") keeps it. Phrases with a relative pronoun ("some of whom") or longe
 are not used. First/second-person pronouns and pronouns outside every gold mention are skipped and
 counted; a pattern match ("it is clear that", "it seems", "it was raining") counts the pleonastic "it"s
 among the latter. Choices are seeded per pronoun, so a pair does not change when other files are added.
+A file reached by several input paths (named twice, matched by a glob too, linked) is read once, and a
+document repeated word for word under its ``doc_key`` (a copy of a file) is used once; both are counted.
 
     python -m corefbert.pronoun_pairs --input '../shared/data/conll2012/*/*conll' --output_dir pairs --seed 42
 """
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import random
+import sys
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
-from corefbert.conll import ConllDocument, read_conll
+from corefbert.conll import ConllDocument, expand_paths, read_conll_file
+from corefbert.corpus_io import document_sources
 from corefbert.errors import CorefBertError, cli_entry
 
 PAIR_TYPES = ("correct", "in_scope", "out_of_scope")
@@ -65,6 +71,10 @@ PLEONASTIC_HEADS = {"clear", "obvious", "possible", "impossible", "likely", "unl
                     "needless", "worth", "wonderful", "curious", "remarkable", "fortunate", "unfortunate",
                     "enough", "right", "wrong", "well", "proper", "vain", "surprising", "sad", "hopeless"}
 COMPLEMENTS = {"that", "to", "whether", "if", "how", "what", "when", "why", "as", "for"}
+# Above the longest two-sentence scope of the shared LitBank and OntoNotes files (263 words), so the cap
+# changes no pair there; it bounds the output of text without sentence breaks (issue 23: a 20,000-word
+# "sentence" gave each of its pairs two 20,000-word texts, about 3 GB).
+MAX_SCOPE_WORDS = 300
 
 
 @dataclass
@@ -160,10 +170,16 @@ def replacement_words(words: list[str], mention: tuple[int, int], pronoun: str, 
     return out
 
 
-def scope_of(sentence_starts: list[int], sentence: int, num_words: int) -> tuple[int, int]:
-    """Inclusive word range of sentence ``sentence - 1`` (if any) and ``sentence``."""
+def scope_of(sentence_starts: list[int], sentence: int, num_words: int, index: int,
+             max_words: int = MAX_SCOPE_WORDS) -> tuple[int, int]:
+    """Inclusive word range of sentence ``sentence - 1`` (if any) and ``sentence``, the pronoun at ``index``'s
+    scope. Longer than ``max_words``: the ``max_words`` words of it around the pronoun, three quarters
+    before it where the scope allows (antecedents precede their pronoun)."""
     start = sentence_starts[max(sentence - 1, 0)]
     end = sentence_starts[sentence + 1] - 1 if sentence + 1 < len(sentence_starts) else num_words - 1
+    if end - start + 1 > max_words:
+        end = min(end, max(index + max_words // 4, start + max_words - 1))
+        start = max(start, end - max_words + 1)
     return start, end
 
 
@@ -173,15 +189,21 @@ class DocumentView:
 
     document: ConllDocument
     max_phrase_words: int
+    max_scope_words: int = MAX_SCOPE_WORDS
 
     def __post_init__(self):
         document = self.document
         self.words, self.sentence_of = document.words, document.sentence_of_word()
         self.starts = [i for i in range(len(self.words)) if i == 0 or self.sentence_of[i] != self.sentence_of[i - 1]]
+        self.start_set = set(self.starts)  # membership tests: the list made them quadratic in the sentences
         self.tags = pos_tags(document)
         self.cluster_of = {tuple(m): c for c, cluster in enumerate(document.clusters) for m in cluster}
         self.phrases = sorted(m for m in self.cluster_of if is_noun_phrase(self.words, *m))
-        self.lowercase = {w for i, w in enumerate(self.words) if w.islower() and i not in self.starts}
+        self.lowercase = {w for i, w in enumerate(self.words) if w.islower() and i not in self.start_set}
+
+    def scope(self, index: int) -> tuple[int, int]:
+        """The scope of the pronoun at ``index`` (:func:`scope_of`)."""
+        return scope_of(self.starts, self.sentence_of[index], len(self.words), index, self.max_scope_words)
 
     def usable(self, mention: tuple[int, int]) -> bool:
         """Short enough, and no relative clause inside: a phrase that reads well in another place."""
@@ -201,7 +223,7 @@ def pronoun_choices(view: DocumentView, index: int, seed: int) -> dict[str, tupl
     cluster = view.cluster_of.get((index, index))
     if cluster is None:
         return "skipped_pleonastic" if is_pleonastic_it(words, index) else "skipped_not_a_gold_mention"
-    scope = scope_of(view.starts, view.sentence_of[index], len(words))
+    scope = view.scope(index)
     antecedents = [m for m in view.phrases if view.cluster_of[m] == cluster and scope[0] <= m[0] and m[1] < index]
     usable = [m for m in antecedents if view.usable(m)]
     if not usable:
@@ -217,9 +239,10 @@ def pronoun_choices(view: DocumentView, index: int, seed: int) -> dict[str, tupl
             "out_of_scope": rng.choice(out_of_scope) if out_of_scope else None}
 
 
-def document_pairs(document: ConllDocument, seed: int, counts: Counter, max_phrase_words: int = 10) -> list[PronounPair]:
+def document_pairs(document: ConllDocument, seed: int, counts: Counter, max_phrase_words: int = 10,
+                   max_scope_words: int = MAX_SCOPE_WORDS) -> list[PronounPair]:
     """The pairs of one document, in pronoun order; skips and missing negatives are added to ``counts``."""
-    view = DocumentView(document, max_phrase_words)
+    view = DocumentView(document, max_phrase_words, max_scope_words)
     pairs = []
     for index, word in enumerate(view.words):
         if word.lower() not in THIRD_PERSON | FIRST_SECOND_PERSON:
@@ -229,6 +252,9 @@ def document_pairs(document: ConllDocument, seed: int, counts: Counter, max_phra
         if isinstance(choices, str):
             counts[choices] += 1
             continue
+        scope = view.scope(index)
+        sentences = scope_of(view.starts, view.sentence_of[index], len(view.words), index, len(view.words))
+        counts["scopes_cut_to_max_scope_words"] += scope != sentences
         for kind in PAIR_TYPES:
             if choices[kind] is None:
                 counts[f"no_{kind}_phrase"] += 1
@@ -239,9 +265,9 @@ def document_pairs(document: ConllDocument, seed: int, counts: Counter, max_phra
 
 def make_pair(view: DocumentView, index: int, mention: tuple[int, int], kind: str) -> PronounPair:
     words = view.words
-    scope = scope_of(view.starts, view.sentence_of[index], len(words))
+    scope = view.scope(index)
     possessive = is_possessive(words, index, view.tags)
-    starts_sentence = mention[0] in view.starts or (mention[0] > 0 and words[mention[0] - 1] in ("“", '"', "``", "'"))
+    starts_sentence = mention[0] in view.start_set or (mention[0] > 0 and words[mention[0] - 1] in ("“", '"', "``", "'"))
     replacement = replacement_words(words, mention, words[index], possessive, view.lowercase, starts_sentence)
     source = words[scope[0]: scope[1] + 1]
     position = index - scope[0]
@@ -252,14 +278,15 @@ def make_pair(view: DocumentView, index: int, mention: tuple[int, int], kind: st
                        replacement_end=mention[1], scope_start=scope[0], scope_end=scope[1], possessive=possessive)
 
 
-def generate_pairs(documents: list[ConllDocument], seed: int = 42,
-                   max_phrase_words: int = 10) -> tuple[list[PronounPair], Counter]:
+def generate_pairs(documents: list[ConllDocument], seed: int = 42, max_phrase_words: int = 10,
+                   max_scope_words: int = MAX_SCOPE_WORDS) -> tuple[list[PronounPair], Counter]:
     """All pairs of ``documents`` (document order, then pronoun order, then correct/in_scope/out_of_scope) and
-    the counts: pairs per type, third-person pronouns seen, and each reason a pronoun or a negative is missing."""
+    the counts: pairs per type, third-person pronouns seen, each reason a pronoun or a negative is missing,
+    and the scopes cut to ``max_scope_words``."""
     counts: Counter = Counter()
     pairs = []
     for document in documents:
-        pairs.extend(document_pairs(document, seed, counts, max_phrase_words))
+        pairs.extend(document_pairs(document, seed, counts, max_phrase_words, max_scope_words))
     for kind in PAIR_TYPES:
         counts[kind] = sum(p.type == kind for p in pairs)
     return pairs, counts
@@ -268,12 +295,19 @@ def generate_pairs(documents: list[ConllDocument], seed: int = 42,
 # ------------------------------------------------------------------------------------------------ output
 
 
-def split_documents(doc_keys: list[str], seed: int, validation_fraction: float,
-                    test_fraction: float) -> dict[str, str]:
-    """doc_key -> train|validation|test, whole documents (a seeded shuffle), so no text is in two splits."""
+def split_documents(doc_keys: list[str], seed: int, validation_percentage: int,
+                    test_percentage: int) -> dict[str, str]:
+    """doc_key -> train|validation|test, whole documents (a seeded shuffle), so no text is in two splits.
+
+    A split asked for (percentage above 0) gets at least one document, as ``held_out_split`` does for the
+    fine-tuning CLIs' ``--validation_split_percentage``."""
     order = sorted(set(doc_keys))
     random.Random(f"{seed}|split").shuffle(order)
-    n_test, n_validation = round(len(order) * test_fraction), round(len(order) * validation_fraction)
+
+    def share(percentage: int) -> int:
+        return max(1, round(len(order) * percentage / 100)) if percentage else 0
+
+    n_test, n_validation = share(test_percentage), share(validation_percentage)
     splits = ["test"] * n_test + ["validation"] * n_validation
     return {key: splits[i] if i < len(splits) else "train" for i, key in enumerate(order)}
 
@@ -317,13 +351,49 @@ _EXAMPLE = PronounPair(0, "", "", "", "", "", 0, 0, "", 0, 0, 0, 0, False)  # th
 
 
 def summary(counts: Counter, documents: int) -> str:
-    """Per-type pair counts and every skip reason, one line each."""
+    """Per-type pair counts, every skip reason, inputs read once and scopes cut, one line each."""
     lines = [f"{documents} documents, {counts['third_person_pronouns']} third-person pronouns",
              "pairs: " + ", ".join(f"{kind} {counts[kind]}" for kind in PAIR_TYPES)
              + f" (total {sum(counts[k] for k in PAIR_TYPES)})"]
     reasons = sorted(k for k in counts if k.startswith(("skipped_", "no_")))
     lines += [f"  {name}: {counts[name]}" for name in reasons]
+    if counts["repeated_input_paths"]:
+        lines.append(f"  {counts['repeated_input_paths']} input path(s) led to a file already read (named twice, "
+                     "matched by a glob too, a link): read once")
+    if counts["repeated_documents"]:
+        lines.append(f"  {counts['repeated_documents']} document(s) repeated word for word under their doc_key "
+                     "(a copy of a file): used once")
+    if counts["scopes_cut_to_max_scope_words"]:
+        lines.append(f"  {counts['scopes_cut_to_max_scope_words']} scope(s) longer than --max_scope_words: cut to "
+                     "that many words around the pronoun")
     return "\n".join(lines)
+
+
+def read_inputs(patterns: list[str]) -> tuple[list[ConllDocument], Counter]:
+    """The documents of the CoNLL files ``patterns`` name, each file once and each document once, and how many
+    repeats were dropped (``repeated_input_paths``, ``repeated_documents``).
+
+    Files are told apart by what they resolve to, with prepare_corpus's ``document_sources``: a file given
+    twice, or a file and a glob that matches it, would give every pair twice and could put one document into
+    two splits. The paths are checked first by the CoNLL reader, for its messages (a folder, a missing file).
+    """
+    files = expand_paths(patterns)  # regular files only: every path document_sources drops is a repeat
+    # glob.escape: each is a path now, not a pattern ("story[1].conll" names itself).
+    sources = document_sources([glob.escape(path) for path in files], what="--input")
+    counts: Counter = Counter(repeated_input_paths=len(files) - len(sources))
+    documents, seen = [], {}
+    for source in sources:
+        for document in read_conll_file(source.path):
+            earlier = seen.setdefault(document.doc_key, document)
+            if earlier is not document and earlier.sentences == document.sentences \
+                    and earlier.clusters == document.clusters:
+                counts["repeated_documents"] += 1
+                continue
+            documents.append(document)
+    return documents, counts
+
+
+RENAMED_FLAGS = {"validation_fraction": "validation_split_percentage", "test_fraction": "test_split_percentage"}
 
 
 @dataclass
@@ -333,13 +403,21 @@ class PronounPairsArguments:
     input: list[str] = field(default_factory=list, metadata={
         "help": "CoNLL-2012 coreference files or globs (*_conll, *.conll; OntoNotes or LitBank layout)."})
     output_dir: str | None = field(default=None, metadata={"help": "Folder for pairs.jsonl, pairs.tsv, dataset/."})
-    seed: int = field(default=42, metadata={"help": "Seed of the wrong-phrase choices (and of the split)."})
-    validation_fraction: float = field(default=0.0, metadata={
-        "help": "Share of documents in validation.jsonl (0: no split files)."})
-    test_fraction: float = field(default=0.0, metadata={"help": "Share of documents in test.jsonl (0: no split)."})
+    seed: int = field(default=42, metadata={"help": "Seed of the wrong-phrase choices."})
+    validation_split_percentage: int = field(default=0, metadata={
+        "help": "Percentage of the documents in validation.jsonl (whole documents; 0 and no "
+                "--test_split_percentage: no split files)."})
+    test_split_percentage: int = field(default=0, metadata={
+        "help": "Percentage of the documents in test.jsonl (whole documents; 0: none)."})
+    split_seed: int = field(default=42, metadata={
+        "help": "Seed of the document split (apart from --seed, as in the fine-tuning CLIs)."})
     max_phrase_words: int = field(default=10, metadata={
         "help": "Longest noun phrase used as a replacement, in words (LitBank mentions carry whole relative "
                 "clauses; a long one would give the pair away by length)."})
+    max_scope_words: int = field(default=MAX_SCOPE_WORDS, metadata={
+        "help": "Longest scope (the pronoun's sentence and the one before) in words; a longer one is cut to "
+                "a window of this many words around the pronoun, so text without sentence breaks cannot "
+                "make every pair as long as the document."})
 
     def __post_init__(self):
         if not self.input:
@@ -348,28 +426,36 @@ class PronounPairsArguments:
             raise CorefBertError("--output_dir is required")
         if self.max_phrase_words < 1:
             raise CorefBertError(f"--max_phrase_words must be >= 1, not {self.max_phrase_words}")
-        fractions = (self.validation_fraction, self.test_fraction)
-        if min(fractions) < 0 or sum(fractions) >= 1:
-            raise CorefBertError(f"--validation_fraction and --test_fraction must be >= 0 and sum below 1, "
-                                 f"not {fractions}")
+        if self.max_scope_words < 2:
+            raise CorefBertError(f"--max_scope_words must be >= 2 (a pronoun and an antecedent), not "
+                                 f"{self.max_scope_words}")
+        percentages = (self.validation_split_percentage, self.test_split_percentage)
+        if min(percentages) < 0 or sum(percentages) >= 100:
+            raise CorefBertError(f"--validation_split_percentage and --test_split_percentage must be >= 0 and sum "
+                                 f"below 100, not {percentages}")
 
 
 @cli_entry
 def main(argv: list[str] | None = None) -> Counter:
     """``python -m corefbert.pronoun_pairs --input FILES... --output_dir D --seed S``."""
-    from corefbert.arguments import parse_args
+    from corefbert.arguments import parse_args, peek_argument
 
+    argv = sys.argv[1:] if argv is None else list(argv)
+    for old, new in RENAMED_FLAGS.items():  # one spelling per concept across the toolkit (issue 23)
+        if peek_argument(argv, old) is not None:
+            raise CorefBertError(f"--{old} is now --{new}, a percentage of the documents (0.15 -> 15)")
     (args,) = parse_args([PronounPairsArguments], argv, prog="python -m corefbert.pronoun_pairs")
-    documents = read_conll(args.input)
+    documents, read_counts = read_inputs(args.input)
     print(f"read {len(documents)} documents from {len(args.input)} input argument(s)", flush=True)
-    pairs, counts = generate_pairs(documents, args.seed, args.max_phrase_words)
+    pairs, counts = generate_pairs(documents, args.seed, args.max_phrase_words, args.max_scope_words)
+    counts.update(read_counts)
     if not pairs:
         raise CorefBertError("no pronoun pair in the input: no third-person pronoun has a noun-phrase antecedent "
                              "in its scope (is the coreference column filled?)", path=args.input[0])
     split_of = None
-    if args.validation_fraction or args.test_fraction:
-        split_of = split_documents([d.doc_key for d in documents], args.seed, args.validation_fraction,
-                                   args.test_fraction)
+    if args.validation_split_percentage or args.test_split_percentage:
+        split_of = split_documents([d.doc_key for d in documents], args.split_seed,
+                                   args.validation_split_percentage, args.test_split_percentage)
     written = write_pairs(pairs, args.output_dir, split_of)
     print(summary(counts, len(documents)))
     if split_of:

@@ -222,3 +222,38 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if default and item.get_closest_marker("deepspeed") is not None and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(default + DEEPSPEED_BUILD_LIMIT_S))
+_MEMORY_CAP_PRELUDE = '''
+import resource
+
+
+def cap_memory():
+    """From here on this process may map at most {headroom_mb} MiB more address space (RLIMIT_AS)."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        size_kb = next(int(line.split()[1]) for line in status if line.startswith("VmSize:"))
+    limit = size_kb * 1024 + {headroom_mb} * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+'''
+
+
+def run_under_memory_cap(code: str, headroom_mb: int, timeout: float = 300):
+    """Run ``code`` in a fresh Python; where it calls ``cap_memory()`` the address space is capped at what it
+    maps then plus ``headroom_mb`` MiB, so imports and model loading (about 1.2 GB of address space with
+    torch) are not counted, only what the work under test adds. Returns the ``CompletedProcess``.
+
+    glibc serves tensors below its mmap threshold from one heap, and the small blocks autograd keeps between
+    two freed chunks of a tiny model's activations fragment it: the heap then grows with the input although
+    the live memory does not. A fixed threshold (128 KiB, glibc's default before it adapts) maps every
+    larger tensor on its own, so the cap measures live memory; a real encoder's tensors are mapped anyway.
+    """
+    import subprocess
+    import sys
+
+    root = str(Path(__file__).resolve().parents[1])
+    # The tests folder too: the code may import conftest's builders (``load_cli``).
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]),
+           "OMP_NUM_THREADS": "1", "MALLOC_MMAP_THRESHOLD_": "131072"}
+    script = _MEMORY_CAP_PRELUDE.format(headroom_mb=int(headroom_mb)) + code
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout, env=env,
+                          cwd=root)

@@ -400,6 +400,12 @@ def _pairs_type(w):
     return _mutated_jsonl(PAIR_PAIRS, w, "pairs_type.jsonl", change, key="type")
 
 
+def _pairs_label_float(w):
+    def change(row):
+        row["label"] = 1.0
+    return _mutated_jsonl(PAIR_PAIRS, w, "pairs_label_float.jsonl", change, key="label")
+
+
 def _pairs_correct_only(w):
     return _file(w, "correct_only.jsonl", PAIR_PAIRS.read_text(encoding="utf-8").splitlines()[0] + "\n")
 
@@ -696,6 +702,12 @@ CASES = [
     Case(DOCRED_CLI, "model folder that does not exist (predicting, no --rel_info_file)",
          lambda w, m: ["--model_name_or_path", str(w / "out" / "bset"), "--test_file", str(DOCRED), "--do_predict",
                        "--output_dir", str(w / "pred")]),
+    # issue 23 (d2): pronoun pairs: a float label, the old split flags, the scope cap
+    Case(PAIR_CLS_CLI, "label 1.0 (a float)", pair_classifier(_pairs_label_float)),
+    Case(PAIRS_CLI, "--validation_fraction (renamed)",
+         lambda w, m: [*pairs(lambda _: str(PAIRS_CONLL))(w, m), "--validation_fraction", "0.15"]),
+    Case(PAIRS_CLI, "--max_scope_words 1", lambda w, m: [*pairs(lambda _: str(PAIRS_CONLL))(w, m),
+                                                         "--max_scope_words", "1"]),
 ]
 
 

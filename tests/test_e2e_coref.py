@@ -4,12 +4,12 @@ against a span-by-span reference, pruning, windows, and the CLI with each encode
 from __future__ import annotations
 
 import json
-import os
+import textwrap
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import load_cli, shared_data
+from conftest import load_cli, run_under_memory_cap, shared_data
 
 from corefbert.conll import read_conll
 from corefbert.e2e_coref import (
@@ -276,27 +276,6 @@ def test_litbank_and_ontonotes_documents_featurize():
 # ------------------------------------------------------------------ memory bounded by flags (issue 23, item 6)
 
 
-def run_under_memory_cap(setup: str, work: str, cap_mb: int, timeout: int = 300):
-    """Run ``setup`` then ``work`` (Python source) in a fresh interpreter whose address space is capped, after
-    ``setup``, at ``cap_mb`` MiB above what the process then holds: what ``work`` allocates beyond the cap fails
-    for real (``RLIMIT_AS``). ``setup`` should run a small case of ``work`` first so lazy imports are done."""
-    import subprocess
-    import sys
-    import textwrap
-
-    cap = textwrap.dedent(f"""
-        import resource
-        with open("/proc/self/status") as status:
-            held = next(int(line.split()[1]) for line in status if line.startswith("VmSize:")) * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (held + {cap_mb} * 2**20, resource.RLIM_INFINITY))
-    """)
-    source = textwrap.dedent(setup) + cap + textwrap.dedent(work)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
-           "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, timeout=timeout, env=env,
-                          cwd=str(ROOT))
-
-
 def write_unbroken_conll(path: Path, num_words: int) -> None:
     """One CoNLL document of ``num_words`` words in a single sentence (no sentence break anywhere), with two
     clusters that recur throughout (Anna ... she, Tom ... him)."""
@@ -336,7 +315,7 @@ def test_unbroken_20k_word_document_trains_and_evaluates_under_a_memory_cap(tmp_
         results = cli.main({argv(long_doc, tmp_path / "long")!r})
         print(json.dumps(results))
     """
-    done = run_under_memory_cap(setup, work, cap_mb=600)
+    done = run_under_memory_cap(textwrap.dedent(setup) + "cap_memory()\n" + textwrap.dedent(work), headroom_mb=600)
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads(done.stdout.strip().splitlines()[-1])
     assert results["train_steps"] == 2 and "eval_avg_f1" in results

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import shared_data
+from conftest import run_under_memory_cap, shared_data
 
 from corefbert.conll import read_conll
 from corefbert.errors import CorefBertError
@@ -111,9 +111,11 @@ def test_replacement_morphology():
 
 def test_documents_split_whole_and_seeded():
     keys = [f"d{i}" for i in range(10)]
-    split = split_documents(keys, 3, 0.2, 0.1)
+    split = split_documents(keys, 3, 20, 10)
     assert sorted(split.values()).count("validation") == 2 and list(split.values()).count("test") == 1
-    assert split == split_documents(list(reversed(keys)), 3, 0.2, 0.1)
+    assert split == split_documents(list(reversed(keys)), 3, 20, 10)
+    # A split asked for gets a document even where the percentage rounds to none (held_out_split's rule).
+    assert list(split_documents(keys, 3, 1, 0).values()).count("validation") == 1
 
 
 def test_cli_writes_jsonl_tsv_dataset_and_counts(tmp_path, capsys):
@@ -139,7 +141,7 @@ def test_cli_writes_jsonl_tsv_dataset_and_counts(tmp_path, capsys):
 
 def test_cli_split_files(tmp_path):
     out = tmp_path / "pairs"
-    main(["--input", str(STORY), str(HAT), "--output_dir", str(out), "--test_fraction", "0.5"])
+    main(["--input", str(STORY), str(HAT), "--output_dir", str(out), "--test_split_percentage", "50"])
     train = (out / "train.jsonl").read_text().splitlines()
     test = (out / "test.jsonl").read_text().splitlines()
     assert len(train) + len(test) == 10 and (out / "validation.jsonl").read_text() == ""
@@ -149,9 +151,15 @@ def test_cli_split_files(tmp_path):
 @pytest.mark.parametrize("argv, words", [
     (["--output_dir", "x"], "--input is required"),
     (["--input", "a.conll"], "--output_dir is required"),
-    (["--input", str(STORY), "--output_dir", "x", "--test_fraction", "0.7", "--validation_fraction", "0.3"],
-     "sum below 1"),
+    (["--input", str(STORY), "--output_dir", "x", "--test_split_percentage", "70", "--validation_split_percentage",
+      "30"], "sum below 100"),
     (["--input", str(STORY), "--output_dir", "x", "--max_phrase_words", "0"], "max_phrase_words"),
+    (["--input", str(STORY), "--output_dir", "x", "--max_scope_words", "1"], "--max_scope_words must be >= 2"),
+    # The toolkit's one spelling (issue 23): the old flags name the new ones.
+    (["--input", str(STORY), "--output_dir", "x", "--validation_fraction", "0.15"],
+     "--validation_fraction is now --validation_split_percentage, a percentage of the documents (0.15 -> 15)"),
+    (["--input", str(STORY), "--output_dir", "x", "--test_fraction=0.15"],
+     "--test_fraction is now --test_split_percentage"),
 ])
 def test_cli_bad_arguments(argv, words, capsys):
     with pytest.raises(SystemExit) as info:
@@ -195,3 +203,90 @@ def test_phrases_with_a_relative_pronoun_or_too_long_are_not_used():
     assert [(p.type, p.target.split(" . ")[1]) for p in pairs] == [("correct", "The men ran ."),
                                                                    ("in_scope", "Ann ran .")]
     assert generate_pairs([document([[(0, 1), (8, 8)]])], max_phrase_words=1)[1]["skipped_antecedent_unusable"] == 1
+
+
+def _pairs_of(argv: list[str], out: Path, capsys) -> tuple[list[dict], dict, str]:
+    main([*argv, "--output_dir", str(out)])
+    rows = [json.loads(line) for line in (out / "pairs.jsonl").read_text(encoding="utf-8").splitlines()]
+    return rows, json.loads((out / "counts.json").read_text(encoding="utf-8")), capsys.readouterr().out
+
+
+@pytest.mark.parametrize("how", ["named twice", "and a glob matching it", "and a link to it"])
+def test_a_file_reached_by_two_input_paths_is_read_once(tmp_path, capsys, how):
+    """Issue 23: `--input F F` (or F and a glob matching it) gave every pair twice, and with a split could
+    put one document into two split files."""
+    story = tmp_path / "in" / "story.conll"
+    story.parent.mkdir()
+    story.write_bytes(STORY.read_bytes())
+    other = {"named twice": str(story), "and a glob matching it": str(tmp_path / "in" / "*.conll"),
+             "and a link to it": str(tmp_path / "story_link.conll")}[how]
+    if how == "and a link to it":
+        Path(other).symlink_to(story)
+    once, once_counts, _ = _pairs_of(["--input", str(story), str(HAT)], tmp_path / "once", capsys)
+    rows, counts, printed = _pairs_of(["--input", str(story), other, str(HAT), "--test_split_percentage", "50"],
+                                      tmp_path / "twice", capsys)
+    assert [{k: v for k, v in row.items() if k != "split"} for row in rows] == once
+    assert counts["repeated_input_paths"] == 1 and counts["correct"] == once_counts["correct"]
+    assert "1 input path(s) led to a file already read" in printed
+    assert "read 2 documents from 3 input argument(s)" in printed
+    split_of = {}
+    for name in ("train", "validation", "test"):
+        for line in (tmp_path / "twice" / f"{name}.jsonl").read_text(encoding="utf-8").splitlines():
+            assert split_of.setdefault(json.loads(line)["doc_key"], name) == name  # one split per document
+    assert sorted(split_of.values()) == ["test", "train"]
+
+
+def test_a_copy_of_a_file_is_used_once(tmp_path, capsys):
+    """Another file with the same document word for word (a copy, not a link) is counted, not paired again."""
+    copy = tmp_path / "story_copy.conll"
+    copy.write_bytes(STORY.read_bytes())
+    once, _, _ = _pairs_of(["--input", str(STORY)], tmp_path / "once", capsys)
+    rows, counts, printed = _pairs_of(["--input", str(STORY), str(copy)], tmp_path / "copies", capsys)
+    assert rows == once and counts["repeated_documents"] == 1 and counts["repeated_input_paths"] == 0
+    assert "1 document(s) repeated word for word" in printed
+
+
+def _one_sentence_conll(words: int) -> str:
+    """One document of one sentence of ``words`` words (LitBank layout), no sentence break: every 50 words
+    "Anna met a gardener and she ..." with Anna and "she" one entity, each "a gardener" a second one."""
+    filler = ("walked along the path by the old mill while the river ran past the grey stones and the cold wind "
+              "came down from the hills over the wide fields near the town where the market stood beside the "
+              "long bridge on the old road").split()
+    assert len(filler) == 44
+    pattern = [("Anna", "(1)"), ("met", ""), ("a", "(2"), ("gardener", "2)"), ("and", ""), ("she", "(1)")]
+    pattern += [(word, "") for word in filler]
+    lines = ["#begin document (long); part 0"]
+    for i in range(words):
+        word, coref = pattern[i % len(pattern)]
+        lines.append("\t".join(["long", "0", str(i), word] + ["_"] * 8 + [coref]))
+    return "\n".join(lines + ["", "#end document", ""])
+
+
+_PAIRS_UNDER_A_CAP = """
+import datasets  # imported before the cap, as are the toolkit's modules: only the run is measured
+from corefbert.pronoun_pairs import main
+cap_memory()
+main(ARGV)
+"""
+
+
+def test_a_20000_word_sentence_gives_pairs_of_bounded_size_under_a_memory_cap(tmp_path):
+    """Issue 23: without sentence breaks the scope was the whole document, so each pair held two texts as
+    long as it (1,200 pairs x 2 x 20,000 words, about 290 MB in memory and 3 files of it on disk). The scope
+    is now cut to --max_scope_words (300) around the pronoun: the run fits in 200 MB over its imports and
+    every text has at most 300 words."""
+    source = tmp_path / "long.conll"
+    source.write_text(_one_sentence_conll(20_000), encoding="utf-8")
+    out = tmp_path / "pairs"
+    argv = ["--input", str(source), "--output_dir", str(out)]
+    done = run_under_memory_cap(_PAIRS_UNDER_A_CAP.replace("ARGV", repr(argv)), headroom_mb=200)
+    assert done.returncode == 0, done.stderr[-2000:]
+    counts = json.loads((out / "counts.json").read_text(encoding="utf-8"))
+    assert counts["correct"] == counts["in_scope"] == counts["out_of_scope"] == 400  # one "she" per 50 words
+    assert counts["scopes_cut_to_max_scope_words"] == 400
+    assert (out / "pairs.jsonl").stat().st_size < 8_000_000  # 1,200 pairs of two texts of <= 300 words
+    for line in (out / "pairs.jsonl").read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        assert len(row["source"].split()) <= 300 and row["scope_end"] - row["scope_start"] < 300
+        assert row["source"].split()[row["pronoun_position"]] == "she"
+        assert row["type"] != "correct" or row["replacement"] == "Anna"

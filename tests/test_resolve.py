@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from conftest import load_cli
+from conftest import load_cli, run_under_memory_cap
 
 from corefbert.resolve import main, render_html, tokenize
 
@@ -149,8 +150,6 @@ def test_html_is_well_formed_and_labels_each_mention_with_its_own_cluster(cluste
 
 
 def test_resolve_on_500_kb_without_sentence_breaks_stays_under_a_memory_cap(tmp_path):
-    from test_e2e_coref import run_under_memory_cap
-
     story = tmp_path / "unbroken.txt"
     story.write_text(("Anna met Tom and she gave him a letter then " * 12_000)[:500_000], encoding="utf-8")
     train = ["--encoder", "lsl", "--train_file", str(FIXTURE), "--do_train", "--max_steps", "1",
@@ -170,7 +169,7 @@ def test_resolve_on_500_kb_without_sentence_breaks_stays_under_a_memory_cap(tmp_
                        "--output_dir", {str(tmp_path / "view")!r}])
         print("CLUSTERS", len(result["clusters"]))
     """
-    done = run_under_memory_cap(setup, work, cap_mb=500)
+    done = run_under_memory_cap(textwrap.dedent(setup) + "cap_memory()\n" + textwrap.dedent(work), headroom_mb=500)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "CLUSTERS" in done.stdout.splitlines()[-1]
     saved = json.loads((tmp_path / "view" / "unbroken.json").read_text(encoding="utf-8"))

@@ -49,6 +49,19 @@ def docred_scores(
     Duplicated predictions count once (the official script de-duplicates the submission). Without
     ``train_facts`` the Ign scores equal the plain ones.
     """
+    return scores_from_counts(docred_counts(predictions, gold_documents, train_facts))
+
+
+def docred_counts(
+    predictions: Sequence[Mapping],
+    gold_documents: Sequence[Mapping],
+    train_facts: set[tuple[str, str, str]] | None = None,
+) -> dict[str, int]:
+    """What :func:`docred_scores` is computed from: ``predicted``, ``gold``, ``correct`` and ``correct_in_train``.
+
+    Counts of disjoint sets of documents (with distinct titles) add up to the counts of their union, so a
+    prediction run can score batch by batch and keep no prediction (:func:`scores_from_counts` at the end).
+    """
     train_facts = train_facts or set()
     gold: set[tuple[str, int, int, str]] = set()
     entities_by_title: dict[str, list] = {}
@@ -67,14 +80,20 @@ def docred_scores(
         if any((head["name"], tail["name"], relation) in train_facts
                for head in entities[h_idx] for tail in entities[t_idx]):
             correct_in_train += 1
-    precision, recall, f1 = _prf(correct, len(submitted), len(gold))
-    ign_predicted = len(submitted) - correct_in_train
+    return {"predicted": len(submitted), "gold": len(gold), "correct": correct, "correct_in_train": correct_in_train}
+
+
+def scores_from_counts(counts: Mapping[str, int]) -> dict[str, float]:
+    """F1 and Ign F1 (percent) from the counts of :func:`docred_counts` (the official formulas)."""
+    correct, predicted, correct_in_train = counts["correct"], counts["predicted"], counts["correct_in_train"]
+    precision, recall, f1 = _prf(correct, predicted, counts["gold"])
+    ign_predicted = predicted - correct_in_train
     ign_precision = (correct - correct_in_train) / ign_predicted if ign_predicted else 0.0
     ign_f1 = 2 * ign_precision * recall / (ign_precision + recall) if ign_precision + recall else 0.0
     return {
         "precision": 100 * precision, "recall": 100 * recall, "f1": 100 * f1,
         "ign_precision": 100 * ign_precision, "ign_f1": 100 * ign_f1,
-        "num_predicted": float(len(submitted)), "num_gold": float(len(gold)), "num_correct": float(correct),
+        "num_predicted": float(predicted), "num_gold": float(counts["gold"]), "num_correct": float(correct),
         "num_correct_in_train": float(correct_in_train),
     }
 

@@ -128,8 +128,11 @@ def read_pairs(path: str, types: list[str] | None = None) -> list[PairExample]:
         missing = [k for k in ("label", "source", "target", "type") if k not in row]
         if missing:
             raise CorefBertError(f"pair without {', '.join(missing)}; {expected}", path=path, position=number)
-        if row["label"] not in (0, 1) or isinstance(row["label"], bool):
-            raise CorefBertError(f"label {row['label']!r} is not 0 or 1", path=path, position=number)
+        # The integers 0 and 1 only, as pronoun_pairs writes them: 1.0 == 1 in Python, but a float label makes
+        # a float target tensor and cross-entropy fails deep in torch (issue 23); True is 1 too.
+        if type(row["label"]) is not int or row["label"] not in (0, 1):
+            hint = " (the integer, as pronoun_pairs writes it)" if isinstance(row["label"], float) else ""
+            raise CorefBertError(f"label {row['label']!r} is not 0 or 1{hint}", path=path, position=number)
         if row["type"] not in PAIR_TYPES:
             raise CorefBertError(f"type {row['type']!r} is not one of {', '.join(PAIR_TYPES)}", path=path,
                                  position=number)
