@@ -594,7 +594,7 @@ CASES = [
     Case(CONVERT_CLI, "conflicting arguments (--model_type roberta, BERT files)",
          lambda w, m: [_official(w, m), str(w / "out"), "--model_type", "roberta"]),
     Case(CONVERT_CLI, "config of another model (shape mismatch)",
-         lambda w, m: [_official(w, m, hidden_size=64), str(w / "out")]),
+         lambda w, m: [_official(w, m, intermediate_size=48), str(w / "out")]),
     Case(CONVERT_CLI, "output dir not empty", lambda w, m: [_official(w, m), _nonempty(w)]),
     # Pronoun-replacement pairs from CoNLL-2012 files (issue 19)
     Case(PAIRS_CLI, "missing file", pairs(_missing)),
