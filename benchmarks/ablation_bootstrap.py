@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from corefbert.ablation_probes import GAP_F1, paired_bootstrap, paired_bootstrap_reference
+from corefbert.ablation.probes import GAP_F1, paired_bootstrap, paired_bootstrap_reference
 
 
 def main() -> None:

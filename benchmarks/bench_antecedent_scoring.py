@@ -1,6 +1,6 @@
 """Antecedent scoring of the end-to-end coreference model: the factored first layer the model uses
 (``W_1 g_i + W_2 g_j`` once per span, only ``W_3 (g_i ∘ g_j) + W_4 φ`` per pair) versus FFNN_a on the
-concatenated ``[g_i, g_j, g_i ∘ g_j, φ]`` pairs (:func:`corefbert.e2e_coref.pair_scores_concat`).
+concatenated ``[g_i, g_j, g_i ∘ g_j, φ]`` pairs (:func:`corefbert.tasks.coref_e2e.span_ranking.pair_scores_concat`).
 
 Forward + backward over k kept spans × K antecedents, as one training document does; prints each time and
 the ratio (the paper's span size by default: D = 1270 for the 200-unit BiLSTM with 300-d embeddings + char CNN).
@@ -15,7 +15,7 @@ import argparse
 import torch
 from timing import seconds_per_call
 
-from corefbert.e2e_coref import SpanRanker, SpanRankingConfig, pair_scores_concat
+from corefbert.tasks.coref_e2e.span_ranking import SpanRanker, SpanRankingConfig, pair_scores_concat
 
 
 def main() -> None:

@@ -9,7 +9,7 @@ Ours gets packed-sequence rows (words from spaCy tokens, noun mentions grouped b
 lists, as a ``datasets`` dataset yields them, and as numpy arrays; transformers 5.x
 ``DataCollatorForLanguageModeling(whole_word_mask=True)`` gets ``input_ids`` + ``offset_mapping`` +
 ``special_tokens_mask``, the input it needs for whole-word masking (it cannot take unequal lengths).
-When ``corefbert.packing.pack_texts`` is available, ours is also timed on its variable-length rows.
+When ``corefbert.corpus.packing.pack_texts`` is available, ours is also timed on its variable-length rows.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import numpy as np
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from corefbert.collator import DataCollatorForMentionReferencePrediction  # noqa: E402
+from corefbert.pretraining.collator import DataCollatorForMentionReferencePrediction  # noqa: E402
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "wiki_corpus" / "enwiki_wikiextractor"
 
@@ -137,8 +137,8 @@ def main():
 
     packed = None
     try:
-        from corefbert.mentions import MentionExtractor
-        from corefbert.packing import pack_texts
+        from corefbert.corpus.mentions import MentionExtractor
+        from corefbert.corpus.packing import pack_texts
 
         packed = pack_texts(texts, tokenizer, MentionExtractor(nlp), max_seq_length=args.seq_length, seed=0)
     except ImportError:

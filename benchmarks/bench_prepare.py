@@ -38,8 +38,8 @@ def _peak_rss_mb() -> float:
 def _child_spacy(input_dir: str) -> dict:
     from spacy.attrs import IS_SPACE
 
-    from corefbert.corpus_io import document_sources, iter_documents
-    from corefbert.mentions import load_spacy_pipeline
+    from corefbert.corpus.mentions import load_spacy_pipeline
+    from corefbert.corpus.readers import document_sources, iter_documents
 
     docs = [text for source in document_sources([input_dir]) for text in iter_documents(source) if text]
     nlp = load_spacy_pipeline()
@@ -52,8 +52,8 @@ def _child_spacy(input_dir: str) -> dict:
 def _child_prepare(input_dir: str, output_dir: str, model: str) -> dict:
     import datasets  # noqa: F401  (imported before the clock, like spaCy's own imports)
 
-    from corefbert.corpus import PrepareArguments, load_tokenizer, prepare_corpus
-    from corefbert.mentions import load_spacy_pipeline
+    from corefbert.corpus.mentions import load_spacy_pipeline
+    from corefbert.corpus.prepare import PrepareArguments, load_tokenizer, prepare_corpus
 
     tokenizer, nlp = load_tokenizer(model), load_spacy_pipeline()
     list(nlp.pipe(["Warm-up text about a lighthouse."] * WARMUP_DOCS))

@@ -22,8 +22,8 @@ import time
 import torch
 from transformers import BertConfig, BertForMaskedLM
 
-from corefbert.modeling import CorefBertForPreTraining
-from corefbert.throughput import PEAK_BF16_TFLOPS, transformer_training_flops
+from corefbert.pretraining.modeling import CorefBertForPreTraining
+from corefbert.training.throughput import PEAK_BF16_TFLOPS, transformer_training_flops
 
 
 def synthetic_batch(gen: torch.Generator, batch: int, length: int, vocab: int, mask_id: int = 103) -> dict:

@@ -34,7 +34,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from corefbert.throughput import peak_flops, transformer_training_flops  # noqa: E402
+from corefbert.training.throughput import peak_flops, transformer_training_flops  # noqa: E402
 
 
 def model_folder(name: str, work: Path, tokenizer: str | None = None) -> str:
@@ -51,7 +51,7 @@ def model_folder(name: str, work: Path, tokenizer: str | None = None) -> str:
         return name
     from transformers import AutoTokenizer, BertConfig
 
-    from corefbert.modeling import CorefBertForPreTraining
+    from corefbert.pretraining.modeling import CorefBertForPreTraining
 
     folder = work / f"{name}-random"
     shape = {} if name == "bert-base" else dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
@@ -64,7 +64,7 @@ def model_folder(name: str, work: Path, tokenizer: str | None = None) -> str:
 
 def demo_corpus(model: str, work: Path, max_seq_length: int) -> str:
     """The shipped demo corpus prepared at ``max_seq_length`` (needs spaCy; CPU runs only)."""
-    from corefbert.corpus import PrepareArguments, load_tokenizer, prepare_corpus
+    from corefbert.corpus.prepare import PrepareArguments, load_tokenizer, prepare_corpus
 
     out = work / f"demo_corpus_{max_seq_length}"
     corpus = ROOT / "corefbert" / "resources" / "demo_corpus.txt"
@@ -74,8 +74,8 @@ def demo_corpus(model: str, work: Path, max_seq_length: int) -> str:
 
 
 def run_trainer(args, model: str, dataset_dir: str, output_dir: Path) -> list[dict]:
-    from corefbert.pretraining import run_pretraining
-    from corefbert.pretraining_args import PretrainingArguments
+    from corefbert.pretraining.arguments import PretrainingArguments
+    from corefbert.pretraining.run import run_pretraining
 
     train_args = PretrainingArguments(
         model_name_or_path=model, dataset_dir=dataset_dir, output_dir=str(output_dir), max_steps=args.steps,
@@ -91,10 +91,10 @@ def model_only_seconds(args, model_dir: str, dataset_dir: str, device: torch.dev
                        steps: int) -> tuple[float, int, int]:
     """Mean seconds of one model-only step over ``steps`` timed steps of real collated batches (after
     ``--model_warmup`` untimed ones), the trainer's measure (window time / steps); and the batch shape."""
-    from corefbert.collator import DataCollatorForMentionReferencePrediction
-    from corefbert.corpus import load_tokenizer
-    from corefbert.modeling import load_pretraining_model
-    from corefbert.pretraining_data import load_prepared_corpus
+    from corefbert.corpus.prepare import load_tokenizer
+    from corefbert.pretraining.collator import DataCollatorForMentionReferencePrediction
+    from corefbert.pretraining.data import load_prepared_corpus
+    from corefbert.pretraining.modeling import load_pretraining_model
 
     tokenizer = load_tokenizer(model_dir)
     rows = load_prepared_corpus(dataset_dir)["train"]

@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from corefbert.conll import read_conll
 from corefbert.metrics.coref_metrics import as_sets, b_cubed_literal, coref_scores, f1, muc_literal
+from corefbert.text.conll import read_conll
 
 LITBANK = Path(__file__).resolve().parents[2] / "shared" / "data" / "conll2012" / "litbank"
 

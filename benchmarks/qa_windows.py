@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from corefbert.tasks.qa import read_qa_file
-from corefbert.tasks.qa_windows import build_windows, truncate_questions
+from corefbert.tasks.qa.data import read_qa_file
+from corefbert.tasks.qa.windows import build_windows, truncate_questions
 
 
 def per_question_windows(examples, tokenizer, max_seq_length, doc_stride, max_query_length):

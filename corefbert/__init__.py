@@ -3,17 +3,17 @@
 Public API (imported lazily, so ``import corefbert`` stays cheap):
 
     CorefBertError                              the one user-facing error type
-    MentionExtractor, load_spacy_pipeline       spaCy noun mentions and groups        (mentions.py)
-    PrepareArguments, prepare_corpus            raw text -> packed Arrow sequences    (corpus.py)
-    DataCollatorForMentionReferencePrediction   dynamic MLM + MRP masking, WWM        (collator.py)
-    CorefBertForPreTraining,                    copy-based MRP head on BERT / RoBERTa (modeling.py)
+    MentionExtractor, load_spacy_pipeline       spaCy noun mentions and groups        (corpus/mentions.py)
+    PrepareArguments, prepare_corpus            raw text -> packed Arrow sequences    (corpus/prepare.py)
+    DataCollatorForMentionReferencePrediction   dynamic MLM + MRP masking, WWM        (pretraining/collator.py)
+    CorefBertForPreTraining,                    copy-based MRP head on BERT / RoBERTa (pretraining/modeling.py)
     CorefRobertaForPreTraining, mrp_loss,
     load_pretraining_model                      picks the class from a checkpoint's model_type
-    TrainingArguments, TrainingJob, train       the one training loop every CLI runs  (training.py)
-    FinetuningArguments, FinetuningTask,        the fine-tuning protocol on that loop (finetuning.py)
+    TrainingArguments, TrainingJob, train       the one training loop every CLI runs  (training/loop.py)
+    FinetuningArguments, FinetuningTask,        the fine-tuning protocol on that loop (tasks/base.py)
     run_finetuning
     load_metric                                 offline `evaluate` modules (metrics/)
-    CopyResolver                                zero-shot pronoun resolution with the copy head (resolver.py)
+    CopyResolver                                zero-shot pronoun resolution with the copy head (tasks/coref/resolver.py)
 """
 
 from __future__ import annotations
@@ -29,24 +29,24 @@ _known_warnings.install()
 
 _EXPORTS = {
     "CorefBertError": "corefbert.errors",
-    "MentionExtractor": "corefbert.mentions",
-    "load_spacy_pipeline": "corefbert.mentions",
-    "PrepareArguments": "corefbert.corpus",
-    "prepare_corpus": "corefbert.corpus",
-    "DataCollatorForMentionReferencePrediction": "corefbert.collator",
-    "CorefBertForPreTraining": "corefbert.modeling",
-    "CorefRobertaForPreTraining": "corefbert.modeling",
-    "CorefBertPreTrainingOutput": "corefbert.modeling",
-    "mrp_loss": "corefbert.modeling",
-    "load_pretraining_model": "corefbert.modeling",
-    "TrainingArguments": "corefbert.training_args",
-    "TrainingJob": "corefbert.training",
-    "train": "corefbert.training",
-    "FinetuningArguments": "corefbert.finetuning",
-    "FinetuningTask": "corefbert.finetuning",
-    "run_finetuning": "corefbert.finetuning",
+    "MentionExtractor": "corefbert.corpus.mentions",
+    "load_spacy_pipeline": "corefbert.corpus.mentions",
+    "PrepareArguments": "corefbert.corpus.prepare",
+    "prepare_corpus": "corefbert.corpus.prepare",
+    "DataCollatorForMentionReferencePrediction": "corefbert.pretraining.collator",
+    "CorefBertForPreTraining": "corefbert.pretraining.modeling",
+    "CorefRobertaForPreTraining": "corefbert.pretraining.modeling",
+    "CorefBertPreTrainingOutput": "corefbert.pretraining.modeling",
+    "mrp_loss": "corefbert.pretraining.modeling",
+    "load_pretraining_model": "corefbert.pretraining.modeling",
+    "TrainingArguments": "corefbert.training.arguments",
+    "TrainingJob": "corefbert.training.loop",
+    "train": "corefbert.training.loop",
+    "FinetuningArguments": "corefbert.tasks.base",
+    "FinetuningTask": "corefbert.tasks.base",
+    "run_finetuning": "corefbert.tasks.base",
     "load_metric": "corefbert.metrics",
-    "CopyResolver": "corefbert.resolver",
+    "CopyResolver": "corefbert.tasks.coref.resolver",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

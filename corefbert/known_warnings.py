@@ -16,7 +16,7 @@ knows to be harmless, are dropped where they are true and nowhere else:
 
 :func:`install` (called by ``import corefbert``) adds the filters to those two loggers; it imports neither
 library. transformers' loading report is not filtered here: the toolkit's own loads that use the MRP head
-silence it themselves (:func:`corefbert.modeling.load_quietly`), and a user's plain load keeps it.
+silence it themselves (:func:`corefbert.pretraining.modeling.load_quietly`), and a user's plain load keeps it.
 """
 
 from __future__ import annotations

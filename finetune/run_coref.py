@@ -23,8 +23,8 @@ score, and for GAP files ``<split>_<file>_gap.tsv`` in the official system forma
 is read as WSC273 (its first 273 of 285 schemas; ``--wsc_schemas all`` for every one).
 """
 
-from corefbert.finetuning import main as run_task
-from corefbert.tasks.coref_task import CorefTask
+from corefbert.tasks.base import main as run_task
+from corefbert.tasks.coref.task import CorefTask
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:

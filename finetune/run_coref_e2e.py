@@ -10,11 +10,11 @@ Fine-tune CorefBERT and write test predictions as CoNLL files:
 Evaluate a trained model again, or resolve raw text with it:
     python finetune/run_coref_e2e.py --encoder asl --model_name_or_path out/asl/best --validation_file dev.conll \
         --do_eval --output_dir out/asl-dev
-    python -m corefbert.resolve --model out/asl/best --text "Anna met Tom. She liked him."
+    python -m corefbert.tasks.coref_e2e.resolve --model out/asl/best --text "Anna met Tom. She liked him."
 """
 
-from corefbert.finetuning import main as run_task
-from corefbert.tasks.coref_e2e import CorefE2ETask
+from corefbert.tasks.base import main as run_task
+from corefbert.tasks.coref_e2e.task import CorefE2ETask
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:

@@ -16,7 +16,7 @@ only read, for Ign F1, which is left out without it):
         --train_file train_annotated.json --do_predict --output_dir out/docred_test
 """
 
-from corefbert.finetuning import main as run_task
+from corefbert.tasks.base import main as run_task
 from corefbert.tasks.docred import DocredTask
 
 

@@ -17,8 +17,8 @@ N GPUs:
     accelerate launch --num_processes N finetune/run_fever.py ...same flags...
 """
 
-from corefbert.finetuning import main as run_task
-from corefbert.tasks.fever import FeverTask
+from corefbert.tasks.base import main as run_task
+from corefbert.tasks.fever.task import FeverTask
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:

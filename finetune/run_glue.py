@@ -10,7 +10,7 @@ Test predictions in the GLUE submission format (``<TASK>.tsv``; MNLI writes MNLI
         --do_predict --output_dir out/rte-test
 """
 
-from corefbert.finetuning import main as run_task
+from corefbert.tasks.base import main as run_task
 from corefbert.tasks.glue import GlueTask
 
 

@@ -15,8 +15,8 @@ Without a dev file, ``--validation_split_percentage 10`` holds out 10% of the tr
 Writes ``all_results.json`` and ``eval_predictions.json`` ``{qid: answer}`` (the official format).
 """
 
-from corefbert.finetuning import main as run_task
-from corefbert.tasks.mrqa import MRQATask
+from corefbert.tasks.base import main as run_task
+from corefbert.tasks.qa.mrqa import MRQATask
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:

@@ -1,4 +1,4 @@
-"""Pronoun-replacement entailment classifiers on the pairs of ``python -m corefbert.pronoun_pairs``.
+"""Pronoun-replacement entailment classifiers on the pairs of ``python -m corefbert.tasks.pronoun_pairs.builder``.
 
 From scratch (Decomposable Attention; ``--model lstmn`` / ``bilstm`` likewise), one CPU or GPU:
     python finetune/run_pronoun_pairs.py --model da --train_file pairs/train.jsonl \
@@ -11,8 +11,8 @@ The ablation the paper warns about (no in-scope negatives in training, tested on
         --eval_types correct,in_scope ... --do_train --do_eval --output_dir out/da-ablation
 """
 
-from corefbert.finetuning import main as run_task
-from corefbert.tasks.pronoun_pairs_task import PronounPairsTask
+from corefbert.tasks.base import main as run_task
+from corefbert.tasks.pronoun_pairs.task import PronounPairsTask
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:

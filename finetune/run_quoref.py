@@ -14,8 +14,8 @@ Writes ``all_results.json`` (EM/F1 by the official DROP-style metric), ``eval_pr
 ``{question_id: [answer strings]}`` and, with ``--do_predict --test_file``, ``predict_predictions.json``.
 """
 
-from corefbert.finetuning import main as run_task
-from corefbert.tasks.quoref import QuorefTask
+from corefbert.tasks.base import main as run_task
+from corefbert.tasks.qa.quoref import QuorefTask
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:

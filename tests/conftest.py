@@ -6,6 +6,7 @@ Everything is built offline in seconds; no hub access, no pretrained weights.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,15 @@ os.environ["TORCH_EXTENSIONS_DIR"] = str(Path(__file__).resolve().parents[1] / "
 DEEPSPEED_BUILD_LIMIT_S = 600
 
 FIXTURES = Path(__file__).parent / "fixtures"
+# Test modules import builders from one another by file name (``from test_pretraining import
+# _save_tiny_bert``), across folders too: every test folder is on sys.path, whichever files a run
+# collects (pytest adds only the collected files' own). Test file names are unique for the same reason.
+TESTS = Path(__file__).parent
+sys.path += sorted(
+    str(folder)
+    for folder in TESTS.rglob("*")
+    if folder.is_dir() and not {"fixtures", "__pycache__"} & set(folder.relative_to(TESTS).parts)
+)
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 TINY_HIDDEN = 32
 
@@ -164,7 +174,7 @@ def coref_checkpoint(tmp_path_factory, bert_tokenizer):
     """A tiny CorefBertForPreTraining checkpoint (copy head included, V set to a ramp) with its tokenizer."""
     import torch
 
-    from corefbert.modeling import CorefBertForPreTraining
+    from corefbert.pretraining.modeling import CorefBertForPreTraining
 
     out = tmp_path_factory.mktemp("coref_ckpt")
     torch.manual_seed(0)
@@ -187,7 +197,7 @@ def deepspeed_ops_built():
     import sys
 
     pytest.importorskip("deepspeed")
-    from corefbert.extension_locks import lock_holders
+    from corefbert.training.extension_locks import lock_holders
 
     for lock in Path(os.environ["TORCH_EXTENSIONS_DIR"]).glob("*/lock"):
         if not lock_holders(lock):

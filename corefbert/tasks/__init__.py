@@ -1,0 +1,1 @@
+"""The fine-tuning protocol (base, heads) and one folder per task family that owns its models."""

@@ -36,21 +36,19 @@ from torch.utils.checkpoint import checkpoint
 from transformers import AutoTokenizer
 
 from corefbert.errors import CorefBertError
-from corefbert.finetuning import (
-    FinetuningArguments,
-    FinetuningTask,
-    HeldOutArguments,
-    check_data_flags,
-    held_out_split,
-)
-from corefbert.hub import hub_offline
-from corefbert.jsonio import read_json
 from corefbert.metrics.docred import (
     best_threshold,
     docred_counts,
     docred_scores,
     scores_from_counts,
     training_facts,
+)
+from corefbert.tasks.base import (
+    FinetuningArguments,
+    FinetuningTask,
+    HeldOutArguments,
+    check_data_flags,
+    held_out_split,
 )
 from corefbert.tasks.heads import (
     check_head_weights,
@@ -59,6 +57,8 @@ from corefbert.tasks.heads import (
     read_head_config,
     save_encoder_and_head,
 )
+from corefbert.text.jsonio import read_json
+from corefbert.training.hub import hub_offline
 
 NA_RELATION = "Na"
 HEAD = "docred"  # docred_head.safetensors + docred_head.json

@@ -16,8 +16,8 @@ import numpy as np
 import torch
 
 from corefbert.errors import CorefBertError
-from corefbert.finetuning import FinetuningArguments, FinetuningTask
 from corefbert.metrics.glue import GLUE_MAIN_METRIC, canonical_task_name, glue_metrics
+from corefbert.tasks.base import FinetuningArguments, FinetuningTask
 
 
 @dataclass(frozen=True)
@@ -215,7 +215,7 @@ def _explicit(path: str | None, mismatched: str | None = None) -> list | None:
 
 
 class GlueTask(FinetuningTask):
-    """One GLUE task for :func:`corefbert.finetuning.run_finetuning`; its files come from
+    """One GLUE task for :func:`corefbert.tasks.base.run_finetuning`; its files come from
     :func:`glue_files` (``self.files``: split -> ``[(path, subset)]``). BERT's recipe, the
     :class:`FinetuningArguments` defaults, is the paper's."""
 

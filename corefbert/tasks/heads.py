@@ -16,7 +16,7 @@ import os
 import torch
 
 from corefbert.errors import CorefBertError
-from corefbert.jsonio import read_json
+from corefbert.text.jsonio import read_json
 
 ENCODER_PREFIX = "encoder."
 

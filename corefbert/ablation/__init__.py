@@ -1,0 +1,1 @@
+"""The ablation study of the paper's table 7: arms x seeds, probes, report."""

@@ -1,0 +1,223 @@
+"""The probe suite of the ablation study (:mod:`corefbert.ablation.study`) and its paired bootstrap.
+
+Every probe reduces a checkpoint to *per-example count vectors* ``[examples, components]`` and a statistic
+over their sum, so one bootstrap serves them all:
+
+- held-out MLM / MRP accuracy: one example per held-out sequence, counts ``(correct, masked)``; the masks
+  are drawn once per (probe seed, row) and are the same for every arm and seed (``mrp_ratio`` 0.2 even for
+  the WWM arm, so MLM accuracy is measured on the same positions everywhere);
+- zero-shot MLM candidate scoring and short eq. 5 fine-tuning on pronoun files (through
+  :class:`corefbert.tasks.coref.task.CorefTask` and :func:`corefbert.tasks.base.run_finetuning`, the
+  fine-tuning core; no loop of its own): counts ``(correct, 1)`` per problem, or GAP's decision counts
+  ``(tp, fp, fn)`` per example, whose pooled F1 ``2tp / (2tp + fp + fn)`` is the official scorer's overall F1.
+
+All statistics are in percent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from corefbert.errors import CorefBertError
+
+RATIO, GAP_F1 = "ratio", "gap_f1"
+
+
+def statistic(kind: str, counts: np.ndarray) -> np.ndarray:
+    """The probe's figure (percent) from summed counts ``[..., components]``: a ratio
+    ``100 * c0 / c1`` (0 when nothing was counted) or GAP's F1 ``100 * 2tp / (2tp + fp + fn)``."""
+    counts = np.asarray(counts, dtype=np.float64)
+    if kind == RATIO:
+        num, den = counts[..., 0], counts[..., 1]
+    elif kind == GAP_F1:
+        num, den = 2 * counts[..., 0], 2 * counts[..., 0] + counts[..., 1] + counts[..., 2]
+    else:
+        raise ValueError(kind)
+    return np.divide(100.0 * num, den, out=np.zeros_like(num), where=den > 0)
+
+
+# ------------------------------------------------------------------------------------------ bootstrap
+
+
+def resample_indices(n_examples: int, n_samples: int, seed: int) -> np.ndarray:
+    """``[n_samples, n_examples]`` example indices drawn with replacement (one bootstrap sample a row)."""
+    return np.random.default_rng(seed).integers(0, n_examples, size=(n_samples, n_examples))
+
+
+def paired_difference(kind: str, a: np.ndarray, b: np.ndarray) -> float:
+    """Mean over seeds of ``stat(a_k) - stat(b_k)``; ``a``, ``b`` are ``[seeds, examples, components]``."""
+    return float(np.mean(statistic(kind, a.sum(axis=1)) - statistic(kind, b.sum(axis=1))))
+
+
+def paired_bootstrap(kind: str, a: np.ndarray, b: np.ndarray, n_samples: int = 1000, seed: int = 0,
+                     level: float = 0.95) -> dict[str, float]:
+    """Paired bootstrap CI of ``A - B`` (arms ``a``, ``b``: counts ``[seeds, examples, components]``, seed
+    ``k`` of A paired with seed ``k`` of B, example ``i`` the same problem in both).
+
+    Each bootstrap sample redraws the *examples* with replacement and keeps every seed of a drawn example
+    (a cluster bootstrap: the seeds are pooled, the examples are the unit that varies), and its value is the
+    mean over seeds of the per-seed difference. The interval is the percentile interval of those values.
+    """
+    if a.shape != b.shape:
+        raise ValueError(f"unpaired counts {a.shape} vs {b.shape}")
+    index = resample_indices(a.shape[1], n_samples, seed)  # [R, n]
+    # Each sample as a weight per example (how often it was drawn): [R, n]; sums become one einsum.
+    weights = np.stack([np.bincount(row, minlength=a.shape[1]) for row in index]).astype(np.float64)
+    sum_a = np.einsum("ri,kic->rkc", weights, a.astype(np.float64))  # [R, seeds, components]
+    sum_b = np.einsum("ri,kic->rkc", weights, b.astype(np.float64))
+    values = (statistic(kind, sum_a) - statistic(kind, sum_b)).mean(axis=1)  # [R]
+    return _interval(paired_difference(kind, a, b), values, level, a.shape)
+
+
+def paired_bootstrap_reference(kind: str, a: np.ndarray, b: np.ndarray, n_samples: int = 1000, seed: int = 0,
+                               level: float = 0.95) -> dict[str, float]:
+    """:func:`paired_bootstrap` written out literally, one sample, seed and drawn example at a time (the test
+    holds the vectorised one to it)."""
+    index = resample_indices(a.shape[1], n_samples, seed)
+    values = []
+    for row in index:
+        differences = []
+        for k in range(a.shape[0]):
+            total_a, total_b = np.zeros(a.shape[2]), np.zeros(b.shape[2])
+            for i in row:
+                total_a += a[k, i]
+                total_b += b[k, i]
+            differences.append(float(statistic(kind, total_a) - statistic(kind, total_b)))
+        values.append(sum(differences) / len(differences))
+    return _interval(paired_difference(kind, a, b), np.array(values), level, a.shape)
+
+
+def _interval(observed: float, values: np.ndarray, level: float, shape) -> dict[str, float]:
+    tail = 100.0 * (1.0 - level) / 2
+    low, high = np.percentile(values, [tail, 100.0 - tail])
+    return {"difference": observed, "ci_low": float(low), "ci_high": float(high), "seeds": int(shape[0]),
+            "examples": int(shape[1]), "samples": int(len(values))}
+
+
+# --------------------------------------------------------------------------------- held-out MLM / MRP
+
+
+def heldout_counts(model_dir: str, eval_rows, mlm_probability: float, mrp_ratio: float, mask_seed: int,
+                   init_seed: int) -> dict[str, list[list[int]]]:
+    """Per held-out sequence ``[correct, masked]`` for MLM (all masked tokens, MRP-masked ones included, as
+    the loss) and for MRP (masked mentions whose best copy is a referent).
+
+    Sequences run one at a time: the model's MRP counts are per batch, and per sequence is what the
+    bootstrap resamples. ``init_seed`` seeds a fresh MLM head (a backbone without one)."""
+    import torch
+
+    from corefbert.corpus.prepare import load_tokenizer
+    from corefbert.pretraining.collator import DataCollatorForMentionReferencePrediction
+    from corefbert.pretraining.data import SeededCollate, pretraining_dataloader
+    from corefbert.pretraining.modeling import load_pretraining_model
+
+    torch.manual_seed(init_seed)
+    model = load_pretraining_model(model_dir).eval()
+    tokenizer = load_tokenizer(model_dir)
+    collate = SeededCollate(DataCollatorForMentionReferencePrediction(
+        tokenizer, mlm_probability=mlm_probability, mrp_ratio=mrp_ratio), mask_seed)
+    collate.epoch = "eval"  # the evaluation masks: a function of (mask_seed, row) only
+    mlm, mrp = [], []
+    with torch.no_grad():
+        for batch in pretraining_dataloader(eval_rows, collate, 1, train=False):
+            out = model(**batch, masked_logits_only=True)
+            labels = batch["labels"]
+            targets = labels[labels != -100]  # [masked]
+            mlm.append([int((out.logits.argmax(-1) == targets).sum()), int(targets.numel())])
+            total = 0 if out.mrp_total is None else int(out.mrp_total)
+            mrp.append([int(out.mrp_correct) if total else 0, total])
+    return {"mlm": mlm, "mrp": mrp}
+
+
+# ----------------------------------------------------------------------------------- pronoun probes
+
+
+@dataclass
+class CorefProbe:
+    """One pronoun probe: zero-shot scoring of ``eval_files`` (``train_file`` None) or eq. 5 fine-tuning on
+    ``train_file`` for ``max_steps`` steps, evaluated on ``eval_files`` with the last model (no selection on
+    the dev files the figure is reported on)."""
+
+    eval_files: list[str]
+    train_file: str | None = None
+    max_steps: int = 100
+    batch_size: int = 16
+    learning_rate: float = 3e-5
+    max_train_samples: int | None = None
+    max_eval_samples: int | None = None
+
+    def settings(self) -> dict:
+        return {"eval_files": [os.path.abspath(f) for f in self.eval_files], "train_file": self.train_file and
+                os.path.abspath(self.train_file), "max_steps": self.max_steps, "batch_size": self.batch_size,
+                "learning_rate": self.learning_rate, "max_train_samples": self.max_train_samples,
+                "max_eval_samples": self.max_eval_samples}
+
+
+def run_coref_probe(probe: CorefProbe, model_dir: str, out_dir: Path, seed: int, mixed_precision: str,
+                    fresh: bool) -> dict[str, dict]:
+    """Run ``probe`` on ``model_dir`` in ``out_dir``; returns ``{file stem: {"kind", "counts"}}`` read from
+    the prediction files the task wrote. ``fresh``: start over in ``out_dir`` (else resume its checkpoint)."""
+    from corefbert.tasks.base import FinetuningArguments, run_finetuning
+    from corefbert.tasks.coref.task import CorefArguments, CorefTask
+
+    training = probe.train_file is not None
+    task_args = CorefArguments(train_file=[probe.train_file] if training else None,
+                               validation_file=list(probe.eval_files), zero_shot=None if training else "mlm")
+    args = FinetuningArguments(
+        model_name_or_path=str(model_dir), output_dir=str(out_dir), do_train=training, do_eval=True, seed=seed,
+        max_steps=probe.max_steps if training else -1, per_device_train_batch_size=probe.batch_size,
+        per_device_eval_batch_size=32, learning_rate=probe.learning_rate, eval_steps=probe.max_steps,
+        load_best_model_at_end=False, save_total_limit=1, max_train_samples=probe.max_train_samples,
+        max_eval_samples=probe.max_eval_samples, mixed_precision=mixed_precision, disable_tqdm=True,
+        overwrite_output_dir=fresh or not training, resume_from_checkpoint=None if fresh or not training
+        else "latest")
+    results = run_finetuning(CorefTask(task_args, args), args)
+    out = {}
+    for path in probe.eval_files:
+        stem = file_stem(path)
+        kind, counts = prediction_counts(out_dir / f"eval_{stem}_predictions.jsonl", _is_gap(path))
+        reported = results.get(f"eval_{stem}_{'f1' if kind == GAP_F1 else 'accuracy'}")
+        out[stem] = {"kind": kind, "counts": counts, "reported": reported,
+                     "skipped": results.get(f"eval_{stem}_skipped")}  # unreadable problems, counted by the task
+    for folder in ("best", "last", "checkpoints"):  # model copies: the probe's figures are all that is kept
+        shutil.rmtree(out_dir / folder, ignore_errors=True)
+    return out
+
+
+def prediction_counts(path: Path, gap: bool) -> tuple[str, list[list[int]]]:
+    """Per-example counts from a ``eval_<file>_predictions.jsonl`` of the coref task: ``[correct, 1]``, or
+    for GAP ``[tp, fp, fn]`` of the A and B decisions (an undecided example predicts FALSE for both)."""
+    if not path.is_file():
+        raise CorefBertError("the coref probe wrote no predictions here; was the file empty?", path=path)
+    counts = []
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            row = json.loads(line)
+            scores = row["scores"]
+            pick = -1 if any(s is None for s in scores) else max(range(len(scores)), key=scores.__getitem__)
+            if not gap:
+                counts.append([int(pick == row["label"]), 1])
+                continue
+            tp = fp = fn = 0
+            for candidate in (0, 1):
+                gold, system = row["label"] == candidate, pick == candidate
+                tp, fp, fn = tp + (gold and system), fp + (system and not gold), fn + (gold and not system)
+            counts.append([tp, fp, fn])
+    return (GAP_F1 if gap else RATIO), counts
+
+
+def file_stem(path: str) -> str:
+    """The name the coref task gives a file's metrics (``gap-validation.tsv`` -> ``gap-validation``)."""
+    return os.path.splitext(os.path.basename(path))[0].replace(".", "_")
+
+
+def _is_gap(path: str) -> bool:
+    from corefbert.tasks.coref.readers import detect_format
+
+    return detect_format(path) == "gap"

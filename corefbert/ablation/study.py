@@ -1,0 +1,361 @@
+"""The paper's ablation (table 7) as one study: arms x seeds of ordinary pretraining runs, then probes.
+
+Each arm is :func:`corefbert.pretraining.run.run_pretraining` with one flag changed, in
+``output_dir/<arm>/seed_<seed>`` (a normal run_mrp folder: ``final/``, ``log.jsonl``, checkpoints):
+
+- ``corefbert``: the flags as given (paper: ``L = L_MLM + L_MRP``, MLM : MRP = 4 : 1);
+- ``mrm``: MRP masking without the copy objective (``--mrp_loss_weight 0``; table 7 "-NSP, +MRM");
+- ``wwm``: whole-word MLM only (``--mrp_ratio 0``; "-NSP, +WWM");
+- ``official_loss``: the official code's copy loss (``--mrp_official_loss``), optional.
+
+Every arm of one seed trains on the same prepared corpus, in the same data order (the sampler and masks
+are functions of the seed), for the same number of steps. A finished run (``all_results.json`` and
+``final/``) is skipped, an interrupted one resumes from its latest checkpoint, and probes are cached per
+run, so a killed study continues where it stopped and arms run on other machines are picked up by
+``--collect_only``. The probes (:mod:`corefbert.ablation.probes`) run on each arm's ``final/`` and on the
+starting backbone; :func:`collect` writes ``study.json``, ``study.md`` and ``curves.png``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+from corefbert.ablation.probes import (
+    CorefProbe,
+    file_stem,
+    heldout_counts,
+    paired_bootstrap,
+    run_coref_probe,
+    statistic,
+)
+from corefbert.errors import CorefBertError
+
+#: Each arm's flags over the given ones. "corefbert" keeps the flags as given.
+ARMS = {
+    "corefbert": {},
+    "mrm": {"mrp_loss_weight": 0.0, "mrp_official_loss": False},
+    "wwm": {"mrp_ratio": 0.0, "mrp_official_loss": False},
+    "official_loss": {"mrp_official_loss": True},
+}
+BACKBONE = "backbone"
+RUN_MARKER = "ablation_run.json"
+#: The difference the study's confidence intervals are for (paper table 7: CorefBERT vs "-NSP, +WWM").
+CONTRAST = ("corefbert", "wwm")
+
+
+@dataclass
+class AblationArguments:
+    """The study's own flags; the pretraining and corpus flags are run_mrp's."""
+
+    preset: str = field(default="cpu", metadata={
+        "help": "cpu | gpu: pretrain/configs/ablation_<preset>.yaml gives the defaults (a --config replaces it)."})
+    arms: str = field(default="corefbert,mrm,wwm", metadata={
+        "help": f"Comma-separated arms to train: {', '.join(ARMS)}."})
+    seeds: int = field(default=3, metadata={"help": "Seeds per arm: --seed, --seed + 1, ..."})
+    collect_only: bool = field(default=False, metadata={
+        "help": "Train and probe nothing: collect the runs and probes already in --output_dir into the study."})
+    zero_shot_file: list[str] | None = field(default=None, metadata={
+        "help": "Pronoun files (GAP/DPR/WSC/PDP/WinoGender/WikiCREM) scored zero-shot by the masked LM."})
+    finetune: list[str] | None = field(default=None, metadata={
+        "help": "Short eq. 5 fine-tunings, each TRAIN=DEV[,DEV...] (train on TRAIN, report the last model on "
+                "the DEV files)."})
+    finetune_max_steps: int = field(default=100, metadata={"help": "Optimizer steps of each fine-tuning probe."})
+    finetune_batch_size: int = field(default=16, metadata={"help": "Batch size of the fine-tuning probes."})
+    finetune_learning_rate: float = field(default=3e-5, metadata={"help": "LR of the fine-tuning probes (paper)."})
+    probe_max_eval_samples: int | None = field(default=None, metadata={
+        "help": "Score at most N problems of each zero-shot file (WikiCREM dev has 10,000), and of the dev files "
+                "of each fine-tuning probe together."})
+    probe_sequences: int = field(default=256, metadata={
+        "help": "Held-out sequences for the MLM/MRP accuracy probes."})
+    probe_seed: int = field(default=1234, metadata={
+        "help": "Seed of the probes' held-out masks and of the bootstrap (the same for every arm and seed)."})
+    bootstrap_samples: int = field(default=1000, metadata={"help": "Bootstrap samples of each CI."})
+    skip_backbone: bool = field(default=False, metadata={"help": "Do not probe the starting backbone."})
+
+    def arm_list(self) -> list[str]:
+        arms = [a.strip() for a in self.arms.split(",") if a.strip()]
+        unknown = [a for a in arms if a not in ARMS]
+        if unknown or not arms:
+            raise CorefBertError(f"--arms {self.arms!r}: unknown arm(s) {', '.join(unknown) or '(none given)'}; "
+                                 f"choose from {', '.join(ARMS)}")
+        return list(dict.fromkeys(arms))
+
+    def coref_probes(self) -> dict[str, CorefProbe]:
+        """``{probe folder name: probe}`` of the zero-shot files and fine-tuning specs."""
+        probes = {}
+        for path in self.zero_shot_file or []:
+            probes[f"zeroshot_{file_stem(path)}"] = CorefProbe([path], max_eval_samples=self.probe_max_eval_samples)
+        for spec in self.finetune or []:
+            train, sep, devs = spec.partition("=")
+            dev_files = [d for d in devs.split(",") if d]
+            if not sep or not train or not dev_files:
+                raise CorefBertError(f"--finetune {spec!r} is not TRAIN=DEV[,DEV...]; e.g. "
+                                     "dpr_train_small.txt=dpr_dev_small.txt")
+            probes[f"finetune_{file_stem(train)}"] = CorefProbe(
+                dev_files, train, self.finetune_max_steps, self.finetune_batch_size, self.finetune_learning_rate,
+                max_eval_samples=self.probe_max_eval_samples)
+        for probe in probes.values():
+            for path in probe.eval_files + [probe.train_file] * bool(probe.train_file):
+                if not Path(path).is_file():
+                    raise CorefBertError("probe file not found; check --zero_shot_file / --finetune", path=path)
+        return probes
+
+    def validate(self) -> None:
+        self.arm_list()
+        if self.seeds < 1:
+            raise CorefBertError(f"--seeds must be at least 1 (got {self.seeds})")
+        for name in ("finetune_max_steps", "finetune_batch_size", "probe_sequences", "bootstrap_samples"):
+            if getattr(self, name) < 1:
+                raise CorefBertError(f"--{name} must be at least 1 (got {getattr(self, name)})")
+        if self.probe_max_eval_samples is not None and self.probe_max_eval_samples < 1:
+            raise CorefBertError(f"--probe_max_eval_samples must be at least 1 (got {self.probe_max_eval_samples})")
+        self.coref_probes()
+
+
+def trains_copy_head(args) -> bool:
+    """Whether a run with these pretraining flags trains the copy head (MRP accuracy is probed only then)."""
+    return args.mrp_loss_weight > 0 and args.mrp_ratio > 0
+
+
+def run_dir(root: Path, arm: str, seed: int) -> Path:
+    return Path(root) / arm / f"seed_{seed}"
+
+
+def run_study(study: AblationArguments, train_args, corpus_args=None) -> dict:
+    """Train every arm x seed still missing, probe them and the backbone, then :func:`collect` the study."""
+    study.validate()
+    arms, root = study.arm_list(), Path(train_args.output_dir)
+    for arm in arms:  # every arm's flags, before hours of training: not at the arm's turn
+        dataclasses.replace(train_args, **ARMS[arm]).validate()
+    seeds = [train_args.seed + k for k in range(study.seeds)]
+    counts = {"trained": 0, "resumed": 0, "finished_before": 0, "probes_run": 0, "probes_reused": 0}
+    if not study.collect_only:
+        splits = _study_corpus(train_args, corpus_args)
+        eval_rows = splits["validation"].select(range(min(study.probe_sequences, len(splits["validation"]))))
+        total, done = len(arms) * len(seeds), 0
+        for seed in seeds:
+            if not study.skip_backbone:
+                _probe(study, train_args, eval_rows, BACKBONE, seed, train_args.model_name_or_path, False, counts)
+            for arm in arms:
+                done += 1
+                args = dataclasses.replace(train_args, output_dir=str(run_dir(root, arm, seed)), seed=seed,
+                                           plot=False, **ARMS[arm])
+                print(f"[ablation] {arm}, seed {seed} ({done}/{total})", flush=True)
+                counts[_train(args, splits)] += 1
+                _probe(study, train_args, eval_rows, arm, seed, str(Path(args.output_dir) / "final"),
+                       trains_copy_head(args), counts)
+    study_result = collect(root, arms, seeds, study)
+    study_result["runs"] = counts
+    print(f"[ablation] runs: {counts['trained']} trained, {counts['resumed']} resumed, {counts['finished_before']} "
+          f"finished before (skipped); probes: {counts['probes_run']} run, {counts['probes_reused']} reused (same "
+          f"settings, skipped); probe results missing: {len(study_result['missing'])}; wrote {root / 'study.md'}",
+          flush=True)
+    return study_result
+
+
+def _study_corpus(train_args, corpus_args):
+    """The one corpus every run trains on: ``--dataset_dir``, or the corpus flags prepared once (cached)."""
+    from transformers import AutoConfig
+
+    from corefbert.corpus.prepare import PrepareArguments, load_tokenizer, prepare_corpus
+    from corefbert.pretraining.data import check_corpus, check_corpus_tokenizer, load_prepared_corpus
+
+    model = train_args.model_name_or_path
+    tokenizer = load_tokenizer(model)
+    if train_args.dataset_dir:
+        where = train_args.dataset_dir
+        splits = load_prepared_corpus(where, verify=getattr(corpus_args, "verify_corpus", None))
+    elif corpus_args is not None and corpus_args.train_file:
+        where = "corpus"
+        prepare = PrepareArguments(**dataclasses.asdict(corpus_args), model_name_or_path=model, seed=train_args.seed)
+        splits = prepare_corpus(prepare, tokenizer=tokenizer)
+    else:
+        raise CorefBertError("no corpus: pass --train_file (text) or --dataset_dir (a prepared corpus)")
+    splits = check_corpus(splits, where)
+    # Before the backbone is probed on it: the corpus' ids must be this model's (pretraining checks it again).
+    check_corpus_tokenizer(splits, tokenizer, AutoConfig.from_pretrained(model), where)
+    return splits
+
+
+def _arm_settings(args, splits) -> dict:
+    from corefbert.pretraining.run import pretraining_settings
+    from corefbert.training.arguments import EXACT_SETTINGS
+
+    settings = pretraining_settings(args, splits["train"], splits["validation"])
+    return {"max_steps": args.max_steps, **{k: getattr(args, k) for k in EXACT_SETTINGS}, **settings}
+
+
+def _train(args, splits) -> str:
+    """Run one arm x seed unless finished; returns trained / resumed / finished_before."""
+    from corefbert.pretraining.run import run_pretraining
+
+    out = Path(args.output_dir)
+    settings = json.loads(json.dumps(_arm_settings(args, splits), default=str))
+    if (out / "all_results.json").is_file() and (out / "final").is_dir():
+        marker = out / RUN_MARKER
+        saved = json.loads(marker.read_text(encoding="utf-8")) if marker.is_file() else settings
+        changed = sorted(k for k in settings if saved.get(k) != settings[k] and k != "model_name_or_path")
+        if changed:
+            raise CorefBertError(f"this finished run was trained with other settings ({', '.join(changed)}: "
+                                 f"{saved.get(changed[0])!r} then, {settings[changed[0]]!r} now); use another "
+                                 "--output_dir or delete the run to train it again", path=out)
+        print(f"[ablation] {out} is finished: skipped", flush=True)
+        return "finished_before"
+    started = out.is_dir() and any(out.iterdir())
+    run_pretraining(dataclasses.replace(args, resume_from_checkpoint="latest" if started else None), splits=splits)
+    (out / RUN_MARKER).write_text(json.dumps(settings, indent=2), encoding="utf-8")
+    return "resumed" if started else "trained"
+
+
+def _probe(study, train_args, eval_rows, arm: str, seed: int, model_dir: str, copy_trained: bool,
+           counts: dict) -> None:
+    """Every probe of one model into ``<arm>/seed_<seed>/probes/<probe>.json``; a probe whose file holds the
+    same settings is reused (``counts``: probes_run / probes_reused)."""
+    from corefbert.pretraining.run import rows_digest
+
+    folder = run_dir(Path(train_args.output_dir), arm, seed) / "probes"
+    folder.mkdir(parents=True, exist_ok=True)
+    probes = study.coref_probes()
+    mrp_ratio = train_args.mrp_ratio or 0.2  # the paper's 4 : 1 where the given flags have no MRP share
+    heldout = {"sequences": len(eval_rows), "mask_seed": study.probe_seed, "mrp_ratio": mrp_ratio,
+               "mlm_probability": train_args.mlm_probability, "copy_trained": copy_trained,
+               # The probe reads the held-out rows only (was labelled "32 train + 32 held-out", one split twice).
+               "corpus": f"{len(eval_rows)} held-out rows, sha256 {rows_digest(eval_rows)}"}
+    todo = [name for name, settings in (("heldout", heldout), *((n, p.settings()) for n, p in probes.items()))
+            if _cached(folder / f"{name}.json", settings) is None]
+    counts["probes_run"] += len(todo)
+    counts["probes_reused"] += 1 + len(probes) - len(todo)
+    if todo:
+        print(f"[ablation] probing {arm}, seed {seed}: {', '.join(todo)}", flush=True)
+    if "heldout" in todo:
+        found = heldout_counts(model_dir, eval_rows, train_args.mlm_probability, mrp_ratio, study.probe_seed, seed)
+        if not copy_trained:
+            found.pop("mrp")
+        _store(folder / "heldout.json", heldout, found)
+    for name in todo[1:] if "heldout" in todo else todo:
+        stale = (folder / f"{name}.json").is_file()  # other settings: start the probe over
+        results = run_coref_probe(probes[name], model_dir, folder / name, seed, train_args.mixed_precision, stale)
+        _store(folder / f"{name}.json", probes[name].settings(), results)
+
+
+def _cached(path: Path, settings: dict):
+    if not path.is_file():
+        return None
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    return saved["results"] if saved.get("settings") == json.loads(json.dumps(settings)) else None
+
+
+def _store(path: Path, settings: dict, results: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"settings": settings, "results": results}), encoding="utf-8")
+    tmp.replace(path)  # a kill mid-write leaves no half file that reads as done
+
+
+# ------------------------------------------------------------------------------------------- collect
+
+
+def probe_table(root: Path, arms: list[str], seeds: list[int]) -> tuple[dict, list[str]]:
+    """``{probe: {arm: {seed: (kind, counts [examples, components])}}}`` from the probe files on disk, and
+    what is missing (``arm/seed_N: reason``)."""
+    table, missing, empty, settings = {}, [], set(), {}
+    for arm in [BACKBONE] + arms:
+        for seed in seeds:
+            folder = run_dir(root, arm, seed) / "probes"
+            found = sorted(folder.glob("*.json")) if folder.is_dir() else []
+            if not found:
+                missing.append(f"{arm}/seed_{seed}: no probe results")
+                empty.add((arm, seed))
+            for path in found:
+                saved = json.loads(path.read_text(encoding="utf-8"))
+                settings.setdefault(path.stem, saved["settings"])
+                for probe, (kind, counts) in _flatten(path.stem, saved["results"]).items():
+                    table.setdefault(probe, {}).setdefault(arm, {})[seed] = (kind, np.asarray(counts, dtype=float))
+    for probe, by_arm in table.items():
+        for arm in by_arm:
+            missing += [f"{arm}/seed_{s}: no {probe}" for s in seeds if s not in by_arm[arm] and (arm, s) not in empty]
+    table["settings"] = settings  # popped by the caller: what the probes on disk were run with
+    order = ("held-out MLM", "held-out MRP", "zero-shot", "eq. 5")  # the table's row order
+    return dict(sorted(table.items(), key=lambda item: (next(i for i, o in enumerate(order + ("",))
+                                                             if item[0].startswith(o)), item[0]))), missing
+
+
+def _flatten(name: str, results: dict) -> dict[str, tuple[str, list]]:
+    if name == "heldout":
+        return {f"held-out {key.upper()} accuracy": ("ratio", value) for key, value in results.items()}
+    kind = "zero-shot" if name.startswith("zeroshot_") else f"eq. 5 on {name[len('finetune_'):]}"
+    return {f"{kind}: {stem} {'F1' if r['kind'] == 'gap_f1' else 'accuracy'}": (r["kind"], r["counts"])
+            for stem, r in results.items()}
+
+
+def summarize(table: dict, arms: list[str], study: AblationArguments) -> dict:
+    """Per probe: each arm's per-seed figures, mean and std (ddof 1), and the paired bootstrap CI of
+    corefbert - wwm over the seeds both have."""
+    out = {}
+    for probe, by_arm in table.items():
+        entry = {"arms": {}}
+        for arm in [BACKBONE] + arms:
+            if arm not in by_arm:
+                continue
+            values = {seed: float(statistic(kind, counts.sum(axis=0))) for seed, (kind, counts) in
+                      sorted(by_arm[arm].items())}
+            v = np.array(list(values.values()))
+            entry["arms"][arm] = {"per_seed": values, "mean": float(v.mean()),
+                                  "std": float(v.std(ddof=1)) if len(v) > 1 else None}
+        a, b = (by_arm.get(arm, {}) for arm in CONTRAST)
+        common = [s for s in sorted(a) if s in b and a[s][1].shape == b[s][1].shape]
+        if common:
+            kind = a[common[0]][0]
+            entry["ci"] = paired_bootstrap(kind, np.stack([a[s][1] for s in common]),
+                                           np.stack([b[s][1] for s in common]), study.bootstrap_samples,
+                                           study.probe_seed)
+        out[probe] = entry
+    return out
+
+
+def pretraining_figures(root: Path, arms: list[str], seeds: list[int]) -> dict:
+    """Each run's own held-out figures before/after (``all_results.json``) and the tokens it trained on."""
+    from corefbert.pretraining.plotting import read_log
+
+    out = {}
+    for arm in arms:
+        for seed in seeds:
+            folder = run_dir(root, arm, seed)
+            if not (folder / "all_results.json").is_file():
+                continue
+            figures = json.loads((folder / "all_results.json").read_text(encoding="utf-8"))
+            train = [r for r in read_log(folder / "log.jsonl") if r.get("split") == "train"]
+            figures["train_tokens"] = train[-1]["tokens"] if train else None
+            figures["train_steps"] = train[-1]["step"] if train else None
+            marker = folder / RUN_MARKER  # None: trained elsewhere, flags unknown
+            flags = json.loads(marker.read_text(encoding="utf-8")) if marker.is_file() else None
+            figures["copy_trained"] = trains_copy_head(SimpleNamespace(**flags)) if flags else None
+            out.setdefault(arm, {})[str(seed)] = figures
+    return out
+
+
+def collect(root: Path, arms: list[str], seeds: list[int], study: AblationArguments) -> dict:
+    """Write ``study.json``, ``study.md`` and ``curves.png`` from what ``root`` holds; returns the JSON."""
+    from corefbert.ablation.report import plot_study, write_markdown
+
+    root = Path(root)
+    table, missing = probe_table(root, arms, seeds)
+    probe_settings = table.pop("settings")
+    result = {"arms": arms, "seeds": seeds, "contrast": list(CONTRAST), "probes": summarize(table, arms, study),
+              "pretraining": pretraining_figures(root, arms, seeds), "missing": missing,
+              "probe_settings": probe_settings, "study": dataclasses.asdict(study)}
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "study.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
+    write_markdown(root / "study.md", result)
+    logs = {(arm, seed): run_dir(root, arm, seed) / "log.jsonl" for arm in arms for seed in seeds}
+    copy_trained = {(arm, int(seed)) for arm, runs in result["pretraining"].items() for seed, figures in runs.items()
+                    if figures["copy_trained"] is not False}
+    plot = plot_study({key: path for key, path in logs.items() if path.is_file()}, root / "curves.png",
+                      copy_trained)
+    result["plot"] = str(plot) if plot else None
+    return result

@@ -1,0 +1,1 @@
+"""Raw text -> packed pretraining rows: readers per format, the cache, shards, spaCy mentions, packing."""

@@ -1,0 +1,434 @@
+"""One batch of documents -> packed pretraining rows with mention spans (the schema in docs/contracts.md).
+
+Per document: spaCy words and noun mentions (:mod:`corefbert.corpus.mentions`), one fast-tokenizer call with
+character offsets, words mapped onto subwords through those offsets (never ``##``/``Ġ``), then greedy
+packing of whole words into sequences of contiguous text. :func:`corefbert.corpus.prepare.prepare_corpus`
+runs :class:`SequencePacker` over files through ``datasets.map``; :func:`pack_texts` over a list.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import signal
+import sys
+
+import numpy as np
+
+from corefbert.corpus.document_packing import DocumentRowPacker, pack_document_rows
+from corefbert.corpus.mentions import MentionExtractor, iter_pieces, load_spacy_pipeline
+from corefbert.corpus.packed_rows import new_columns, rows_table, usable_groups
+from corefbert.errors import CorefBertError
+from corefbert.text.positions import PADDING_OFFSET_MODELS, max_positions, padding_offset
+
+PACKING_MODES = ("documents", "single")
+# A document is tokenized, tagged and packed in segments of at most this many characters, cut at a
+# paragraph or line end where there is one: its token lists, offsets and word arrays (~120 MB per million
+# characters) are bounded too, not only spaCy's share. No sequence spans a cut (one shorter sequence per
+# million characters); shorter documents are packed exactly as before.
+SEGMENT_CHARS = 1_000_000
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+TOKENIZE_CHARS = 100_000  # longest piece of text one tokenizer call gets (see _tokenizer_pieces)
+# A tokenizer with fewer entries is a stand-in (transformers 5's 5-token fallback), not a language's.
+MIN_VOCABULARY = 100
+PROBE_SENTENCE = "The keeper of the lighthouse wrote in his notebook every evening."
+
+
+def special_token_frame(tokenizer) -> tuple[list[int], list[int]]:
+    """The ids the tokenizer puts before and after a single sequence (``[CLS]``/``[SEP]``, ``<s>``/``</s>``)."""
+    plain = tokenizer("corpus", add_special_tokens=False)["input_ids"]
+    full = tokenizer("corpus", add_special_tokens=True)["input_ids"]
+    for i in range(len(full) - len(plain) + 1):
+        if full[i : i + len(plain)] == plain:
+            return full[:i], full[i + len(plain) :]
+    raise CorefBertError(f"cannot locate the special tokens of {type(tokenizer).__name__}; use a BERT/RoBERTa one")
+
+
+def check_tokenizer_vocabulary(tokenizer, where: object = None) -> None:
+    """Refuse a tokenizer that would turn English text into ``[UNK]``: a tiny vocabulary, or a probe sentence
+    that comes out mostly unknown.
+
+    transformers 5 loads a model folder without tokenizer files as a tokenizer of its 5 special tokens,
+    silently: every word becomes ``[UNK]``, preparation and training exit 0, and ``final/`` ships it.
+    """
+    label = where or type(tokenizer).__name__
+    size = len(tokenizer)
+    files = "tokenizer.json, or vocab.txt (BERT) / vocab.json + merges.txt (RoBERTa)"
+    if size < MIN_VOCABULARY:
+        raise CorefBertError(f"tokenizer {label} has only {size} vocabulary entries (a real one has thousands): "
+                             f"its folder most likely lacks the tokenizer files ({files}); copy them there from the "
+                             "model it was made from, or pass a folder that has them")
+    ids = tokenizer(PROBE_SENTENCE, add_special_tokens=False)["input_ids"]
+    unknown = sum(i == tokenizer.unk_token_id for i in ids) if tokenizer.unk_token_id is not None else 0
+    if not ids or 2 * unknown >= len(ids):
+        raise CorefBertError(f"tokenizer {label} maps {unknown} of the {len(ids)} tokens of the English probe "
+                             f"sentence {PROBE_SENTENCE!r} to {tokenizer.unk_token} (vocabulary of {size}); check "
+                             f"its files ({files}) and --model_name_or_path")
+
+
+def check_tokenizer(tokenizer, max_seq_length: int, name: object = None, model_config=None) -> None:
+    """One clear line for a tokenizer or length this pipeline cannot use.
+
+    ``model_config``: the ``config.json`` of the tokenizer's folder, when it has one: ``max_seq_length``
+    must then fit its position embeddings too (:func:`max_positions`).
+    """
+    label = name or type(tokenizer).__name__
+    if not getattr(tokenizer, "is_fast", False):
+        raise CorefBertError(f"tokenizer {label} is not a fast tokenizer; word boundaries need its character "
+                             "offsets (install `tokenizers` and load it with AutoTokenizer)")
+    if tokenizer.mask_token_id is None:
+        raise CorefBertError(f"tokenizer {label} has no mask token; MLM/MRP pretraining needs one")
+    check_tokenizer_vocabulary(tokenizer, label)
+    prefix, suffix = special_token_frame(tokenizer)
+    if max_seq_length < len(prefix) + len(suffix) + 2:
+        raise CorefBertError(f"max_seq_length {max_seq_length} leaves no room for text; use at least 8")
+    if max_seq_length > getattr(tokenizer, "model_max_length", max_seq_length):
+        raise CorefBertError(f"max_seq_length {max_seq_length} exceeds the model_max_length "
+                             f"{tokenizer.model_max_length} of tokenizer {label}; lower --max_seq_length")
+    positions = max_positions(model_config) if model_config is not None else None
+    if positions is not None and max_seq_length > positions:
+        raise CorefBertError(f"max_seq_length {max_seq_length} exceeds the {positions} positions of the model in "
+                             f"{label} ({_positions_reason(model_config)}); lower --max_seq_length to {positions}")
+
+
+def tokenizer_identity(tokenizer) -> dict:
+    """What a corpus records of its tokenizer (``prepare_summary.json``) so training can match its model's.
+
+    The vocabulary's size and SHA-256 (of its sorted ``token -> id`` pairs: the same vocabulary saved by
+    another transformers version or folder hashes the same), the special-token ids, and the ids framing a
+    sequence.
+    """
+    vocab = sorted(tokenizer.get_vocab().items(), key=lambda item: (item[1], item[0]))
+    digest = hashlib.sha256(json.dumps(vocab, ensure_ascii=False).encode()).hexdigest()
+    special = {name: getattr(tokenizer, f"{name}_token_id", None) for name in ("cls", "sep", "pad", "mask", "unk",
+                                                                              "bos", "eos")}
+    prefix, suffix = special_token_frame(tokenizer)
+    return {"class": type(tokenizer).__name__, "name_or_path": str(getattr(tokenizer, "name_or_path", "")),
+            "vocab_size": len(tokenizer), "vocab_sha256": digest, "special_token_ids": special,
+            "frame": [prefix, suffix]}
+
+
+def _positions_reason(model_config) -> str:
+    config = model_config if isinstance(model_config, dict) else model_config.to_dict()
+    text = f"{config.get('model_type')} with max_position_embeddings {config.get('max_position_embeddings')}"
+    if config.get("model_type") in PADDING_OFFSET_MODELS:
+        text += f", of which pad_token_id + 1 = {padding_offset(config)} are the padding offset"
+    return text
+
+
+_armed_pid: int | None = None
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Make this worker process die when ``parent_pid`` (the process that forked it) dies.
+
+    ``datasets.map(num_proc=N)`` forks pool workers that block on their task queue forever once the
+    main process is SIGKILLed (OOM, preemption): ~1 GB each with spaCy loaded. Linux's
+    ``PR_SET_PDEATHSIG`` has the kernel send SIGKILL when the parent goes; it is armed once per
+    worker, at its first batch (``datasets`` offers no pool initializer). Elsewhere this does nothing.
+    """
+    global _armed_pid
+    if _armed_pid == os.getpid() or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    parent = os.getppid()
+    try:
+        armed = ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return
+    if not armed:
+        return
+    _armed_pid = os.getpid()
+    # The parent died before the signal was armed: this process was handed to init (or a subreaper).
+    if os.getppid() != parent or (parent == 1 and parent_pid != 1):
+        os._exit(1)
+
+
+_guarded_parent: int | None = None  # set while forked children must not outlive this process
+
+
+def _arm_forked_child() -> None:
+    if _guarded_parent is not None and os.getppid() == _guarded_parent:
+        die_with_parent(_guarded_parent)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_arm_forked_child)
+
+
+@contextlib.contextmanager
+def children_die_with_this_process():
+    """While open, every process this one forks dies with it (Linux): ``datasets.map(num_proc=N)``'s pool
+    workers and the ``multiprocess`` manager process it starts beside them, none of which runs our code
+    before blocking, and all of which outlive a SIGKILL of this process otherwise."""
+    global _guarded_parent
+    previous, _guarded_parent = _guarded_parent, os.getpid()
+    try:
+        yield
+    finally:
+        _guarded_parent = previous
+
+
+def word_spans(offsets: np.ndarray, mentions) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Map subword tokens onto words through character offsets.
+
+    ``offsets``: ``[T, 2]`` token character spans. ``mentions``: the document's ``DocMentions``.
+    A word is one spaCy word, or several when one subword straddles them; a token that touches no
+    spaCy word (e.g. byte-level whitespace) is a word of its own. Returns ``word_of_token [T]``,
+    ``word_token_starts [U]``, ``word_token_ends [U]`` (exclusive), and ``word_spacy [U]``: the
+    single spaCy word index of each word, -1 where it merged several or touches none.
+    """
+    num_tokens = offsets.shape[0]
+    starts, ends = offsets[:, 0], offsets[:, 1]
+    first = np.searchsorted(mentions.word_ends, starts, side="right")  # first spaCy word ending after start
+    last = np.searchsorted(mentions.word_starts, ends, side="left") - 1  # last spaCy word starting before end
+    # A zero-width token belongs to the token before it.
+    carrier = np.maximum.accumulate(np.where(ends > starts, np.arange(num_tokens), 0))
+    first, last = first[carrier], last[carrier]
+    touches = first <= last
+    same_word = np.zeros(num_tokens, dtype=bool)
+    same_word[1:] = touches[1:] & touches[:-1] & (first[1:] <= last[:-1])
+    same_word[1:] |= carrier[1:] != np.arange(1, num_tokens)
+    word_of_token = np.cumsum(~same_word) - 1
+    word_token_starts = np.flatnonzero(~same_word)
+    word_token_ends = np.append(word_token_starts[1:], num_tokens)
+    word_first = first[word_token_starts]
+    word_last = np.maximum.reduceat(last, word_token_starts) if num_tokens else last
+    single = touches[word_token_starts] & (word_first == word_last)
+    return word_of_token, word_token_starts, word_token_ends, np.where(single, word_first, -1)
+
+
+class SequencePacker:
+    """Turn documents into packed rows; the one code path behind ``prepare_corpus`` and ``pack_texts``.
+
+    Called by ``datasets.map`` on batches ``{"doc_id": [...], text_column: [...]}``; each document's
+    length draws use ``numpy.random.default_rng([seed, doc_id])``, so the output does not depend on
+    batching or ``num_proc``. Per-batch counts go to ``stats_dir`` (one JSON file per batch) when set.
+    A call returns the batch's rows as a ``pyarrow.Table`` (``.to_pydict()`` gives lists).
+
+    ``packing="single"``: one document per row, the rows are final (the official code's layout).
+    ``packing="documents"``: each document becomes one *document row* (all its tokens, word ids over the
+    document, every noun mention with a document-wide surface id) for the second pass,
+    :class:`corefbert.corpus.document_packing.DocumentRowPacker`, which packs several documents per row.
+    """
+
+    def __init__(self, tokenizer, extractor=None, *, spacy_model=None, group_by="surface", max_seq_length=512,
+                 short_seq_prob=0.1, seed=42, text_column="text", stats_dir=None, packing="single"):
+        if packing not in PACKING_MODES:
+            raise CorefBertError(f"--packing must be one of {', '.join(PACKING_MODES)}, not {packing!r}")
+        self.packing = packing
+        self.tokenizer = tokenizer
+        self.extractor = extractor
+        self.spacy_model, self.group_by = spacy_model, group_by
+        self.short_seq_prob, self.seed, self.text_column = short_seq_prob, seed, text_column
+        self.stats_dir = stats_dir
+        self._doc = None  # the document being packed: id, length-draw generator, word and noun counts
+        self.prefix, self.suffix = special_token_frame(tokenizer)
+        self.budget = max_seq_length - len(self.prefix) - len(self.suffix)
+        self.prefix_ids = np.asarray(self.prefix, dtype=np.int32)
+        self.suffix_ids = np.asarray(self.suffix, dtype=np.int32)
+        self.owner_pid = os.getpid()  # a call in another process is a map worker of this one
+
+    def _extractor(self) -> MentionExtractor:
+        # Loaded lazily so that map workers each load spaCy instead of unpickling it.
+        if self.extractor is None:
+            nlp = load_spacy_pipeline(self.spacy_model, lemmas=self.group_by == "lemma")
+            self.extractor = MentionExtractor(nlp, group_by=self.group_by)
+        return self.extractor
+
+    def __call__(self, batch: dict) -> dict:
+        if os.getpid() != self.owner_pid:
+            die_with_parent(self.owner_pid)
+        texts = batch[self.text_column]
+        rows = new_columns()
+        self.stats = stats = dict.fromkeys(STAT_KEYS, 0)
+        for group in _segment_groups(batch["doc_id"], texts):
+            segment_texts = [text for _, _, text in group]
+            encodings = self._encode(segment_texts)
+            docs = self._extractor().pipe(segment_texts)
+            for (doc_id, last, _), (ids, offsets), mentions in zip(group, encodings, docs):
+                self._pack_segment(int(doc_id), last, ids, offsets, mentions, rows, stats)
+        if self.stats_dir is not None and texts:
+            with open(os.path.join(self.stats_dir, f"{int(batch['doc_id'][0])}.json"), "w") as handle:
+                json.dump(stats, handle)
+        return rows_table(rows)
+
+    def _encode(self, texts: list[str]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per text: token ids ``[T]`` and character offsets ``[T, 2]``, from one tokenizer call over the
+        texts' pieces (:func:`_tokenizer_pieces`)."""
+        pieces = [list(_tokenizer_pieces(text)) for text in texts]
+        encodings = self.tokenizer([piece for text in pieces for _, piece in text], add_special_tokens=False,
+                                   return_offsets_mapping=True, return_attention_mask=False,
+                                   return_token_type_ids=False, verbose=False)
+        all_ids, all_offsets = iter(encodings["input_ids"]), iter(encodings["offset_mapping"])
+        out = []
+        for text in pieces:
+            ids, offsets = [], []
+            for start, _ in text:
+                ids.append(np.asarray(next(all_ids), dtype=np.int32))
+                offsets.append(np.asarray(next(all_offsets), dtype=np.int64).reshape(-1, 2) + start)
+            out.append((np.concatenate(ids), np.concatenate(offsets)))
+        return out
+
+    def _pack_segment(self, doc_id, last, ids, offsets, mentions, rows, stats) -> None:
+        # A document's segments arrive in order; its length draws continue from one segment to the next.
+        if self._doc is None or self._doc["id"] != doc_id:
+            self._doc = {"id": doc_id, "rng": np.random.default_rng([self.seed, doc_id]), "words": 0, "nouns": 0}
+        doc = self._doc
+        doc["words"] += mentions.num_words if len(ids) else 0
+        doc["nouns"] += mentions.num_mentions if len(ids) else 0
+        if len(ids) and mentions.num_words:
+            if self.packing == "documents":
+                self._emit_document(ids, offsets, mentions, rows)
+            else:
+                self._pack_words(ids, offsets, mentions, doc["rng"], rows, stats)
+        if last:
+            stats["documents"] += 1
+            stats["documents_without_words"] += int(doc["words"] == 0)
+            stats["documents_without_nouns"] += int(doc["words"] > 0 and doc["nouns"] == 0)
+            self._doc = None
+
+    @staticmethod
+    def _words(offsets, mentions):
+        """Words and mentions of one document segment: ``word_of_token [T]``, word token starts/ends ``[U]``,
+        ``is_mention [U]`` and the mention group keys ``[U]`` (0 where no mention)."""
+        word_of_token, tok_starts, tok_ends, spacy_word = word_spans(np.asarray(offsets, dtype=np.int64), mentions)
+        is_mention = spacy_word >= 0
+        is_mention[is_mention] = mentions.is_mention[spacy_word[is_mention]]
+        keys = np.where(is_mention, mentions.group_keys[np.maximum(spacy_word, 0)], 0)  # [U]
+        return word_of_token, tok_starts, tok_ends, is_mention, keys
+
+    def _emit_document(self, ids, offsets, mentions, rows) -> None:
+        """The whole segment as one document row: tokens without special tokens, word ids over the segment,
+        every mention with a segment-wide id per group key (singletons too: a row decides what is usable)."""
+        word_of_token, tok_starts, tok_ends, is_mention, keys = self._words(offsets, mentions)
+        mention_words = np.flatnonzero(is_mention)
+        surface = np.unique(keys[mention_words], return_inverse=True)[1].reshape(-1)
+        rows["input_ids"].append(np.asarray(ids, dtype=np.int32))
+        rows["word_ids"].append(word_of_token)
+        rows["mention_starts"].append(tok_starts[mention_words])
+        rows["mention_ends"].append(tok_ends[mention_words] - 1)
+        rows["mention_groups"].append(surface)
+
+    def _pack_words(self, ids, offsets, mentions, rng, rows, stats) -> None:
+        ids = np.asarray(ids, dtype=np.int32)  # [T]
+        word_of_token, tok_starts, tok_ends, is_mention, keys = self._words(offsets, mentions)
+        too_long = (tok_ends - tok_starts) > self.budget
+        next_too_long = np.minimum.accumulate(np.where(too_long, np.arange(len(too_long)), len(too_long))[::-1])[::-1]
+        num_words, word = len(tok_starts), 0
+        while word < num_words:
+            if too_long[word]:
+                stats["words_longer_than_sequence"] += 1
+                word += 1
+                continue
+            target = self.budget
+            if rng.random() < self.short_seq_prob:
+                target = int(rng.integers(2, self.budget + 1))  # BERT's randint(2, max_num_tokens)
+            end = int(np.searchsorted(tok_ends, tok_starts[word] + target, side="right"))
+            end = min(max(end, word + 1), int(next_too_long[word]))  # a first word longer than target stays
+            self._emit(ids, word_of_token, tok_starts, tok_ends, is_mention, keys, word, end, rows, stats)
+            word = end
+
+    def _emit(self, ids, word_of_token, tok_starts, tok_ends, is_mention, keys, first, end, rows, stats):
+        t0, t1 = tok_starts[first], tok_ends[end - 1]
+        n_pre, n_suf = len(self.prefix), len(self.suffix)
+        mention_words = np.flatnonzero(is_mention[first:end]) + first
+        groups = usable_groups(keys[mention_words])  # paper: only groups with >= 2 mentions in this sequence
+        kept = mention_words[groups >= 0]
+        word_ids = np.full(n_pre + (t1 - t0) + n_suf, -1, dtype=np.int32)
+        word_ids[n_pre : n_pre + t1 - t0] = word_of_token[t0:t1] - first
+        # Flat int32 buffers, not Python lists: a list costs ~40 bytes per token, which made the rows of one
+        # long document (all in one map batch) grow memory by ~20 MB per MB of its text.
+        rows["input_ids"].append(self.prefix_ids, ids[t0:t1], self.suffix_ids)
+        rows["word_ids"].append(word_ids)
+        rows["mention_starts"].append((tok_starts[kept] - t0 + n_pre).astype(np.int32))
+        rows["mention_ends"].append((tok_ends[kept] - 1 - t0 + n_pre).astype(np.int32))
+        rows["mention_groups"].append(groups[groups >= 0].astype(np.int32))
+        stats["sequences"] += 1
+        stats["documents_per_sequence"] += 1
+        stats["tokens"] += len(word_ids)
+        stats["mentions"] += len(kept)
+        n_groups = int(groups.max()) + 1 if kept.size else 0
+        stats["groups"] += n_groups
+        stats["sequences_with_groups"] += int(n_groups > 0)
+
+
+def _tokenizer_pieces(text: str):
+    """``(offset, piece)`` parts of ``text`` of at most ``TOKENIZE_CHARS`` characters, for the tokenizer.
+
+    A fast tokenizer holds ~160 bytes per character of its input while it works (measured: +160 MB for
+    one call on 1,000,000 characters); pieces keep that to ~16 MB. A piece ends before a single space
+    between two non-space characters, so the next starts with `` word`` as inside the text (byte-level
+    BPE's ``Ġword``, SentencePiece's ``▁word``, WordPiece alike); a text with no such space stays whole.
+    """
+    start = 0
+    while len(text) - start > TOKENIZE_CHARS:
+        cut = text.rfind(" ", start + 1, start + TOKENIZE_CHARS)
+        while cut > start and (text[cut - 1].isspace() or cut + 1 >= len(text) or text[cut + 1].isspace()):
+            cut = text.rfind(" ", start + 1, cut)
+        if cut <= start:
+            break
+        yield start, text[start:cut]
+        start = cut
+    yield start, text[start:]
+
+
+def _segment_groups(doc_ids, texts):
+    """Lists of ``(doc_id, is_last_segment, text)`` holding at most ``SEGMENT_CHARS`` characters each.
+
+    A text longer than ``SEGMENT_CHARS`` is cut into segments at line ends (``iter_pieces``); short
+    texts share a group, so a batch of ordinary documents is still one tokenizer call.
+    """
+    group, chars = [], 0
+    for doc_id, text in zip(doc_ids, texts):
+        for _, segment, last in iter_pieces(text, SEGMENT_CHARS):
+            if group and chars + len(segment) > SEGMENT_CHARS:
+                yield group
+                group, chars = [], 0
+            group.append((doc_id, last, segment))
+            chars += len(segment)
+    if group:
+        yield group
+
+
+STAT_KEYS = ("documents", "documents_without_nouns", "documents_without_words", "words_longer_than_sequence",
+             "sequences", "tokens", "mentions", "groups", "sequences_with_groups", "documents_per_sequence")
+
+
+def pack_texts(texts, tokenizer, extractor, max_seq_length=512, short_seq_prob=0.1, seed=42,
+               stats: dict | None = None, packing: str = "documents") -> list[dict]:
+    """Pack in-memory ``texts`` into rows of the packed-sequence schema (docs/contracts.md).
+
+    ``extractor``: a :class:`MentionExtractor`. ``packing`` as in ``prepare_corpus``; with ``"single"``
+    document ``i`` gets the length draws of doc id ``i``. ``stats``, when given, is filled with the counts
+    of the summary.
+    """
+    check_tokenizer(tokenizer, max_seq_length)
+    packer = SequencePacker(tokenizer, extractor, max_seq_length=max_seq_length, short_seq_prob=short_seq_prob,
+                            seed=seed, packing=packing)
+    texts = list(texts)
+    rows = packer({"doc_id": list(range(len(texts))), "text": texts})
+    if packing == "documents":
+        second = row_packer(tokenizer, max_seq_length, short_seq_prob, seed, "train")
+        tables = list(pack_document_rows([rows.to_pydict()], second))
+        packer.stats.update(second.stats)
+        rows = tables[0] if len(tables) == 1 else _concat_tables(tables, rows)
+    if stats is not None:
+        stats.update(packer.stats)
+    return rows.to_pylist()
+
+
+def row_packer(tokenizer, max_seq_length: int, short_seq_prob: float, seed: int, split: str) -> DocumentRowPacker:
+    """The second pass of ``--packing documents`` for ``tokenizer``'s frame and separator."""
+    prefix, suffix = special_token_frame(tokenizer)
+    sep = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else suffix[-1]
+    return DocumentRowPacker(prefix, suffix, sep, max_seq_length, short_seq_prob, seed, split)
+
+
+def _concat_tables(tables, empty):
+    import pyarrow as pa
+
+    return pa.concat_tables(tables) if tables else empty.slice(0, 0)

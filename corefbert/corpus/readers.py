@@ -1,0 +1,481 @@
+"""Reading pretraining text: one reader per input format, documents out as plain strings.
+
+Formats, recognized by content (so WikiExtractor's extension-less ``wiki_00`` files work):
+
+- plain text: documents separated by one or more blank lines; the lines of a document keep their
+  line breaks (BERT's pretraining-data convention: one sentence or paragraph per line);
+- WikiText raw files (`` = Title = `` lines): one document per top-level heading, the heading itself,
+  section headings (`` = = Section = = ``) and blank lines dropped, WikiText's `` @-@ ``, `` @,@ ``,
+  `` @.@ `` escapes undone; blank lines do not separate documents there;
+- WikiExtractor ``<doc id=... title=...>`` files: one document per ``<doc>``; the title line that
+  opens each body is dropped (compared after unescaping, so ``A &amp; B`` matches) and HTML entities
+  are unescaped;
+- CoNLL-2012 column files (``#begin document``, OntoNotes and LitBank alike): one document per
+  ``#begin document`` part, the word column (the 4th) joined by spaces, one sentence per line;
+- JSON lines with a text field (``--text_column``), WikiExtractor ``--json`` output included;
+- any of those compressed as ``.gz`` or ``.bz2``;
+- a directory written by ``datasets``' ``save_to_disk`` (its ``train`` split if it is a DatasetDict).
+
+A file that is empty, binary or not UTF-8 is skipped whole and reported; a missing file, a glob that
+matches nothing, malformed JSON or a missing text field is a :class:`CorefBertError`.
+"""
+
+from __future__ import annotations
+
+import codecs
+import fnmatch
+import glob
+import html
+import io
+import json
+import os
+import re
+import stat
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from corefbert.errors import CorefBertError, one_line
+from corefbert.text.jsonio import open_compressed, read_jsonl
+
+_DOC_OPEN = re.compile(r'^<doc\b[^>]*>\s*$')
+_DOC_TITLE = re.compile(r'\btitle="([^"]*)"')
+# `` = Title = `` (level 1) and `` = = Section = = `` (level 2, 3, ...) lines of WikiText's raw files.
+_WIKITEXT_HEADING = re.compile(r"^((?:= )+)(?!=)(.*?\S)((?: =)+)$")
+_WIKITEXT_ESCAPES = ((" @-@ ", "-"), (" @,@ ", ","), (" @.@ ", "."))
+_WIKITEXT_SNIFF_BYTES = 1 << 16
+# Penn Treebank escapes in CoNLL-2012 word columns (OntoNotes); LitBank writes plain punctuation.
+_PTB_ESCAPES = {"-LRB-": "(", "-RRB-": ")", "-LSB-": "[", "-RSB-": "]", "-LCB-": "{", "-RCB-": "}",
+                "/.": ".", "/?": "?", "/-": "-"}
+_SAVED_DATASET_MARKERS = ("dataset_info.json", "state.json", "dataset_dict.json")
+# Files only prepare_corpus writes (a corpus, its resume chunks): such a folder is output, never input text.
+PREPARED_CORPUS_MARKERS = ("prepare_fingerprint.json", "prepare_summary.json", "prepare_manifest.json")
+_CHUNK = 1 << 20
+# A document this long is most likely several run together (no blank lines, no headings): warned about.
+HUGE_DOCUMENT_CHARS = 1_000_000
+
+
+@dataclass(frozen=True)
+class Source:
+    """One input: a text file (``kind="file"``), a saved ``datasets`` directory (``kind="dataset"``), or a split
+    of a Hub dataset (``kind="hub"``, path ``hub:NAME:CONFIG:SPLIT``; :mod:`corefbert.corpus.hub_datasets`)."""
+
+    path: str
+    kind: str
+
+
+def document_sources(patterns: list[str] | str | None, what: str = "--train_file",
+                     skipped: list[dict] | None = None) -> list[Source]:
+    """Expand files, directories and globs into sources, in a stable (sorted) order, each file once.
+
+    Files are told apart by what they resolve to (device and inode), so a file reached through several
+    paths (a symlink loop under a ``**`` glob, a file named twice) is read once: the first path in
+    order. ``**`` descends into each real directory once, so symlink loops neither repeat nor hang.
+    FIFOs, sockets, devices and links that lead nowhere are not read (a FIFO would block the run);
+    they and the repeated paths are appended to ``skipped`` as ``{"path", "reason"}``.
+    """
+    if isinstance(patterns, str):
+        patterns = [patterns]
+    if not patterns:
+        raise CorefBertError(f"no {what} given; pass text files, a directory or a glob")
+    skipped = [] if skipped is None else skipped
+    first_skip = len(skipped)
+    sources: list[Source] = []
+    seen: dict[tuple, str] = {}
+    for pattern in patterns:
+        if glob.has_magic(pattern):
+            matches = sorted(_glob(pattern))
+            if not matches:
+                raise CorefBertError(f"{what} glob matches no file; check the pattern", path=pattern)
+        else:
+            if not os.path.lexists(pattern):
+                raise CorefBertError(f"{what} not found; check the path", path=pattern)
+            matches = [pattern]
+        for match in matches:
+            for source, identity in _expand(match, what, skipped):
+                if seen.get(identity) == source.path:  # "dir/**" lists a folder and then its files again
+                    continue
+                if identity in seen:
+                    skipped.append({"path": source.path, "reason": f"same file as {seen[identity]} (read once)",
+                                    "duplicate": True})
+                    continue
+                seen[identity] = source.path
+                sources.append(source)
+    unique = {item["path"]: item for item in skipped[first_skip:]}  # a FIFO found twice is reported once
+    skipped[first_skip:] = unique.values()
+    if not sources:
+        reasons = "; ".join(f"{one_line(s['path'])}: {s['reason']}" for s in skipped[first_skip:][:3])
+        raise CorefBertError(f"{what} {patterns} holds no file" + (f" that can be read ({reasons})" if reasons else ""))
+    return sources
+
+
+def _glob(pattern: str) -> list[str]:
+    """``glob.glob(pattern, recursive=True)``, but ``**`` enters each real directory once.
+
+    Python's own ``**`` follows symlinked directories without remembering them: a link to an ancestor
+    lists the same files ~40 times (until the path is too long to resolve), two such links never end.
+    """
+    if "**" not in pattern:
+        return glob.glob(pattern)
+    parts = pattern.split(os.sep)
+    fixed = next(i for i, part in enumerate(parts) if glob.has_magic(part))
+    root = os.sep.join(parts[:fixed]) or (os.sep if pattern.startswith(os.sep) else os.curdir)
+    found: list[str] = []
+    entered: set[tuple[int, int]] = set()
+
+    def join(folder: str, name: str) -> str:
+        return name if folder == os.curdir and fixed == 0 else os.path.join(folder, name)
+
+    def names(folder: str, part: str) -> list[str]:
+        try:
+            entries = sorted(os.listdir(folder))
+        except OSError:
+            return []
+        return [n for n in entries if part.startswith(".") or not n.startswith(".")]
+
+    def walk(folder: str, rest: list[str]) -> None:
+        if not rest:
+            found.append(folder)
+            return
+        part, tail = rest[0], rest[1:]
+        if part == "**":
+            try:
+                info = os.stat(folder)
+            except OSError:
+                return
+            if (info.st_dev, info.st_ino) in entered:
+                return
+            entered.add((info.st_dev, info.st_ino))
+            walk(folder, tail)  # zero directories
+            for name in names(folder, part):
+                path = join(folder, name)
+                if os.path.isdir(path):
+                    walk(path, rest)
+                elif not tail:
+                    found.append(path)
+        elif glob.has_magic(part):
+            for name in names(folder, part):
+                if fnmatch.fnmatchcase(name, part) and (not tail or os.path.isdir(join(folder, name))):
+                    walk(join(folder, name), tail)
+        elif os.path.lexists(join(folder, part)) if not tail else os.path.isdir(join(folder, part)):
+            walk(join(folder, part), tail)
+
+    walk(root, parts[fixed:])
+    # A trailing "**" names the folders too (as glob does); their files are listed by _expand.
+    return list(dict.fromkeys(path for path in found if path != os.curdir))
+
+
+def _prepared_corpus_marker(folder: str) -> str | None:
+    return next((m for m in PREPARED_CORPUS_MARKERS if os.path.isfile(os.path.join(folder, m))), None)
+
+
+def _refuse_prepared_corpus(folder: str, what: str) -> None:
+    marker = _prepared_corpus_marker(folder)
+    if marker is not None:
+        raise CorefBertError(f"{what} includes a corpus written by prepare_corpus.py (it holds {marker}): packed "
+                             "token ids, not text. Put --output_dir outside the input folder (delete this one "
+                             "or move it) or list the text files themselves", path=folder)
+
+
+def _file_source(path: str, skipped: list[dict]) -> list[tuple[Source, tuple]]:
+    try:
+        info = os.stat(path)  # follows symlinks: a loop or a dangling link raises
+    except OSError as err:
+        skipped.append({"path": os.path.abspath(path), "reason": f"cannot be opened ({err.strerror or err})"})
+        return []
+    if not stat.S_ISREG(info.st_mode):
+        kind = ("a FIFO" if stat.S_ISFIFO(info.st_mode) else "a socket" if stat.S_ISSOCK(info.st_mode)
+                else "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode) else "not a file")
+        skipped.append({"path": os.path.abspath(path), "reason": f"not a regular file ({kind}); not read"})
+        return []
+    return [(Source(os.path.abspath(path), "file"), (info.st_dev, info.st_ino))]
+
+
+def _expand(path: str, what: str, skipped: list[dict]) -> list[tuple[Source, tuple]]:
+    """The sources of one path, each with the identity of what it resolves to."""
+    if not os.path.isdir(path):
+        return _file_source(path, skipped)
+    _refuse_prepared_corpus(path, what)
+    if any(os.path.isfile(os.path.join(path, m)) for m in _SAVED_DATASET_MARKERS):
+        return [(Source(os.path.abspath(path), "dataset"), ("dataset", os.path.realpath(path)))]
+    found = []
+    # os.walk does not follow symlinked folders (no loops); every file is stat-ed for its identity.
+    for root, dirs, files in os.walk(path):
+        _refuse_prepared_corpus(root, what)
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            if not name.startswith("."):
+                found.extend(_file_source(os.path.join(root, name), skipped))
+    return found
+
+
+def source_fingerprint(sources: list[Source]) -> list:
+    """Path, size and modification time of every file behind ``sources`` (the cache key's input part)."""
+    out = []
+    for source in sources:
+        if source.kind == "hub":  # the dataset's own fingerprint, not file times
+            from corefbert.corpus.hub_datasets import hub_fingerprint
+
+            out.append(hub_fingerprint(source.path))
+            continue
+        paths = [source.path]
+        if source.kind == "dataset":
+            paths = sorted(os.path.join(r, f) for r, _, fs in os.walk(source.path) for f in fs)
+        for path in paths:
+            info = os.stat(path)
+            out.append([path, info.st_size, info.st_mtime_ns])
+    return out
+
+
+def unreadable_reason(path: str) -> str | None:
+    """Why a text file cannot be read as a corpus (empty, binary, not UTF-8), or None if it can."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    position, pending, has_text = 0, 0, False
+    try:
+        with open_compressed(path) as handle:
+            while chunk := handle.read(_CHUNK):
+                nul = chunk.find(b"\0")
+                if nul >= 0:
+                    return f"binary file (NUL byte at byte {position + nul})"
+                try:
+                    has_text = bool(decoder.decode(chunk).strip()) or has_text
+                except UnicodeDecodeError as err:
+                    return f"not UTF-8 (byte {position + err.start}); re-encode it as UTF-8"
+                position += len(chunk)
+            pending = len(decoder.getstate()[0])
+            decoder.decode(b"", final=True)
+    except UnicodeDecodeError as err:
+        return f"not UTF-8 (truncated sequence at byte {position - pending + err.start}); re-encode it as UTF-8"
+    except (OSError, EOFError, zlib.error) as err:  # zlib.error: a .gz whose deflate data is corrupt
+        return f"unreadable ({err.__class__.__name__}: {err})"
+    return None if has_text else "empty file"
+
+
+def wikitext_heading_level(line: str) -> int:
+    """1 for a WikiText `` = Title = `` line, 2 for `` = = Section = = `` and so on; 0 for any other line."""
+    match = _WIKITEXT_HEADING.match(line.strip())
+    if not match or len(match.group(1)) != len(match.group(3)):
+        return 0
+    return len(match.group(1)) // 2
+
+
+def sniff_format(path: str) -> str:
+    """``wikiextractor``, ``jsonl``, ``conll-2012``, ``wikitext`` or ``text``: the reader a file gets.
+
+    Decided by content: the first text (``<doc``, ``{``, ``#begin document``), else a WikiText heading
+    line within the first 64 KiB, else plain text.
+    """
+    with open_compressed(path) as handle:
+        raw = handle.read(_WIKITEXT_SNIFF_BYTES)
+    text = raw.decode("utf-8-sig", errors="ignore")
+    head = text.lstrip(" \t\r\n")
+    if head.startswith("<doc"):
+        return "wikiextractor"
+    if head.startswith("{"):
+        return "jsonl"
+    if head.startswith("#begin document"):
+        return "conll-2012"
+    lines = text.splitlines()
+    if len(raw) == _WIKITEXT_SNIFF_BYTES:
+        lines = lines[:-1]  # the last line may be cut in the middle
+    if any(wikitext_heading_level(line) for line in lines):
+        return "wikitext"
+    return "text"
+
+
+def _lines(path: str) -> Iterator[str]:
+    # Universal newlines (\r\n, \r -> \n) but not str.splitlines' form feeds and other separators.
+    with open_compressed(path) as raw, io.TextIOWrapper(raw, encoding="utf-8-sig", newline=None) as handle:
+        yield from handle
+
+
+def _plain_documents(path: str) -> Iterator[str]:
+    lines: list[str] = []
+    for line in _lines(path):
+        if line.strip():
+            lines.append(line.rstrip("\n"))
+        elif lines:
+            yield "\n".join(lines)
+            lines = []
+    if lines:
+        yield "\n".join(lines)
+
+
+def _wikitext_documents(path: str) -> Iterator[str]:
+    # Blank lines separate paragraphs, not articles, in WikiText; only a level-1 heading starts one.
+    lines: list[str] = []
+    for line in _lines(path):
+        level = wikitext_heading_level(line)
+        if level == 1 and lines:
+            yield "\n".join(lines)
+            lines = []
+        if level or not line.strip():
+            continue
+        text = line.strip()
+        for escaped, plain in _WIKITEXT_ESCAPES:
+            text = text.replace(escaped, plain)
+        lines.append(text)
+    if lines:
+        yield "\n".join(lines)
+
+
+def _conll_documents(path: str) -> Iterator[str]:
+    # One document per "#begin document (name); part N" block; the word column is the 4th.
+    sentences: list[str] = []
+    words: list[str] = []
+    for number, line in enumerate(_lines(path), start=1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            if words:
+                sentences.append(" ".join(words))
+                words = []
+            if stripped.startswith(("#begin document", "#end document")) and sentences:
+                yield "\n".join(sentences)
+                sentences = []
+            continue
+        columns = stripped.split()
+        if len(columns) < 4:
+            raise CorefBertError(f"CoNLL-2012 token line with {len(columns)} column(s); expected at least 4 "
+                                 "(document, part, word index, word, ...)", path=path, position=number)
+        words.append(_PTB_ESCAPES.get(columns[3], columns[3]))
+    if words:
+        sentences.append(" ".join(words))
+    if sentences:
+        yield "\n".join(sentences)
+
+
+def _wiki_body(lines: list[str], title: str | None) -> str:
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    # WikiExtractor writes the title line escaped or not depending on its version ("A &amp; B").
+    if lines and title is not None and html.unescape(lines[0]).strip() == html.unescape(title).strip():
+        lines.pop(0)
+    return html.unescape("\n".join(lines)).strip()
+
+
+def _wikiextractor_documents(path: str) -> Iterator[str]:
+    lines: list[str] | None = None
+    title = None
+    for line in _lines(path):
+        opening = _DOC_OPEN.match(line) if line.startswith("<doc") else None
+        if opening:
+            if lines is not None:  # an unclosed <doc>: keep what it had
+                yield _wiki_body(lines, title)
+            title_match = _DOC_TITLE.search(line)
+            lines, title = [], title_match.group(1) if title_match else None
+        elif line.startswith("</doc>"):
+            if lines is not None:
+                yield _wiki_body(lines, title)
+            lines = None
+        elif lines is not None:
+            lines.append(line.rstrip("\n"))
+    if lines is not None:
+        yield _wiki_body(lines, title)
+
+
+def _jsonl_documents(path: str, text_column: str) -> Iterator[str]:
+    for number, record in read_jsonl(path, expected="fix or remove that line"):
+        if not isinstance(record, dict) or text_column not in record:
+            keys = sorted(record) if isinstance(record, dict) else type(record).__name__
+            raise CorefBertError(f"no {text_column!r} field (found {keys}); pass --text_column",
+                                 path=path, position=number)
+        text = record[text_column]
+        if not isinstance(text, str):
+            raise CorefBertError(f"field {text_column!r} is {type(text).__name__}, not text", path=path, position=number)
+        title = record.get("title")
+        if isinstance(title, str) and html.unescape(text.lstrip()).startswith(html.unescape(title)):
+            text = _wiki_body(text.split("\n"), title)
+        yield text.strip()
+
+
+def _dataset_documents(path: str, text_column: str) -> Iterator[str]:
+    import datasets
+
+    try:
+        data = datasets.load_from_disk(path)
+    except (FileNotFoundError, ValueError) as err:
+        raise CorefBertError(f"not a loadable saved dataset ({err})", path=path) from None
+    if isinstance(data, datasets.DatasetDict):
+        if "train" not in data and len(data) != 1:
+            raise CorefBertError(f"saved DatasetDict has splits {list(data)} and no 'train'", path=path)
+        data = data["train"] if "train" in data else next(iter(data.values()))
+    yield from _column_texts(data, text_column, path)
+
+
+def _column_texts(data, text_column: str, path: str) -> Iterator[str]:
+    """The ``text_column`` of every row of a ``datasets.Dataset`` (a saved one or a Hub split), stripped."""
+    if text_column not in data.column_names:
+        raise CorefBertError(f"no column {text_column!r} (columns: {data.column_names}); pass --text_column",
+                             path=path)
+    for batch in data.select_columns([text_column]).iter(batch_size=1000):
+        for text in batch[text_column]:
+            yield (text or "").strip()
+
+
+def iter_documents(source: Source, text_column: str = "text") -> Iterator[str]:
+    """Yield the documents of one readable source (possibly empty strings, which callers count)."""
+    if source.kind == "hub":
+        from corefbert.corpus.hub_datasets import load_hub_split
+
+        yield from _column_texts(load_hub_split(source.path), text_column, source.path)
+        return
+    if source.kind == "dataset":
+        yield from _dataset_documents(source.path, text_column)
+        return
+    kind = sniff_format(source.path)
+    if kind == "wikiextractor":
+        yield from _wikiextractor_documents(source.path)
+    elif kind == "jsonl":
+        yield from _jsonl_documents(source.path, text_column)
+    elif kind == "conll-2012":
+        yield from _conll_documents(source.path)
+    elif kind == "wikitext":
+        yield from _wikitext_documents(source.path)
+    else:
+        yield from _plain_documents(source.path)
+
+
+def generate_documents(sources_json: str, text_column: str, report_path: str) -> Iterator[dict]:
+    """``Dataset.from_generator`` body: rows ``{"doc_id", "text"}``; skips are written to ``report_path``.
+
+    ``sources_json``: a JSON list of ``Source`` fields. A string, not a list: ``datasets`` splits list
+    arguments into shards and runs the generator once per shard, which would restart ``doc_id``.
+    """
+    skipped_files, empty_documents, doc_id = [], 0, 0
+    formats: dict[str, int] = {}
+    huge = {"count": 0, "longest": 0, "path": None}
+    for fields in json.loads(sources_json):
+        source = Source(**fields)
+        if source.kind == "file":
+            reason = unreadable_reason(source.path)
+            if reason is not None:
+                skipped_files.append({"path": source.path, "reason": reason})
+                continue
+        kind = {"file": None, "hub": "hub dataset"}.get(source.kind, "saved dataset") or sniff_format(source.path)
+        formats[kind] = formats.get(kind, 0) + 1
+        for text in iter_documents(source, text_column):
+            if not text:
+                empty_documents += 1
+                continue
+            if len(text) > HUGE_DOCUMENT_CHARS:
+                huge["count"] += 1
+                if len(text) > huge["longest"]:
+                    huge.update(longest=len(text), path=source.path)
+            yield {"doc_id": doc_id, "text": text}
+            doc_id += 1
+    with open(report_path, "w") as handle:
+        json.dump({"documents": doc_id, "skipped_files": skipped_files, "empty_documents": empty_documents,
+                   "formats": formats, "huge_documents": huge}, handle)
+
+
+def merge_read_reports(reports: list[dict]) -> tuple[dict, dict]:
+    """Files per input format and the over-long documents, summed over several ``generate_documents`` reports."""
+    formats: dict[str, int] = {}
+    huge = {"count": 0, "longest": 0, "path": None}
+    for report in reports:
+        for kind, count in report["formats"].items():
+            formats[kind] = formats.get(kind, 0) + count
+        huge["count"] += report["huge_documents"]["count"]
+        if report["huge_documents"]["longest"] > huge["longest"]:
+            huge.update(longest=report["huge_documents"]["longest"], path=report["huge_documents"]["path"])
+    return formats, huge

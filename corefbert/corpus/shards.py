@@ -1,0 +1,126 @@
+"""A corpus prepared as N shards on N machines (``prepare_corpus.py --num_shards N --shard_index k``), trained on
+as one corpus.
+
+``--dataset_dir`` names the shard set in either of two ways:
+
+- a folder whose sub-folders are the shards (``data/wiki/part_0``, ``data/wiki/part_1``, ...): ``data/wiki``;
+- a glob over the shard folders, quoted: ``'data/wiki/part_*'``.
+
+Each shard is loaded through its own ``prepare_manifest.json`` check (sizes, or SHA-256: a truncated file
+on one machine's copy is one line naming that shard), then the set is checked as a whole from each
+shard's ``prepare_summary.json``: every shard of the same ``--num_shards``, each index exactly once, the
+same tokenizer and the same row-deciding settings. The shards' train and validation splits are then
+concatenated in shard order. Shards cut the document list into contiguous ranges and every document's
+random draws are seeded by its global index, so with ``--packing single`` the concatenation is row for row
+the corpus prepared whole, and training on it repeats that run exactly (``tests/corpus/test_shards.py``). With
+``--packing documents`` the rows at the N-1 shard boundaries pack differently (a row never spans two
+shards): the same documents, a handful of rows laid out otherwise.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+
+from corefbert.errors import CorefBertError
+
+SUMMARY_FILE = "prepare_summary.json"
+SAVED_MARKERS = ("dataset_dict.json", "state.json")
+GLOB_CHARS = "*?["
+#: Settings that may differ between the machines of one shard set: paths, parallelism, cache handling.
+PER_MACHINE_SETTINGS = ("shard_index", "output_dir", "train_file", "validation_file", "num_proc",
+                        "preprocessing_batch_size", "documents_per_chunk", "verify_corpus", "overwrite_cache",
+                        "model_name_or_path", "cache_dir")
+
+
+def is_saved_corpus(folder: str) -> bool:
+    return any(os.path.isfile(os.path.join(folder, name)) for name in SAVED_MARKERS)
+
+
+def shard_folders(dataset_dir: str) -> list[str] | None:
+    """The shard folders ``dataset_dir`` names (a glob, or a folder of shard folders), sorted; ``None`` when it
+    is a single prepared corpus (or names nothing: the caller says so in its own line)."""
+    if any(c in dataset_dir for c in GLOB_CHARS) and not os.path.isdir(dataset_dir):
+        found = sorted(p for p in glob.glob(dataset_dir) if os.path.isdir(p))
+        if not found:
+            raise CorefBertError("the --dataset_dir glob matches no folder; check the pattern (quote it)",
+                                 path=dataset_dir)
+        return found
+    if not os.path.isdir(dataset_dir) or is_saved_corpus(dataset_dir):
+        return None
+    found = sorted(os.path.join(dataset_dir, name) for name in os.listdir(dataset_dir)
+                   if is_saved_corpus(os.path.join(dataset_dir, name)))
+    return found or None
+
+
+def read_summary(folder: str) -> dict:
+    """A shard's ``prepare_summary.json``; one line when it is missing (a shard set needs it to be checked)."""
+    path = os.path.join(folder, SUMMARY_FILE)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            summary = json.load(handle)
+    except (OSError, ValueError) as err:
+        raise CorefBertError(f"a shard needs its {SUMMARY_FILE} ({type(err).__name__}); prepare it again with "
+                             "prepare_corpus.py --num_shards N --shard_index k", path=folder) from None
+    if not isinstance(summary, dict) or not isinstance(summary.get("shard"), list):
+        raise CorefBertError(f"{SUMMARY_FILE} has no shard record; prepare it again with this version", path=folder)
+    return summary
+
+
+def row_settings(summary: dict) -> dict:
+    """The settings of a shard that decide its rows (what every shard of one set must share)."""
+    settings = summary.get("settings") or {}
+    return {k: v for k, v in settings.items() if k not in PER_MACHINE_SETTINGS}
+
+
+def check_shard_set(folders: list[str], summaries: list[dict]) -> list[int]:
+    """Shard order of ``folders``: one line for a shard set that is not one corpus (mixed ``--num_shards``,
+    a missing or repeated index, another tokenizer or other settings)."""
+    counts = {tuple(s["shard"])[1] for s in summaries}
+    if len(counts) != 1:
+        raise CorefBertError(f"the shards were prepared with different --num_shards ({sorted(counts)}); give the "
+                             "folders of one shard set", path=os.path.dirname(folders[0]))
+    total = counts.pop()
+    indices = [int(s["shard"][0]) for s in summaries]
+    repeated = sorted({i for i in indices if indices.count(i) > 1})
+    if repeated:
+        first = [f for f, i in zip(folders, indices) if i == repeated[0]]
+        raise CorefBertError(f"shard {repeated[0]} of {total} is given twice ({', '.join(first[:2])}); keep one",
+                             path=os.path.dirname(folders[0]))
+    missing = sorted(set(range(total)) - set(indices))
+    if missing:
+        raise CorefBertError(f"shard(s) {', '.join(map(str, missing))} of {total} missing ({len(folders)} given); "
+                             "copy them here or prepare them with --shard_index", path=os.path.dirname(folders[0]))
+    reference, ref_folder = summaries[0], folders[0]
+    for folder, summary in zip(folders[1:], summaries[1:]):
+        if json.dumps(summary.get("tokenizer"), sort_keys=True) != json.dumps(reference.get("tokenizer"), sort_keys=True):
+            raise CorefBertError(f"this shard was prepared with another tokenizer than {ref_folder}; prepare every "
+                                 "shard with the same --model_name_or_path", path=folder)
+        mine, theirs = row_settings(summary), row_settings(reference)
+        differ = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+        if differ:
+            name = differ[0]
+            raise CorefBertError(f"this shard was prepared with {name} {mine.get(name)!r} but {ref_folder} with "
+                                 f"{theirs.get(name)!r}; prepare every shard with the same settings", path=folder)
+    return sorted(range(len(folders)), key=lambda n: indices[n])
+
+
+def load_shard_set(folders: list[str], load_one) -> dict:
+    """``{"train", "validation"}`` of the shards in ``folders``, concatenated in shard order. ``load_one(folder)``
+    loads one shard after its manifest check (``pretraining_data.load_prepared_corpus`` for one folder)."""
+    import datasets
+
+    summaries = [read_summary(folder) for folder in folders]
+    order = check_shard_set(folders, summaries)
+    parts = [load_one(folders[n]) for n in order]
+    for n, part in zip(order, parts):
+        if not all(split in part for split in ("train", "validation")):
+            raise CorefBertError("this shard lacks a train or validation split; prepare it again", path=folders[n])
+    merged = {}
+    for split in ("train", "validation"):
+        pieces = [part[split] for part in parts if len(part[split])]  # an empty split may carry no schema
+        merged[split] = datasets.concatenate_datasets(pieces) if pieces else parts[0][split]
+    print(f"corpus: {len(folders)} shards of {summaries[0]['shard'][1]} ({', '.join(os.path.basename(folders[n]) for n in order)}): "
+          f"{len(merged['train'])} train + {len(merged['validation'])} validation sequences", flush=True)
+    return datasets.DatasetDict(merged)

@@ -1,0 +1,571 @@
+"""CorefBERT pretraining models: an MLM head plus the copy-based Mention Reference Prediction (MRP) head.
+
+The copy head (paper section 3.2) scores, for a masked mention whose first/last subword is ``s_i``/``t_i``,
+every context token ``k`` with ``(V ⊙ h_k)ᵀ h_i`` and normalizes over ``k`` (eq. 2):
+
+    Pr(x_j | x_i) = softmax_k ((V ⊙ h_k)ᵀ h_i)
+    log Pr(w_j | w_i) = log Pr(x_{s_j} | x_{s_i}) + log Pr(x_{t_j} | x_{t_i})           (eq. 3)
+    L_MRP = - mean over masked mentions w_i of logsumexp_{w_j ∈ C(w_i)} log Pr(w_j | w_i)   (eq. 4)
+
+What the softmax ranges over (the paper leaves it open). Only the positions the collator marks in
+``copy_mask``: real, non-special tokens that were not selected for masking.
+
+- Padding, always: it is not text, and letting it in makes the loss depend on how the batch was padded.
+- Special tokens ([CLS], [SEP], <s>, </s>): they are never a mention, so copying from them is never right.
+- Every position selected for masking (MLM and MRP alike), the query position itself included: a masked
+  position holds a [MASK] (or a random or unchanged token) whose hidden state is not the word's own, and
+  the query scoring itself would let the model cheat through the 10% of masks left unchanged.
+
+So the candidates are exactly the tokens a reader could copy from. A row that packs several documents
+(``--packing documents``) adds one more rule through the collator's ``document_ids``: only tokens of the
+query's own document, so a same-surface noun of a neighbouring document is never a candidate.
+``config.mrp_official_loss=True``
+instead reproduces the official code (thunlp/CorefBERT): softmax over all positions of the row (padding,
+specials and masked positions included) and independent start and end terms, each a log-sum over the
+referents' starts (resp. ends) alone, summed per mention.
+
+Only the ``[batch, mentions]`` rows of queries are scored against the sequence, never the full
+``length × length`` matrix, and all of it runs in fp32 even under bf16/fp16 autocast: scores of a few
+hundred in half precision would lose the differences the softmax is about.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import AutoConfig, BertConfig, RobertaConfig
+from transformers import initialization as init
+from transformers.modeling_outputs import ModelOutput
+from transformers.models.bert.modeling_bert import BertModel, BertOnlyMLMHead, BertPreTrainedModel
+from transformers.models.roberta.modeling_roberta import RobertaLMHead, RobertaModel, RobertaPreTrainedModel
+from transformers.utils import logging as hf_logging
+
+from corefbert.errors import CorefBertError
+from corefbert.training.model_folders import check_model_folder
+
+logger = logging.getLogger(__name__)
+
+# Fill for excluded positions: exp(NEG - max) is exactly 0 in fp32, yet sums of two fills stay finite, so
+# rows with no valid entry (padding slots) give finite values and no NaN gradient through torch.where.
+NEG = -1e9
+
+
+@dataclass
+class CorefBertPreTrainingOutput(ModelOutput):
+    """Output of :class:`CorefBertForPreTraining` / :class:`CorefRobertaForPreTraining`.
+
+    ``loss`` = ``mlm_loss + config.mrp_loss_weight * mrp_loss``; ``logits`` is ``[batch, seq, vocab]``;
+    ``mrp_correct`` / ``mrp_total`` are detached counts of masked mentions whose highest-scoring copyable
+    context word is a true referent, and of masked mentions.
+    """
+
+    loss: torch.FloatTensor | None = None
+    mlm_loss: torch.FloatTensor | None = None
+    mrp_loss: torch.FloatTensor | None = None
+    logits: torch.FloatTensor | None = None
+    mrp_correct: torch.LongTensor | None = None
+    mrp_total: torch.LongTensor | None = None
+    hidden_states: tuple[torch.FloatTensor, ...] | None = None
+    attentions: tuple[torch.FloatTensor, ...] | None = None
+
+
+class MentionReferenceHead(nn.Module):
+    """The copy head: one trainable vector ``copy_vector`` (``V``, size hidden)."""
+
+    def __init__(self, hidden_size: int):
+        super().__init__()
+        # The official code starts V at 1/hidden: initial scores are the mean of h_k ⊙ h_i, small enough
+        # that the first softmax is not saturated.
+        self.copy_vector = nn.Parameter(torch.full((hidden_size,), 1.0 / hidden_size))
+
+    def forward(self, hidden_states: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor):
+        """Copy scores of the start and end queries; see :func:`copy_scores`."""
+        return copy_scores(hidden_states, self.copy_vector, starts, ends)
+
+
+def copy_scores(
+    hidden_states: torch.Tensor, copy_vector: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Unnormalized fp32 copy scores ``(V ⊙ h_k)ᵀ h_i`` for the query positions ``starts`` and ``ends``.
+
+    Args:
+        hidden_states: ``[batch, seq, hidden]`` final hidden states, any float dtype.
+        copy_vector: ``[hidden]``, the vector ``V``.
+        starts, ends: ``[batch, mentions]`` long, the query positions ``s_i`` and ``t_i``.
+
+    Returns:
+        ``(start_scores, end_scores)``, each ``[batch, mentions, seq]`` float32.
+    """
+    batch, _, hidden = hidden_states.shape
+    mentions = starts.shape[1]
+    with torch.autocast(device_type=hidden_states.device.type, enabled=False):
+        states = hidden_states.float()  # [batch, seq, hidden]
+        positions = torch.cat([starts, ends], dim=1)  # [batch, 2 * mentions]
+        queries = states.gather(1, positions.unsqueeze(-1).expand(batch, 2 * mentions, hidden))
+        queries = queries * copy_vector.float()  # [batch, 2 * mentions, hidden]
+        scores = torch.bmm(queries, states.transpose(1, 2))  # [batch, 2 * mentions, seq]
+    return scores[:, :mentions], scores[:, mentions:]
+
+
+def copy_candidates(copy_mask: torch.Tensor, document_ids: torch.Tensor | None,
+                    mention_starts: torch.Tensor) -> torch.Tensor:
+    """Where each query's copy softmax may look: ``[batch, 1, seq]`` (``copy_mask``) or, with ``document_ids``
+    ``[batch, seq]`` (-1 off text), ``[batch, mentions, seq]``: ``copy_mask`` and the query's own document."""
+    allowed = copy_mask.bool().unsqueeze(1)  # [batch, 1, seq]
+    if document_ids is None:
+        return allowed
+    query_document = document_ids.gather(1, mention_starts)  # [batch, mentions]
+    return allowed & (document_ids.unsqueeze(1) == query_document.unsqueeze(-1))  # [batch, mentions, seq]
+
+
+def _mrp_loss_from_scores(
+    start_scores: torch.Tensor,
+    end_scores: torch.Tensor,
+    copy_mask: torch.Tensor | None,
+    mention_mask: torch.Tensor,
+    referent_starts: torch.Tensor,
+    referent_ends: torch.Tensor,
+    referent_mask: torch.Tensor,
+    official: bool,
+) -> torch.Tensor:
+    mention_mask = mention_mask.bool()
+    referent_mask = referent_mask.bool()
+    if official:
+        # thunlp/CorefBERT: softmax over every position, start and end as two independent log-sums.
+        terms = []
+        for scores, referents in ((start_scores, referent_starts), (end_scores, referent_ends)):
+            log_norm = torch.logsumexp(scores, dim=-1)  # [batch, mentions]
+            picked = scores.gather(2, referents).masked_fill(~referent_mask, NEG)  # [batch, mentions, refs]
+            terms.append(torch.logsumexp(picked, dim=-1) - log_norm)
+        log_likelihood = terms[0] + terms[1]  # [batch, mentions]
+    else:
+        allowed = copy_mask.bool()  # [batch, 1 or mentions, seq] (copy_candidates) or [batch, seq]
+        allowed = allowed.unsqueeze(1) if allowed.dim() == 2 else allowed
+        start_scores = start_scores.masked_fill(~allowed, NEG)
+        end_scores = end_scores.masked_fill(~allowed, NEG)
+        start_log_probs = start_scores.gather(2, referent_starts) - torch.logsumexp(start_scores, -1, keepdim=True)
+        end_log_probs = end_scores.gather(2, referent_ends) - torch.logsumexp(end_scores, -1, keepdim=True)
+        word_log_probs = (start_log_probs + end_log_probs).masked_fill(~referent_mask, NEG)  # eq. 3
+        log_likelihood = torch.logsumexp(word_log_probs, dim=-1)  # [batch, mentions], eq. 4
+    per_mention = torch.where(mention_mask, -log_likelihood, torch.zeros_like(log_likelihood))
+    return per_mention.sum() / mention_mask.sum().clamp(min=1)
+
+
+def mrp_loss(
+    hidden_states: torch.Tensor,
+    copy_vector: torch.Tensor,
+    copy_mask: torch.Tensor | None,
+    mrp_mention_starts: torch.Tensor,
+    mrp_mention_ends: torch.Tensor,
+    mrp_mention_mask: torch.Tensor,
+    mrp_referent_starts: torch.Tensor,
+    mrp_referent_ends: torch.Tensor,
+    mrp_referent_mask: torch.Tensor,
+    official: bool = False,
+    document_ids: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The MRP loss (eq. 2-4), averaged over masked mentions; 0 when there is none. Scalar fp32.
+
+    Args:
+        hidden_states: ``[batch, seq, hidden]``; copy_vector: ``[hidden]``.
+        copy_mask: ``[batch, seq]`` bool, the positions the softmax may pick (unused when ``official``).
+        mrp_mention_starts / mrp_mention_ends / mrp_mention_mask: ``[batch, mentions]``, the collator's keys.
+        mrp_referent_starts / mrp_referent_ends / mrp_referent_mask: ``[batch, mentions, referents]``.
+        official: the official code's form (independent start/end terms, softmax over all positions).
+        document_ids: ``[batch, seq]``, the collator's; the softmax then stays in the query's document.
+    """
+    if copy_mask is None and not official:
+        raise ValueError("copy_mask is required for the paper form of the MRP loss")
+    start_scores, end_scores = copy_scores(hidden_states, copy_vector, mrp_mention_starts, mrp_mention_ends)
+    if copy_mask is not None:
+        copy_mask = copy_candidates(copy_mask, document_ids, mrp_mention_starts)
+    return _mrp_loss_from_scores(
+        start_scores, end_scores, copy_mask, mrp_mention_mask,
+        mrp_referent_starts, mrp_referent_ends, mrp_referent_mask, official,
+    )
+
+
+def _word_end_positions(word_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """For ``word_ids`` ``[batch, seq]``: which positions start a word, and each start's last token."""
+    batch, length = word_ids.shape
+    is_word = word_ids >= 0
+    before = F.pad(word_ids[:, :-1], (1, 0), value=-1)
+    after = F.pad(word_ids[:, 1:], (0, 1), value=-1)
+    is_first = is_word & (word_ids != before)  # [batch, seq]
+    is_last = is_word & (word_ids != after)
+    # The n-th first token and the n-th last token of a row belong to the same word (words are contiguous).
+    ordinal = is_first.long().cumsum(dim=1) - 1  # [batch, seq]
+    positions = torch.arange(length, device=word_ids.device).expand(batch, length)
+    ends_by_ordinal = torch.zeros(batch, length + 1, dtype=torch.long, device=word_ids.device)
+    ends_by_ordinal.scatter_(1, torch.where(is_last, ordinal, length), positions)
+    return is_first, ends_by_ordinal.gather(1, ordinal.clamp(min=0))
+
+
+@torch.no_grad()
+def mrp_accuracy_counts(
+    start_scores: torch.Tensor,
+    end_scores: torch.Tensor,
+    copy_mask: torch.Tensor,
+    word_ids: torch.Tensor,
+    mention_mask: torch.Tensor,
+    referent_starts: torch.Tensor,
+    referent_mask: torch.Tensor,
+    document_ids: torch.Tensor | None = None,
+    mention_starts: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(correct, total)``: masked mentions whose best copyable context word is a true referent.
+
+    A candidate word scores ``start_scores[s_w] + end_scores[t_w]`` (eq. 3; the softmax normalizers are
+    the same for every candidate, so the argmax does not depend on them). Shapes as in :func:`mrp_loss`;
+    with ``document_ids`` (and the queries' ``mention_starts``) only words of the query's document compete.
+    """
+    is_first, word_ends = _word_end_positions(word_ids)  # [batch, seq] each
+    copy_mask = copy_mask.bool()
+    candidates = (is_first & copy_mask & copy_mask.gather(1, word_ends)).unsqueeze(1)  # [batch, 1, seq]
+    if document_ids is not None:
+        candidates = copy_candidates(candidates.squeeze(1), document_ids, mention_starts)  # [batch, mentions, seq]
+    mentions = start_scores.shape[1]
+    word_scores = start_scores + end_scores.gather(2, word_ends.unsqueeze(1).expand(-1, mentions, -1))
+    word_scores = word_scores.masked_fill(~candidates, float("-inf"))  # [batch, mentions, seq]
+    best = word_scores.argmax(dim=-1)  # [batch, mentions]
+    hit = ((referent_starts == best.unsqueeze(-1)) & referent_mask.bool()).any(dim=-1)
+    hit = hit & candidates.any(dim=-1) & mention_mask.bool()
+    return hit.sum(), mention_mask.bool().sum()
+
+
+def _ensure_mrp_config(config) -> None:
+    """Give ``config`` the MRP attributes (saved in config.json) when it lacks them."""
+    if not hasattr(config, "mrp_loss_weight"):
+        config.mrp_loss_weight = 1.0
+    if not hasattr(config, "mrp_official_loss"):
+        config.mrp_official_loss = False
+    if not hasattr(config, "mrp_attention_within_documents"):
+        config.mrp_attention_within_documents = False
+
+
+def document_attention_mask(attention_mask: torch.Tensor, document_ids: torch.Tensor) -> torch.Tensor:
+    """``[batch, 1, seq, seq]`` bool (query, key), what ``--attention_within_documents`` gives the encoder for rows
+    that pack several documents: a word attends the words of its own document and the row's special tokens
+    (``[CLS]``, separators, ``[SEP]``: ``document_ids`` -1); a special token attends the special tokens only, so
+    that nothing of one document reaches another through them; padding is never attended."""
+    real = attention_mask.bool()  # [batch, seq]
+    word = document_ids >= 0  # [batch, seq]
+    same = document_ids.unsqueeze(2) == document_ids.unsqueeze(1)  # [batch, seq (query), seq (key)]
+    words_of_one_document = same & word.unsqueeze(2) & word.unsqueeze(1)
+    special_key = (~word).unsqueeze(1)  # [batch, 1, seq]: every query may attend the special tokens
+    return ((words_of_one_document | special_key) & real.unsqueeze(1)).unsqueeze(1)
+
+
+class _CorefPreTrainingMixin:
+    """Shared forward and init of the BERT and RoBERTa pretraining models."""
+
+    def _init_weights(self, module):
+        super()._init_weights(module)
+        if isinstance(module, MentionReferenceHead):
+            init.constant_(module.copy_vector, 1.0 / module.copy_vector.numel())
+
+    @classmethod
+    def from_pretrained(cls, *args, **kwargs):
+        """``PreTrainedModel.from_pretrained``, with the pooler frozen again (loading resets requires_grad)."""
+        loaded = super().from_pretrained(*args, **kwargs)
+        (loaded[0] if isinstance(loaded, tuple) else loaded)._freeze_pooler()
+        return loaded
+
+    def _freeze_pooler(self) -> None:
+        # Kept so fine-tuning starts from the backbone's trained pooler; frozen because pretraining never
+        # uses it, and an unused trainable parameter stops DDP at the second step.
+        pooler = self.base_model.pooler
+        if pooler is not None:
+            pooler.requires_grad_(False)
+
+    def _mlm(self, hidden_states, labels, masked_logits_only: bool):
+        """``(logits, L_MLM or None)``: logits ``[batch, seq, vocab]``, or ``[masked, vocab]`` with
+        ``masked_logits_only`` and ``labels``."""
+        if labels is None:
+            return self.mlm_head(hidden_states), None
+        targets = labels != -100  # [batch, seq]
+        if masked_logits_only:
+            logits = masked_logits = self.mlm_head(hidden_states[targets])  # [masked, vocab]
+        else:
+            logits = self.mlm_head(hidden_states)  # [batch, seq, vocab]
+            masked_logits = logits[targets]  # [masked, vocab]
+        # Sum over the selected rows / their count: 0 (not NaN) when nothing is masked, and only the
+        # masked rows are cast to fp32 for the softmax over the vocabulary.
+        mlm_loss = F.cross_entropy(masked_logits.float(), labels[targets], reduction="sum")
+        return logits, mlm_loss / targets.sum().clamp(min=1)
+
+    def _mrp(self, hidden_states, copy_mask, word_ids, document_ids, mention_starts, mention_ends, mention_mask,
+             referent_starts, referent_ends, referent_mask):
+        """``(L_MRP, correct, total)`` of a collator batch (shapes in :func:`mrp_loss`); the counts are None
+        without ``word_ids`` and ``copy_mask``."""
+        if copy_mask is None and not self.config.mrp_official_loss:
+            raise ValueError("the MRP loss needs copy_mask (the collator's output) unless mrp_official_loss")
+        start_scores, end_scores = self.mrp(hidden_states, mention_starts, mention_ends)  # [batch, mentions, seq]
+        allowed = copy_candidates(copy_mask, document_ids, mention_starts) if copy_mask is not None else None
+        value = _mrp_loss_from_scores(start_scores, end_scores, allowed, mention_mask, referent_starts,
+                                      referent_ends, referent_mask, self.config.mrp_official_loss)
+        if word_ids is None or copy_mask is None:
+            return value, None, None
+        correct, total = mrp_accuracy_counts(start_scores, end_scores, copy_mask, word_ids, mention_mask,
+                                             referent_starts, referent_mask, document_ids, mention_starts)
+        return value, correct, total
+
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels=None,
+        word_ids=None,
+        copy_mask=None,
+        mrp_mention_starts=None,
+        mrp_mention_ends=None,
+        mrp_mention_mask=None,
+        mrp_referent_starts=None,
+        mrp_referent_ends=None,
+        mrp_referent_mask=None,
+        document_ids=None,
+        masked_logits_only: bool = False,
+        **kwargs,
+    ) -> CorefBertPreTrainingOutput:
+        """Run on a collator batch; every key of the collator output is accepted (docs/contracts.md).
+
+        ``labels`` ``[batch, seq]`` give the MLM loss, the ``mrp_*`` tensors the MRP loss, and
+        ``word_ids`` + ``copy_mask`` the MRP accuracy counts. Missing parts give ``None``.
+        ``masked_logits_only`` (with ``labels``): run the MLM head on the masked rows alone, so ``logits``
+        is ``[masked tokens, vocab]`` in ``labels != -100`` order. The loss is the same; the vocabulary
+        projection, over half the compute of a small model like MiniLM, shrinks to ~15% of the tokens.
+        """
+        if (getattr(self.config, "mrp_attention_within_documents", False) and document_ids is not None
+                and attention_mask is not None and attention_mask.dim() == 2):
+            attention_mask = document_attention_mask(attention_mask, document_ids)  # [batch, 1, seq, seq]
+        outputs = self.base_model(
+            input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            return_dict=True,
+            **kwargs,
+        )
+        hidden_states = outputs.last_hidden_state  # [batch, seq, hidden]
+        copy_vector = self.mrp.copy_vector
+
+        logits, mlm_loss = self._mlm(hidden_states, labels, masked_logits_only)
+        mrp_value = mrp_correct = mrp_total = None
+        if mrp_mention_starts is not None:
+            mrp_value, mrp_correct, mrp_total = self._mrp(
+                hidden_states, copy_mask, word_ids, document_ids, mrp_mention_starts, mrp_mention_ends,
+                mrp_mention_mask, mrp_referent_starts, mrp_referent_ends, mrp_referent_mask)
+        elif labels is not None:
+            mrp_value = logits.new_zeros((), dtype=torch.float32)
+
+        loss = None
+        if mlm_loss is not None or mrp_value is not None:
+            loss = mlm_loss if mlm_loss is not None else logits.new_zeros((), dtype=torch.float32)
+            if mrp_value is not None:
+                loss = loss + self.config.mrp_loss_weight * mrp_value
+            # Keeps V in the graph with no MRP target or a 0 weight (the +MRM ablation): no unused
+            # parameter for DDP, and the value is unchanged.
+            loss = loss + 0.0 * copy_vector.sum()
+
+        return CorefBertPreTrainingOutput(
+            loss=loss, mlm_loss=mlm_loss, mrp_loss=mrp_value, logits=logits,
+            mrp_correct=mrp_correct, mrp_total=mrp_total,
+            hidden_states=outputs.hidden_states, attentions=outputs.attentions,
+        )
+
+
+class CorefBertForPreTraining(_CorefPreTrainingMixin, BertPreTrainedModel):
+    """BERT with the MLM head (``cls``, tied to the word embeddings) and the MRP copy head (``mrp``).
+
+    Parameter names match ``BertForMaskedLM`` plus the pooler, so a checkpoint loads into every stock
+    ``AutoModelFor*`` of type ``bert``. ``forward`` takes the collator's batch; see ``docs/contracts.md``.
+    """
+
+    _tied_weights_keys = {
+        "cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
+        "cls.predictions.decoder.bias": "cls.predictions.bias",
+    }
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config)
+        _ensure_mrp_config(config)
+        self.bert = BertModel(config, add_pooling_layer=True)
+        self.cls = BertOnlyMLMHead(config)
+        self.mrp = MentionReferenceHead(config.hidden_size)
+        self.post_init()
+        self._freeze_pooler()
+
+    def get_output_embeddings(self):
+        return self.cls.predictions.decoder
+
+    def set_output_embeddings(self, new_embeddings):
+        self.cls.predictions.decoder = new_embeddings
+        self.cls.predictions.bias = new_embeddings.bias
+
+    @property
+    def mlm_head(self) -> nn.Module:
+        return self.cls
+
+
+class CorefRobertaForPreTraining(_CorefPreTrainingMixin, RobertaPreTrainedModel):
+    """RoBERTa with the MLM head (``lm_head``, tied) and the MRP copy head (``mrp``); see the BERT class."""
+
+    _tied_weights_keys = {
+        "lm_head.decoder.weight": "roberta.embeddings.word_embeddings.weight",
+        "lm_head.decoder.bias": "lm_head.bias",
+    }
+
+    def __init__(self, config: RobertaConfig):
+        super().__init__(config)
+        _ensure_mrp_config(config)
+        self.roberta = RobertaModel(config, add_pooling_layer=True)
+        self.lm_head = RobertaLMHead(config)
+        self.mrp = MentionReferenceHead(config.hidden_size)
+        self.post_init()
+        self._freeze_pooler()
+
+    def get_output_embeddings(self):
+        return self.lm_head.decoder
+
+    def set_output_embeddings(self, new_embeddings):
+        self.lm_head.decoder = new_embeddings
+
+    @property
+    def mlm_head(self) -> nn.Module:
+        return self.lm_head
+
+
+PRETRAINING_CLASSES = {"bert": CorefBertForPreTraining, "roberta": CorefRobertaForPreTraining}
+
+
+def register_auto_classes() -> None:
+    """Make ``AutoModelForPreTraining`` give the CorefBERT class for a CorefBERT checkpoint.
+
+    A checkpoint keeps ``model_type`` bert/roberta (so every stock Auto class loads it), and transformers'
+    mapping sends those to ``BertForPreTraining`` / ``RobertaForMaskedLM``: a CorefBERT checkpoint came
+    back as BERT with a random next-sentence head and without its copy head. Registering a pair of classes
+    lets transformers choose by the ``architectures`` that ``save_pretrained`` writes into config.json, so
+    ordinary BERT/RoBERTa checkpoints still get the stock class. No remote code is involved; it holds in
+    every process that imported ``corefbert.pretraining.modeling`` (any model API of this package does).
+    """
+    from transformers import AutoModelForPreTraining
+    from transformers.models.auto.modeling_auto import MODEL_FOR_PRETRAINING_MAPPING
+
+    for config_class, coref_class in ((BertConfig, CorefBertForPreTraining),
+                                      (RobertaConfig, CorefRobertaForPreTraining)):
+        stock = MODEL_FOR_PRETRAINING_MAPPING[config_class]
+        stock = stock[0] if isinstance(stock, tuple) else stock  # already registered: keep the stock default
+        AutoModelForPreTraining.register(config_class, (stock, coref_class), exist_ok=True)
+
+
+register_auto_classes()
+_MLM_HEAD_PREFIXES = {"bert": "cls.", "roberta": "lm_head."}
+
+
+#: Weights of a CorefBERT checkpoint that a load of the encoder (or of the masked LM) leaves out on purpose:
+#: the MRP copy vector, the MLM head and the pooler.
+CHECKPOINT_EXTRAS = ("mrp.", "cls.", "lm_head.", "pooler.")
+
+
+def load_quietly(auto_class, path: str, unused=CHECKPOINT_EXTRAS, fresh_ok=(), **kwargs):
+    """``auto_class.from_pretrained(path, **kwargs)`` without transformers' multi-line load report.
+
+    For the toolkit's own loads of a CorefBERT checkpoint whose other parts it reads itself (the copy scorer
+    reads ``mrp.copy_vector`` from the file; the eq. 5 model takes the pooler apart): the report would call
+    them UNEXPECTED while they are in use. Unexpected weights outside ``unused`` (prefixes, after any model
+    prefix) and missing ones outside ``fresh_ok`` still get one warning line each. Returns
+    ``(model, loading info)``.
+    """
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        model, info = auto_class.from_pretrained(path, output_loading_info=True, **kwargs)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+
+    def bare(key: str) -> str:  # "bert.pooler.dense.weight" -> "pooler.dense.weight"
+        prefix = f"{model.base_model_prefix}."
+        return key[len(prefix):] if key.startswith(prefix) else key
+
+    surprising = sorted(k for k in info["unexpected_keys"] if not bare(k).startswith(tuple(unused)))
+    fresh = sorted(k for k in info["missing_keys"] if not bare(k).startswith(tuple(fresh_ok)))
+    if surprising:
+        logger.warning("%s: %d weight(s) of the checkpoint are not used by %s (first: %s)", path, len(surprising),
+                       type(model).__name__, surprising[0])
+    if fresh:
+        logger.warning("%s: %d weight(s) of %s are not in the checkpoint and start at random (first: %s)", path,
+                       len(fresh), type(model).__name__, fresh[0])
+    return model, info
+
+
+def load_pretraining_model(model_name_or_path: str | os.PathLike, **config_overrides):
+    """Load a BERT or RoBERTa checkpoint as a CorefBERT pretraining model.
+
+    A backbone without an MLM head (e.g. a bare ``BertModel``) gets a freshly initialized one, said
+    once in the log; a checkpoint without the MRP head gets ``V`` at its initial value.
+    ``config_overrides`` (e.g. ``mrp_loss_weight=0.0``) are set on the config before loading.
+    Raises :class:`CorefBertError` for an unreadable checkpoint, a model type other than ``bert`` /
+    ``roberta``, or a checkpoint that lacks encoder weights.
+    """
+    path = str(model_name_or_path)
+    looks_local = os.path.isabs(path) or path.startswith(".") or path.count("/") > 1
+    if looks_local and not os.path.isdir(path):
+        raise CorefBertError("no such checkpoint directory; check --model_name_or_path", path=path)
+    check_model_folder(path)  # safetensors only: unpickling a weights file can run code
+    try:
+        config = AutoConfig.from_pretrained(path)
+    except (OSError, ValueError, KeyError) as err:
+        reason = " ".join(str(err).split())[:200]
+        raise CorefBertError(
+            f"cannot read a model config ({reason}); give a local checkpoint directory with config.json",
+            path=path,
+        ) from None
+    model_type = getattr(config, "model_type", None)
+    if model_type not in PRETRAINING_CLASSES:
+        raise CorefBertError(
+            f"model_type {model_type!r} is not supported; CorefBERT pretrains BERT- or RoBERTa-type "
+            "checkpoints (model_type 'bert' or 'roberta')",
+            path=path,
+        )
+    for key, value in config_overrides.items():
+        setattr(config, key, value)
+    _ensure_mrp_config(config)
+
+    model_class = PRETRAINING_CLASSES[model_type]
+    # transformers prints its own multi-line loading report; we say what matters in one line below.
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        model, info = model_class.from_pretrained(path, config=config, output_loading_info=True)
+    except (OSError, ValueError, RuntimeError) as err:
+        reason = " ".join(str(err).split())[:200]
+        raise CorefBertError(f"cannot load the weights ({reason}); check the checkpoint", path=path) from None
+    finally:
+        hf_logging.set_verbosity(verbosity)
+
+    missing = set(info["missing_keys"])
+    prefix = model.base_model_prefix
+    encoder_missing = sorted(k for k in missing if k.startswith(f"{prefix}.") and ".pooler." not in k)
+    if encoder_missing:
+        raise CorefBertError(
+            f"the checkpoint lacks {len(encoder_missing)} encoder weight(s) (first: {encoder_missing[0]}); "
+            "it is not a complete BERT/RoBERTa checkpoint",
+            path=path,
+        )
+    fresh = []
+    if any(k.startswith(_MLM_HEAD_PREFIXES[model_type]) for k in missing):
+        fresh.append("MLM head")
+    if any(k.startswith(f"{prefix}.pooler.") for k in missing):
+        fresh.append("pooler")
+    if fresh:
+        logger.warning("%s has no %s: initialized a new one", path, " and no ".join(fresh))
+    return model

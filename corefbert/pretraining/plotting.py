@@ -1,0 +1,80 @@
+"""Accuracy curves of a pretraining run, drawn from its ``log.jsonl`` (needs the ``plot`` extra).
+
+    python -m corefbert.pretraining.plotting runs/demo/log.jsonl -o runs/demo/curves.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+from corefbert.errors import CorefBertError, cli_entry
+
+
+def read_log(path: str | os.PathLike) -> list[dict]:
+    """The records of a ``log.jsonl``; a truncated last line (a killed run) is ignored."""
+    path = Path(path)
+    if not path.is_file():
+        raise CorefBertError("log file not found; pass output_dir/log.jsonl of a pretraining run", path=path)
+    records = []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            if number == len(lines):
+                break
+            raise CorefBertError("not a JSON line; is this a log.jsonl?", path=path, position=number) from None
+    return records
+
+
+def plot_curves(log_path: str | os.PathLike, out_path: str | os.PathLike, title: str | None = None) -> Path:
+    """Plot held-out MRP and MLM accuracy (left) and losses (right) against the optimizer step."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise CorefBertError("plotting needs matplotlib: pip install 'corefbert[plot]'") from None
+    evals = [r for r in read_log(log_path) if r.get("split") == "eval"]
+    if not evals:
+        raise CorefBertError("no evaluation records to plot; run with --eval_steps", path=log_path)
+    steps = [r["step"] for r in evals]
+    fig, (acc_ax, loss_ax) = plt.subplots(1, 2, figsize=(10, 3.8))
+    for key, label in (("mrp_accuracy", "MRP accuracy"), ("mlm_accuracy", "MLM accuracy")):
+        acc_ax.plot(steps, [r.get(key, float("nan")) for r in evals], marker="o", markersize=3, label=label)
+    for key, label in (("mrp_loss", "MRP loss"), ("mlm_loss", "MLM loss")):
+        loss_ax.plot(steps, [r.get(key, float("nan")) for r in evals], marker="o", markersize=3, label=label)
+    acc_ax.set(xlabel="optimizer step", ylabel="held-out accuracy", ylim=(0, 1))
+    loss_ax.set(xlabel="optimizer step", ylabel="held-out loss")
+    for ax in (acc_ax, loss_ax):
+        ax.grid(alpha=0.3)
+        ax.legend()
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out_path, dpi=120)
+    plt.close(fig)
+    return out_path
+
+
+@cli_entry
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Plot MRP/MLM accuracy curves from a pretraining log.jsonl")
+    parser.add_argument("log", help="output_dir/log.jsonl of a pretraining run")
+    parser.add_argument("-o", "--output", default=None, help="image file (default: curves.png beside the log)")
+    parser.add_argument("--title", default=None)
+    args = parser.parse_args(argv)
+    out = args.output or str(Path(args.log).with_name("curves.png"))
+    print(plot_curves(args.log, out, title=args.title))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,426 @@
+"""bAbI-1k with the Gated-Attention reader and Coref-GRU (Dhingra et al., NAACL 2018) on the shared training
+core (``finetune/run_babi.py``).
+
+One :class:`BabiTask` is one bAbI task trained from scratch; :func:`run_babi` runs every ``--task_ids`` x
+``--seeds`` combination into ``output_dir/qaN/seed_k`` and writes the paper's table (per-task accuracy,
+mean and max over seeds, average, tasks failed at < 0.95) as ``babi_table.md`` / ``babi_table.json``.
+
+Answers: the paper fixes the mode per task. The ten tasks whose answer is always one word of the story
+(:data:`EXTRACTIVE_TASKS`) are extractive (attention sum over document tokens), and every answer of their
+training file must be such a word (one clear line otherwise); the others (yes/no, counting, task 8's lists,
+task 19's paths) take a softmax over the answer strings seen in training, a comma-joined list
+(``apple,football``, ``n,w``) being one class. The mode, the vocabulary and the classes come from the training
+file alone and are saved with the model; a held-out or test answer the model cannot give (not a word of its
+story, a word or class never seen in training) is scored wrong and counted (``*_unanswerable``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import statistics
+from dataclasses import dataclass, field
+
+import torch
+
+from corefbert.errors import CorefBertError
+from corefbert.tasks.babi.copy_scoring import CopyHeadLinker, copy_head_clusters
+from corefbert.tasks.babi.data import (
+    BabiExample,
+    Vocabulary,
+    exact_match_clusters,
+    find_task_file,
+    read_babi_file,
+    read_coref_file,
+    spans_to_clusters,
+    tokenize,
+)
+from corefbert.tasks.babi.ga_reader import GAReader, GAReaderConfig
+from corefbert.tasks.base import (
+    FinetuningTask,
+    HeldOutArguments,
+    held_out_split,
+    run_finetuning,
+)
+from corefbert.tasks.heads import load_weights
+from corefbert.training.outputs import write_json
+
+__all__ = ["EXTRACTIVE_TASKS", "MODELS", "BabiArguments", "BabiTask", "babi_table", "load_babi_reader", "run_babi"]
+
+logger = logging.getLogger(__name__)
+
+#: --model -> (recurrent kind of the document layers, number of layers K)
+MODELS = {"ga_cgru": ("cgru", 3), "ga_gru": ("gru", 3), "bi_cgru": ("cgru", 1), "bi_gru": ("gru", 1)}
+CONFIG_FILE = "babi_reader.json"
+#: Tasks whose every answer is one word of its story (attention sum); the paper's "half of the tasks [that] are
+#: extractive" (appendix B). On the official 1k training files exactly these have every answer in the story;
+#: 8, 9, 15 and 20 have some (58, 37, 65, 70 %), 6, 7, 10, 17, 18 and 19 none.
+EXTRACTIVE_TASKS = frozenset({1, 2, 3, 4, 5, 11, 12, 13, 14, 16})
+FAILED_BELOW = 0.95
+
+
+@dataclass(kw_only=True)
+class BabiArguments(HeldOutArguments):
+    """Data, model and the paper's bAbI settings (hidden 64, dropout 0.1, at most 13 clusters)."""
+
+    data_dir: str | None = field(default=None, metadata={"help": "Folder with the official qaN_*_train.txt "
+                                                                  "(and optionally qaN_*_test.txt) files."})
+    task_ids: list[int] = field(default_factory=lambda: list(range(1, 21)),
+                                metadata={"help": "bAbI tasks to run (1-20)."})
+    seeds: int = field(default=1, metadata={"help": "Runs per task, seeds --seed, --seed+1, ...; the table "
+                                                    "reports the mean and the max over them."})
+    model: str = field(default="ga_cgru", metadata={"help": "ga_cgru | ga_gru (K=3 gated-attention layers) | "
+                                                            "bi_cgru | bi_gru (one bidirectional layer)."})
+    coref_source: str = field(default="exact", metadata={"help": "exact (exact match of entity tokens within a "
+                                                                 "story, the paper's bAbI setting) | file | copy "
+                                                                 "(beyond the paper: pronouns by --coref_model's "
+                                                                 "copy head)."})
+    coref_model: str | None = field(default=None, metadata={
+        "help": "A CorefBERT checkpoint (with its MRP copy head) for --coref_source copy."})
+    coref_file: str | None = field(default=None, metadata={
+        "help": 'JSONL of {"task": N, "line": L, "clusters": [[[start, end], ...], ...]}: character spans in the '
+                "question's story (its sentences joined by one space); with --coref_source file."})
+    max_clusters: int = field(default=13, metadata={"help": "At most this many clusters per story (paper: 13)."})
+    max_story_sentences: int = field(default=0, metadata={"help": "Keep only the last N story sentences "
+                                                                  "(0: the whole story)."})
+    embedding_dim: int = field(default=64, metadata={"help": "Word embedding size (the paper states none)."})
+    hidden_size: int = field(default=64, metadata={"help": "GRU state size per direction (paper: 64)."})
+    dropout: float = field(default=0.1, metadata={"help": "Dropout at each layer's output (paper: 0.1)."})
+    memory: str = field(default="split", metadata={"help": "C-GRU memory: split (paper: φ_s/φ_c are the two "
+                                                           "halves of h) | full (identity, convex mix)."})
+    validation_split_percentage: int = field(default=10, metadata={
+        "help": "Hold out this percentage of each training file's stories for evaluation."})
+
+    def check(self) -> None:
+        if not self.data_dir or not os.path.isdir(self.data_dir):
+            raise CorefBertError("--data_dir must be a folder with the official bAbI qaN_*_train.txt files",
+                                 path=self.data_dir or "--data_dir")
+        bad = [t for t in self.task_ids if not 1 <= t <= 20]
+        if bad or not self.task_ids:
+            raise CorefBertError(f"--task_ids must be bAbI task numbers 1-20 (got {self.task_ids})")
+        if self.model not in MODELS:
+            raise CorefBertError(f"--model {self.model!r} is not one of {', '.join(MODELS)}")
+        if self.coref_source not in ("exact", "file", "copy"):
+            raise CorefBertError(f"--coref_source {self.coref_source!r} is not one of exact, file, copy")
+        if (self.coref_source == "file") != bool(self.coref_file):
+            raise CorefBertError("--coref_source file and --coref_file go together")
+        if (self.coref_source == "copy") != bool(self.coref_model):
+            raise CorefBertError("--coref_source copy and --coref_model go together")
+        if self.coref_model and not os.path.isdir(self.coref_model):
+            raise CorefBertError("--coref_model must be a CorefBERT checkpoint folder", path=self.coref_model)
+        for name in ("seeds", "max_clusters", "hidden_size", "embedding_dim"):
+            if getattr(self, name) < 1:
+                raise CorefBertError(f"--{name} must be at least 1 (got {getattr(self, name)})")
+
+
+def _encode(example: BabiExample, vocab: Vocabulary, args: BabiArguments, coref: dict | None, linker) -> dict:
+    sentences = example.sentences[-args.max_story_sentences:] if args.max_story_sentences else example.sentences
+    text = " ".join(sentences)
+    tokens = tokenize(text) or [(".", 0, 0)]
+    if linker is not None:
+        clusters = copy_head_clusters(linker, text, tokens, args.max_clusters)
+    elif coref is None:
+        clusters = exact_match_clusters(tokens, [text[s:e] for _, s, e in tokens], args.max_clusters)
+    else:
+        spans = coref.get((example.task_id, example.line), [])
+        shift = len(example.document) - len(text)  # the kept sentences are a suffix of the story's text
+        in_story = [(w, s + shift, e + shift) for w, s, e in tokens]  # the file's offsets index the whole story
+        clusters = spans_to_clusters(in_story, spans, args.max_clusters, f"{args.coref_file} (task "
+                                     f"{example.task_id} line {example.line})") if spans else [0] * len(tokens)
+    return {"doc_ids": vocab.encode([t for t, _, _ in tokens]), "clusters": clusters,
+            "query_ids": vocab.encode([t for t, _, _ in tokenize(example.question)] or ["?"]),
+            "words": [t for t, _, _ in tokens]}
+
+
+class BabiTask(FinetuningTask):
+    """One bAbI task (``task_id``, default the first of ``--task_ids``) trained from scratch."""
+
+    name = "babi"
+    main_metric = "accuracy"
+    args_class = BabiArguments
+    uses_model_folder = False
+    # Paper (appendix, bAbI): Adam, LR 0.01 halved every 120 updates (the step schedule), batch 32. Not stated:
+    # epochs (30 here: 870 updates at 29 batches per epoch, the LR ends at 1/128 of its start), clipping
+    # (10, the official code's value).
+    training_defaults = {"learning_rate": 0.01, "per_device_train_batch_size": 32, "weight_decay": 0.0,
+                         "warmup_ratio": 0.0, "num_train_epochs": 30.0, "max_grad_norm": 10.0,
+                         "lr_scheduler_type": "step", "lr_decay_steps": 120, "lr_decay_factor": 0.5,
+                         "load_best_model_at_end": False,
+                         "per_device_eval_batch_size": 100}
+
+    @classmethod
+    def run(cls, task_args: BabiArguments, training_args) -> dict[str, float]:
+        """Every ``--task_ids`` x ``--seeds`` run, then the paper's table (:func:`run_babi`)."""
+        return run_babi(task_args, training_args)
+
+    def __init__(self, task_args: BabiArguments, training_args):
+        super().__init__(task_args, training_args)
+        task_args.check()
+        self.task_id = task_args.task_ids[0]  # one run is one task: run() hands each its own task_ids
+        train_path = find_task_file(task_args.data_dir, self.task_id, "train")
+        if train_path is None and (training_args.do_train or training_args.do_eval):
+            raise CorefBertError(f"no qa{self.task_id}_*_train.txt for bAbI task {self.task_id}",
+                                 path=task_args.data_dir)
+        test_path = find_task_file(task_args.data_dir, self.task_id, "test")
+        if training_args.do_predict and test_path is None:
+            raise CorefBertError(f"--do_predict needs qa{self.task_id}_*_test.txt", path=task_args.data_dir)
+        examples = read_babi_file(train_path, self.task_id) if train_path else []
+        self.test_examples = read_babi_file(test_path, self.task_id) if test_path and training_args.do_predict else []
+        self.train_examples, self.eval_examples = (
+            held_out_split(examples, task_args.validation_split_percentage, task_args.split_seed, lambda e: e.story)
+            if task_args.validation_split_percentage else (examples, []))
+        # What is trained comes from the training file alone (a test file must not change the model): the mode
+        # from the task number, the vocabulary from the whole training file (its held-out stories included, so
+        # the split percentage does not change the word ids; test-only words are unknown, id 1).
+        self.extractive = self.task_id in EXTRACTIVE_TASKS
+        if self.extractive:
+            check_extractive_answers(examples, train_path)
+        self.vocab = Vocabulary()
+        for e in examples:
+            for token, _, _ in tokenize(e.document + " " + e.question + " " + e.answer):
+                self.vocab.add(token)
+        self.answers = [] if self.extractive else sorted({e.answer for e in self.train_examples})
+        self.coref = read_coref_file(task_args.coref_file) if task_args.coref_source == "file" else None
+        self.linker = None
+        if task_args.coref_source == "copy":
+            self.linker = CopyHeadLinker(task_args.coref_model)
+        self.skipped: dict[str, int] = {}
+
+    def _label(self, example: BabiExample, doc_ids: list[int]) -> tuple[int, str | None]:
+        """The answer's class (extractive: its word id) and, when the model cannot give it, why (label -1)."""
+        if not self.extractive:
+            if example.answer in self.answers:
+                return self.answers.index(example.answer), None
+            return -1, "answer never seen in training"
+        label = self.vocab.index.get(example.answer)
+        if label is None:  # id 1 would pool every unknown word of the story into one "correct" answer
+            return -1, "answer is a word never seen in training"
+        if label not in doc_ids:
+            return -1, "answer not a word of its (kept) story"
+        return label, None
+
+    def _features(self, examples: list[BabiExample], split: str) -> list[dict]:
+        features, unanswerable = [], {}
+        for example in examples:
+            feature = _encode(example, self.vocab, self.task_args, self.coref, self.linker)
+            label, why = self._label(example, feature["doc_ids"])
+            if why is not None:
+                unanswerable.setdefault(why, []).append(example.line)
+                if split == "train":  # the attention sum gives it probability 0: there is nothing to learn
+                    continue
+            features.append({**feature, "label": label, "example": example})
+        for why, lines in unanswerable.items():
+            if split == "train":
+                self.skipped[why] = len(lines)
+            else:
+                logger.warning("bAbI task %d, %s: %d question(s) the model cannot answer (%s; first at line %d), "
+                               "scored wrong and counted in %s_unanswerable", self.task_id, split, len(lines),
+                               why, lines[0], split)
+        return features
+
+    def train_dataset(self):
+        features = self._features(self.train_examples, "train")
+        skipped = ", ".join(f"{n} skipped: {why}" for why, n in self.skipped.items()) or "none skipped"
+        logger.info("bAbI task %d: %d training questions (%s), %d held out, %s answers, %d clusters at most",
+                    self.task_id, len(features), skipped, len(self.eval_examples),
+                    "extractive" if self.extractive else f"{len(self.answers)} classes", self.task_args.max_clusters)
+        return features
+
+    def eval_dataset(self):
+        return self._features(self.eval_examples, "eval") or None
+
+    def predict_dataset(self):
+        return self._features(self.test_examples, "predict") or None
+
+    def build_model(self) -> GAReader:
+        recurrent, layers = MODELS[self.task_args.model]
+        return GAReader(GAReaderConfig(
+            vocab_size=len(self.vocab), num_answers=len(self.answers), embedding_dim=self.task_args.embedding_dim,
+            hidden_size=self.task_args.hidden_size, num_layers=layers, dropout=self.task_args.dropout,
+            recurrent=recurrent, memory=self.task_args.memory))
+
+    def token_masks(self, batch: dict) -> list[torch.Tensor]:
+        """The story and question tokens of the batch."""
+        return [batch["doc_mask"], batch["query_mask"]]
+
+    def collate(self, features: list[dict]) -> dict[str, torch.Tensor]:
+        def pad(key):
+            width = max(len(f[key]) for f in features)
+            return torch.tensor([f[key] + [0] * (width - len(f[key])) for f in features])  # [B, width]
+
+        doc_ids, query_ids = pad("doc_ids"), pad("query_ids")
+        # label -1 (an answer the model cannot give, BabiTask._label) is scored as wrong; the loss never sees it
+        # (training drops such questions)
+        return {"doc_ids": doc_ids, "doc_mask": doc_ids != 0, "clusters": pad("clusters"), "query_ids": query_ids,
+                "query_mask": query_ids != 0, "labels": torch.tensor([max(f["label"], 0) for f in features]),
+                "known": torch.tensor([f["label"] >= 0 for f in features])}
+
+    def evaluate(self, model, dataloader, accelerator, split):
+        correct, total, unanswerable, predictions = 0, 0, 0, []
+        for batch in dataloader:
+            known, labels = batch["known"], batch["labels"]  # [B], [B]
+            predicted = model(**batch).scores.argmax(-1)  # [B]
+            hits = (predicted == labels) & known
+            hits, predicted, known = accelerator.gather_for_metrics((hits, predicted, known))
+            correct += int(hits.sum())
+            total += hits.numel()
+            unanswerable += int((~known).sum())
+            predictions += [self.vocab.words[p] if self.extractive else self.answers[p] for p in predicted.tolist()]
+        return {"accuracy": correct / max(total, 1), "unanswerable": unanswerable}, predictions
+
+    def write_predictions(self, predictions, output_dir: str, split: str) -> list[str]:
+        examples = self.eval_examples if split == "eval" else self.test_examples
+        path = os.path.join(output_dir, f"{split}_predictions.tsv")
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write("line\tquestion\tanswer\tprediction\n")
+            for example, predicted in zip(examples, predictions):
+                handle.write(f"{example.line}\t{example.question}\t{example.answer}\t{predicted}\n")
+        return [path]
+
+    def save_pretrained(self, model, output_dir: str, state_dict: dict | None = None) -> None:
+        from safetensors.torch import save_file
+
+        state = state_dict if state_dict is not None else model.state_dict()
+        os.makedirs(output_dir, exist_ok=True)
+        save_file({k: v.contiguous() for k, v in state.items()}, os.path.join(output_dir, "model.safetensors"))
+        write_json(os.path.join(output_dir, CONFIG_FILE), {
+            "task_id": self.task_id, "model": self.task_args.model, "reader": model.config.to_dict(),
+            "extractive": self.extractive, "answers": self.answers, "vocabulary": self.vocab.words})
+
+    def load_weights(self, model, directory: str) -> None:
+        load_weights(model, directory)
+
+
+def check_extractive_answers(examples: list[BabiExample], path: str) -> None:
+    """One clear line at the first training answer that is not one word of its story: an extractive task's
+    attention sum (the paper's mode for it) can never give it, so the file is not that task's."""
+    for example in examples:
+        if "," in example.answer or example.answer not in {t for t, _, _ in tokenize(example.document)}:
+            raise CorefBertError(
+                f"answer {example.answer!r} is not a word of its story, but bAbI task {example.task_id} is "
+                "extractive (the paper's attention sum over the story's words, which cannot give it); correct the "
+                f"line or check that this is task {example.task_id}'s file", path=path, position=example.line)
+
+
+def load_babi_reader(directory: str) -> tuple[GAReader, dict]:
+    """A trained reader from a ``best/`` or ``last/`` folder, and its saved settings (vocabulary, answers)."""
+    path = os.path.join(directory, CONFIG_FILE)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            saved = json.load(handle)
+        model = GAReader(GAReaderConfig(**saved["reader"]))
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise CorefBertError(f"not a bAbI reader folder ({err})", path=path) from None
+    load_weights(model, directory)
+    return model.eval(), saved
+
+
+def babi_table(accuracies: dict[int, list[float]], model: str, split: str = "") -> dict:
+    """The paper's table from ``{task id: [accuracy per seed]}``: per task mean/max, their averages over
+    tasks and the number of tasks failed (accuracy < 0.95) by mean and by max; ``split`` says which questions
+    the accuracies are on (:func:`split_description`)."""
+    rows = {str(t): {"accuracies": accs, "mean": statistics.fmean(accs), "max": max(accs)}
+            for t, accs in sorted(accuracies.items())}
+    return {"model": model, "split": split, "tasks": rows,
+            "average_mean": statistics.fmean(r["mean"] for r in rows.values()),
+            "average_max": statistics.fmean(r["max"] for r in rows.values()),
+            "failed_mean": sum(r["mean"] < FAILED_BELOW for r in rows.values()),
+            "failed_max": sum(r["max"] < FAILED_BELOW for r in rows.values())}
+
+
+def split_description(task_args: BabiArguments, test: bool) -> str:
+    """Which questions a table's accuracies are on, in words (the first line of its ``babi_table.md`` section)."""
+    if test:
+        return "the official test files (qaN_*_test.txt, --do_predict)"
+    return (f"our own held-out split: {task_args.validation_split_percentage}% of the stories of each "
+            f"qaN_*_train.txt (--split_seed {task_args.split_seed}), not the official test files")
+
+
+def table_markdown(table: dict) -> str:
+    """A ``babi_table.md`` section: the split it is on, one row per task, the average and the failed count."""
+    seeds = max(len(r["accuracies"]) for r in table["tasks"].values())
+    lines = [f"Accuracy on {table['split']}.", ""] if table.get("split") else []
+    lines += [f"| task ({table['model']}, {seeds} seed{'s' * (seeds > 1)}) | mean | max |", "|---|---|---|"]
+    lines += [f"| {t} | {r['mean']:.3f} | {r['max']:.3f} |" for t, r in table["tasks"].items()]
+    lines.append(f"| average | {table['average_mean']:.3f} | {table['average_max']:.3f} |")
+    lines.append(f"| failed (< {FAILED_BELOW}) | {table['failed_mean']} | {table['failed_max']} |")
+    return "\n".join(lines) + "\n"
+
+
+def _finished(out: str, args) -> bool:
+    """Whether ``out`` holds a finished run of the same length (a resume with a longer schedule continues it)."""
+    try:
+        with open(os.path.join(out, "finetuning_args.json"), encoding="utf-8") as handle:
+            saved = json.load(handle)
+    except (OSError, ValueError):
+        return False
+    return os.path.isfile(os.path.join(out, "all_results.json")) and all(
+        saved.get(name) == getattr(args, name) for name in ("max_steps", "num_train_epochs"))
+
+
+def _one_run(task_args: BabiArguments, args, task_id: int, seed_index: int) -> dict:
+    out = os.path.join(args.output_dir, f"qa{task_id}", f"seed_{seed_index}")
+    if args.resume_from_checkpoint and _finished(out, args):  # finished before the interruption: keep it
+        with open(os.path.join(out, "all_results.json"), encoding="utf-8") as handle:
+            return json.load(handle)
+    run_args = dataclasses.replace(args, output_dir=out, seed=args.seed + seed_index)
+    run_task_args = dataclasses.replace(task_args, task_ids=[task_id], seeds=1)
+    return run_finetuning(BabiTask(run_task_args, run_args), run_args)
+
+
+def run_babi(task_args: BabiArguments, args) -> dict[str, float]:
+    """``BabiTask.run``: one run per task x seed in ``output_dir/qaN/seed_k``, then the combined table."""
+    args.validate()
+    task_args.check()
+    if task_args.coref_source == "file":
+        read_coref_file(task_args.coref_file)
+    for task_id in task_args.task_ids:  # every task's files before the first run, not after an hour of training
+        for split, wanted in (("train", args.do_train or args.do_eval), ("test", args.do_predict)):
+            path = find_task_file(task_args.data_dir, task_id, split) if wanted else None
+            if wanted and path is None:
+                raise CorefBertError(f"no qa{task_id}_*_{split}.txt for bAbI task {task_id} (needed by "
+                                     f"{'--do_predict' if split == 'test' else '--do_train/--do_eval'})",
+                                     path=task_args.data_dir)
+            if path is not None:
+                examples = read_babi_file(path, task_id)
+                if split == "train" and task_id in EXTRACTIVE_TASKS:
+                    check_extractive_answers(examples, path)
+    runs = [(t, k) for t in task_args.task_ids for k in range(task_args.seeds)]
+    accuracies: dict[int, list[float]] = {}
+    results: dict[str, float] = {}
+    test_accuracies: dict[int, list[float]] = {}
+    unanswerable: dict[str, int] = {}
+    for number, (task_id, seed_index) in enumerate(runs, start=1):
+        print(f"[{number}/{len(runs)}] bAbI task {task_id}, seed {args.seed + seed_index} ({task_args.model})",
+              flush=True)
+        run = _one_run(task_args, args, task_id, seed_index)
+        if "eval_accuracy" in run:
+            accuracies.setdefault(task_id, []).append(run["eval_accuracy"])
+        if "predict_accuracy" in run:
+            test_accuracies.setdefault(task_id, []).append(run["predict_accuracy"])
+        for split in ("eval", "predict"):  # the same questions for every seed: the count of one run
+            if f"{split}_unanswerable" in run:
+                unanswerable[f"{split}_unanswerable_qa{task_id}"] = run[f"{split}_unanswerable"]
+    results.update({f"predict_accuracy_qa{t}": statistics.fmean(a) for t, a in test_accuracies.items()})
+    results.update(unanswerable)
+    tables = []
+    if accuracies:
+        table = babi_table(accuracies, task_args.model, split_description(task_args, test=False))
+        results.update({f"eval_accuracy_qa{t}": r["mean"] for t, r in table["tasks"].items()})
+        results.update(eval_accuracy=table["average_mean"], eval_accuracy_max=table["average_max"],
+                       failed_tasks_mean=table["failed_mean"], failed_tasks_max=table["failed_max"])
+        write_json(os.path.join(args.output_dir, "babi_table.json"), table)
+        tables.append(table)
+    if test_accuracies:
+        table = babi_table(test_accuracies, task_args.model, split_description(task_args, test=True))
+        write_json(os.path.join(args.output_dir, "babi_test_table.json"), table)
+        tables.append(table)
+    if tables:  # one section per split, each naming its questions, so no number is read as the other split's
+        text = "\n".join(table_markdown(table) for table in tables)
+        with open(os.path.join(args.output_dir, "babi_table.md"), "w", encoding="utf-8") as handle:
+            handle.write(text)
+        print(text)
+    write_json(os.path.join(args.output_dir, "all_results.json"), results)
+    return results

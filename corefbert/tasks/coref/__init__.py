@@ -1,0 +1,1 @@
+"""Pronoun coreference: readers, MLM and copy-head candidate scoring, the task, the zero-shot resolver."""

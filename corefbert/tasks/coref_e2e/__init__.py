@@ -1,0 +1,1 @@
+"""End-to-end coreference (Lee et al. 2017): word encoders, span ranking, the model, the task, resolve."""

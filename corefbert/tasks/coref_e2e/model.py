@@ -1,0 +1,125 @@
+"""The whole end-to-end coreference model (word encoder + :class:`SpanRanker`), and its folder on disk.
+
+A folder holds ``coref_e2e_head.json`` (what rebuilds the model: encoder kind, sizes, genres) and:
+
+- recurrent encoders: ``model.safetensors`` (every weight) and ``coref_e2e_vocab.json`` (words, characters);
+- ``bert``: the transformer as an ordinary Hugging Face checkpoint at the top level (``AutoModel`` loads it
+  with no missing key) with its tokenizer, and the span ranker in ``coref_e2e_head.safetensors``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from corefbert.errors import CorefBertError
+from corefbert.tasks.coref_e2e.documents import Vocabulary
+from corefbert.tasks.coref_e2e.encoders import WordRepresentation, sentence_encoder, window_word_states
+from corefbert.tasks.coref_e2e.span_ranking import SpanRanker, SpanRankingConfig
+from corefbert.tasks.heads import (
+    load_encoder,
+    load_encoder_and_head,
+    load_weights,
+    read_head_config,
+    save_encoder_and_head,
+    write_head_config,
+)
+
+TASK = "coref_e2e"
+
+
+@dataclass
+class CorefOutput:
+    """What :class:`E2ECorefModel` returns for one document."""
+
+    loss: torch.Tensor | None  # [] summed eq. 7, None without gold clusters
+    top_starts: torch.Tensor  # [k]
+    top_ends: torch.Tensor  # [k]
+    antecedents: torch.Tensor  # [k, K]
+    scores: torch.Tensor  # [k, K + 1]
+
+
+class E2ECorefModel(nn.Module):
+    """Word encoder (``words`` + ``encoder``; for ``bert`` the transformer alone) and span ranker."""
+
+    def __init__(self, config: dict, encoder: nn.Module, words: WordRepresentation | None = None):
+        super().__init__()
+        self.config, self.kind = config, config["encoder"]
+        self.words, self.encoder = words, encoder
+        self.dropout = nn.Dropout(config["lexical_dropout"])
+        self.ranker = SpanRanker(SpanRankingConfig(**config["ranker"]))
+
+    def word_vectors(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        """(x*_t [words, Dc], x_t [words, Dx]) of one document."""
+        if self.kind == "bert":
+            states = self.dropout(window_word_states(self.encoder, batch["input_ids"], batch["attention_mask"],
+                                                     batch["word_positions"]))
+            return states, states
+        lengths = batch["sentence_lengths"]
+        inputs = self.words(batch["word_ids"], batch["char_ids"])  # [sentences, len, Dx]
+        context = self.encoder(inputs, lengths)  # [sentences, len, Dc]
+        present = torch.arange(inputs.shape[1], device=lengths.device)[None, :] < lengths[:, None]
+        return context[present], inputs[present]
+
+    def forward(self, sentence_of_word, speaker_ids, genre, gold_starts=None, gold_ends=None,
+                gold_cluster_ids=None, doc_index=None, **inputs) -> CorefOutput:
+        context, head_inputs = self.word_vectors(inputs)
+        out = self.ranker(context, head_inputs, sentence_of_word, speaker_ids, genre, gold_starts, gold_ends,
+                          gold_cluster_ids)
+        return CorefOutput(out.get("loss"), out["top_starts"], out["top_ends"], out["antecedents"], out["scores"])
+
+
+def build_model(config: dict, vocab: Vocabulary | None = None, pretrained: torch.Tensor | None = None,
+                encoder_path: str | None = None) -> E2ECorefModel:
+    """A fresh model from ``config`` (see :func:`model_config`); ``bert`` loads ``encoder_path``'s weights."""
+    if config["encoder"] == "bert":
+        encoder = load_encoder(encoder_path)
+        config["ranker"]["context_dim"] = config["ranker"]["head_dim"] = encoder.config.hidden_size
+        return E2ECorefModel(config, encoder)
+    words = WordRepresentation(len(vocab.words), config["embedding_dim"], len(vocab.chars),
+                               char_filters=config["char_filters"], dropout=config["lexical_dropout"],
+                               pretrained=pretrained)
+    if config.get("fixed_embeddings"):  # GloVe vectors stay fixed, also when a saved model is loaded again
+        words.words.weight.requires_grad_(False)
+    encoder = sentence_encoder(config["encoder"], words.output_dim, config["lstm_size"],
+                               config["attention_size"], config["ranker"]["dropout"])
+    config["ranker"]["context_dim"], config["ranker"]["head_dim"] = encoder.output_dim, words.output_dim
+    return E2ECorefModel(config, encoder, words)
+
+
+def save_model(model: E2ECorefModel, output_dir: str, vocab: Vocabulary | None, tokenizer=None,
+               state_dict: dict | None = None) -> None:
+    """Write ``model`` (and its vocabulary or tokenizer) into ``output_dir`` as the module docstring says."""
+    from safetensors.torch import save_file
+
+    os.makedirs(output_dir, exist_ok=True)
+    state_dict = model.state_dict() if state_dict is None else state_dict
+    if model.kind == "bert":
+        save_encoder_and_head(model, output_dir, TASK, model.config, state_dict=state_dict)
+        tokenizer.save_pretrained(output_dir)
+        return
+    save_file({k: v.detach().contiguous().cpu() for k, v in state_dict.items()},
+              os.path.join(output_dir, "model.safetensors"))
+    write_head_config(output_dir, TASK, model.config)
+    vocab.save(output_dir)
+
+
+def load_model(directory: str) -> tuple[E2ECorefModel, Vocabulary | None, object]:
+    """``(model, vocabulary or None, tokenizer or None)`` of a folder :func:`save_model` wrote."""
+    config = read_head_config(directory, TASK) if os.path.isdir(directory) else None
+    if config is None:
+        raise CorefBertError(f"not a coreference model folder (no {TASK}_head.json); train one with "
+                             "finetune/run_coref_e2e.py --do_train", path=directory)
+    if config["encoder"] == "bert":
+        from transformers import AutoTokenizer
+
+        model = build_model(config, encoder_path=directory)
+        load_encoder_and_head(model, directory, TASK, with_encoder=False)
+        return model, None, AutoTokenizer.from_pretrained(directory)
+    vocab = Vocabulary.load(directory)
+    model = build_model(config, vocab)
+    load_weights(model, directory)
+    return model, vocab, None

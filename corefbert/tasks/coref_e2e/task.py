@@ -1,0 +1,354 @@
+"""End-to-end coreference (Lee et al. 2017) on CoNLL-2012 files, on the shared loop (``finetune/run_coref_e2e.py``).
+
+``--encoder bilstm|lsl|asl`` trains from scratch (Luo & Glass 2018's baseline, LSL, ASL; a vocabulary built
+from the training files, learned embeddings or ``--embeddings_file``); ``--encoder bert`` fine-tunes any
+BERT/RoBERTa checkpoint (CorefBERT included) over overlapping windows. One document is one batch; training
+documents are cut to ``--max_training_sentences`` consecutive sentences at a random offset (drawn from the
+torch RNG, which checkpoints carry: a resumed run draws the same offsets) and, where those hold more than
+``--max_training_words`` words, to that many words at a random offset. Sentences longer than
+``--max_sentence_words`` are read as pieces; evaluation and prediction run a document longer than
+``--max_segment_words`` as segments of whole sentences (mentions link within a segment only), so memory is
+bounded by these flags, not by the longest document. Metrics: MUC, B³, CEAF-φ4 and
+their average (``avg_f1``, the CoNLL F1), in percent; predictions are CoNLL files.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+
+import torch
+from accelerate.utils import gather_object
+
+from corefbert.errors import CorefBertError
+from corefbert.metrics.coref_metrics import coref_scores
+from corefbert.tasks.base import (
+    FinetuningArguments,
+    FinetuningTask,
+    HeldOutArguments,
+    check_data_flags,
+    held_out_split,
+)
+from corefbert.tasks.coref_e2e.documents import (
+    Vocabulary,
+    crop_document,
+    crop_words,
+    embedding_matrix,
+    featurize,
+    segment_sentences,
+    split_long_sentences,
+)
+from corefbert.tasks.coref_e2e.encoders import ENCODERS
+from corefbert.tasks.coref_e2e.model import TASK, build_model, load_model, save_model
+from corefbert.tasks.coref_e2e.span_ranking import SpanRankingConfig, predict_clusters
+from corefbert.tasks.heads import read_head_config
+from corefbert.text.conll import ConllDocument, read_conll, write_conll
+from corefbert.text.word_vocab import read_word_vectors
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class CorefE2EArguments(HeldOutArguments):
+    """Data and model options of ``finetune/run_coref_e2e.py`` (Lee et al. 2017 / Luo & Glass 2018 sizes)."""
+
+    encoder: str = field(default="bilstm", metadata={
+        "help": "bilstm (per-sentence BiLSTM, the baseline), lsl (linear sentence linking), asl (attentional "
+                "sentence linking), or bert (the transformer at --model_name_or_path, CorefBERT included)."})
+    train_file: list[str] | None = field(default=None, metadata={"help": "CoNLL-2012 files or globs to train on."})
+    validation_file: list[str] | None = field(default=None, metadata={"help": "CoNLL-2012 files or globs to evaluate."})
+    test_file: list[str] | None = field(default=None, metadata={"help": "CoNLL-2012 files or globs to predict."})
+    embeddings_file: str | None = field(default=None, metadata={
+        "help": "GloVe-format text file of word vectors (kept fixed, as in the paper); default: learned embeddings."})
+    embedding_dim: int = field(default=300, metadata={"help": "Size of learned word embeddings."})
+    char_filters: int = field(default=50, metadata={"help": "Character CNN filters per window (3, 4, 5); 0: none."})
+    lstm_size: int = field(default=200, metadata={"help": "LSTM units per direction."})
+    attention_size: int = field(default=150, metadata={"help": "ASL: hidden units of the attention MLP."})
+    max_span_width: int = field(default=10, metadata={"help": "Longest span considered, in words (L)."})
+    top_span_ratio: float = field(default=0.4, metadata={"help": "Spans kept per word after pruning (λ; a value of --max_span_width or more keeps every span)."})
+    max_antecedents: int = field(default=250, metadata={"help": "Antecedents considered per span (K)."})
+    ffnn_size: int = field(default=150, metadata={"help": "Hidden units of the scoring FFNNs."})
+    ffnn_depth: int = field(default=2, metadata={"help": "Hidden layers of the scoring FFNNs."})
+    head_ffnn_depth: int = field(default=2, metadata={
+        "help": "Hidden layers of the head-attention FFNN_α (paper: an FFNN like the others; authors' code: 0)."})
+    allow_crossing_spans: bool = field(default=False, metadata={
+        "help": "Prune to the top spans without suppressing spans that cross a kept one (the paper suppresses)."})
+    feature_size: int = field(default=20, metadata={"help": "Width, distance, speaker and genre embedding size."})
+    dropout: float = field(default=0.2, metadata={"help": "Dropout of hidden layers and features."})
+    lexical_dropout: float = field(default=0.5, metadata={"help": "Dropout of the word representations."})
+    drop_singletons: bool = field(default=False, metadata={
+        "help": "Remove one-mention gold clusters from every file (OntoNotes annotates none; LitBank does, and "
+                "the model never predicts one, so they only lower B3 and CEAF recall)."})
+    max_training_sentences: int = field(default=40, metadata={
+        "help": "Training documents are cut to this many consecutive sentences at a random offset."})
+    max_training_words: int = field(default=3000, metadata={
+        "help": "Training crops holding more words than this (after --max_training_sentences) are cut to this many "
+                "consecutive words at a random offset: one step's memory grows with its words."})
+    max_sentence_words: int = field(default=250, metadata={
+        "help": "Sentences longer than this are read as pieces of at most this many words (training, evaluation, "
+                "prediction, resolve): a text without sentence breaks stays bounded (ASL's attention grows with "
+                "the square of a sentence's length). Saved with the model."})
+    max_segment_words: int = field(default=5000, metadata={
+        "help": "Evaluation and prediction run a longer document as consecutive segments of whole sentences of at "
+                "most this many words; mentions are linked within a segment only. Saved with the model (resolve's "
+                "default)."})
+    max_seq_length: int = field(default=512, metadata={"help": "bert: tokens per window, special tokens included."})
+    task_learning_rate: float = field(default=2e-4, metadata={
+        "help": "bert: learning rate of everything but the encoder (span, mention and antecedent scorers), which "
+                "trains at --learning_rate (Joshi et al. 2019: 1e-5 / 2e-4)."})
+    window_stride: int | None = field(default=None, metadata={
+        "help": "bert: content tokens between window starts; default: half a window's content."})
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.encoder not in ENCODERS:
+            raise CorefBertError(f"--encoder {self.encoder!r} is not one of {', '.join(ENCODERS)}")
+        for name in ("max_span_width", "max_antecedents", "max_training_sentences", "max_training_words",
+                     "max_sentence_words", "max_segment_words", "lstm_size", "ffnn_size"):
+            if getattr(self, name) < 1:
+                raise CorefBertError(f"--{name} must be at least 1 (got {getattr(self, name)})")
+        if self.top_span_ratio <= 0:
+            raise CorefBertError(f"--top_span_ratio must be > 0 (got {self.top_span_ratio})")
+        if self.max_seq_length < 8:
+            raise CorefBertError(f"--max_seq_length must be at least 8 (got {self.max_seq_length})")
+        stride = self.window_stride
+        if stride is not None and not 1 <= stride <= self.max_seq_length - 2:
+            raise CorefBertError(f"--window_stride must be within [1, {self.max_seq_length - 2}] (got {stride})")
+
+
+class CroppedDocuments(torch.utils.data.Dataset):
+    """Training documents (long sentences split), each cut to ``max_sentences`` consecutive sentences at a
+    random offset per access, and then to ``max_words`` consecutive words where it holds more."""
+
+    def __init__(self, documents: list[ConllDocument], max_sentences: int, max_words: int, featurize):
+        self.documents, self.max_sentences, self.max_words, self.featurize = documents, max_sentences, max_words, \
+            featurize
+
+    def __len__(self) -> int:
+        return len(self.documents)
+
+    def __getitem__(self, index: int) -> dict:
+        document = self.documents[index]
+        extra = len(document.sentences) - self.max_sentences
+        if extra > 0:
+            first = int(torch.randint(0, extra + 1, ()))
+            document = crop_document(document, first, first + self.max_sentences)
+        extra = sum(len(s) for s in document.sentences) - self.max_words
+        if extra > 0:  # drawn only here, so a crop within the budget draws what it drew before this bound
+            first = int(torch.randint(0, extra + 1, ()))
+            document = crop_words(document, first, first + self.max_words)
+        return {"doc_index": torch.tensor(index), **self.featurize(document)}
+
+
+class DocumentSegments(torch.utils.data.Dataset):
+    """Evaluation documents as segments of whole sentences of at most ``max_words`` words (one segment for a
+    document within the bound: the document itself); one without words is left out (its prediction file entry
+    stays empty). Each item carries ``doc_index``, ``segment_index`` and the segment's first word
+    (``word_offset``) in its document."""
+
+    def __init__(self, documents: list[ConllDocument], max_words: int, featurize):
+        self.documents, self.featurize = documents, featurize
+        self.segments: list[tuple[int, int, int, int]] = []  # (document, first sentence, end sentence, first word)
+        for index, document in enumerate(documents):
+            first, offset = 0, 0
+            for segment in segment_sentences(document.sentences, max_words):
+                self.segments.append((index, first, first + len(segment), offset))
+                first += len(segment)
+                offset += sum(len(s) for s in segment)
+
+    def __len__(self) -> int:
+        return len(self.segments)
+
+    def __getitem__(self, position: int) -> dict:
+        index, first, end, offset = self.segments[position]
+        document = self.documents[index]
+        if first > 0 or end < len(document.sentences):
+            document = crop_document(document, first, end)
+        return {"doc_index": torch.tensor(index), "segment_index": torch.tensor(position),
+                "word_offset": torch.tensor(offset), **self.featurize(document)}
+
+
+class CorefE2ETask(FinetuningTask):
+    """Lee et al. (2017) with the encoder ``--encoder``; ``avg_f1`` (the CoNLL F1) picks the best model."""
+
+    name = TASK
+    main_metric = "avg_f1"
+    args_class = CorefE2EArguments
+    uses_model_folder = False
+    # Luo & Glass (2018): Adam, LR 0.001 (one document per step); Lee et al. clip gradients at 5.
+    training_defaults = {"learning_rate": 1e-3, "per_device_train_batch_size": 1, "per_device_eval_batch_size": 1,
+                         "weight_decay": 0.0, "warmup_ratio": 0.0, "lr_scheduler_type": "constant",
+                         "max_grad_norm": 5.0, "num_train_epochs": 150.0}
+
+    @classmethod
+    def defaults_for(cls, argv: list[str]) -> dict:
+        defaults = dict(cls.training_defaults)
+        if any(a in ("--encoder=bert",) for a in argv) or any(a == "--encoder" and b == "bert"
+                                                             for a, b in zip(argv, argv[1:])):
+            # BERT for coreference (Joshi et al. 2019): a small LR with warm-up and linear decay, 20 epochs.
+            defaults.update(learning_rate=2e-5, warmup_ratio=0.1, lr_scheduler_type="linear", num_train_epochs=20.0)
+        return defaults
+
+    def learning_rates(self, model) -> dict[str, float] | None:
+        """With a pretrained encoder, the layers on top train at ``--task_learning_rate``: one small rate for
+        both left the randomly initialised scorers untrained on LitBank while the encoder collapsed."""
+        if self.task_args.encoder != "bert":
+            return None
+        return {"": self.task_args.task_learning_rate, "encoder.": self.args.learning_rate}
+
+    def __init__(self, task_args: CorefE2EArguments, training_args: FinetuningArguments):
+        super().__init__(task_args, training_args)
+        a, path = task_args, training_args.model_name_or_path
+        check_data_flags(training_args, task_args, kind="CoNLL-2012 files")
+        if training_args.per_device_train_batch_size != 1 or training_args.per_device_eval_batch_size != 1:
+            raise CorefBertError("one document is one batch: --per_device_train_batch_size and "
+                                 "--per_device_eval_batch_size must be 1 (use --gradient_accumulation_steps)")
+        self.uses_model_folder = a.encoder == "bert"
+        if self.uses_model_folder and not path:
+            raise CorefBertError("--encoder bert starts from a checkpoint: pass --model_name_or_path (a BERT/RoBERTa "
+                                 "or CorefBERT folder)")
+        self.saved = read_head_config(path, TASK) if path and os.path.isdir(path) else None
+        if self.saved is not None and self.saved["encoder"] != a.encoder:
+            raise CorefBertError(f"this model was trained with --encoder {self.saved['encoder']}; pass that",
+                                 path=path)
+        if path and self.saved is None and a.encoder != "bert":
+            raise CorefBertError(f"not a folder written by run_coref_e2e.py (no {TASK}_head.json)", path=path)
+        read = lambda files: read_conll(files) if files else None  # noqa: E731
+        self.train_docs, self.eval_docs, self.test_docs = read(a.train_file), read(a.validation_file), read(a.test_file)
+        if a.validation_split_percentage and self.train_docs and self.eval_docs is None:
+            self.train_docs, self.eval_docs = held_out_split(self.train_docs, a.validation_split_percentage,
+                                                             a.split_seed)
+        if a.drop_singletons:
+            for doc in (d for docs in (self.train_docs, self.eval_docs, self.test_docs) if docs for d in docs):
+                doc.clusters = [cluster for cluster in doc.clusters if len(cluster) > 1]
+        for docs, what in ((self.train_docs, "--train_file"), (self.eval_docs, "--validation_file"),
+                           (self.test_docs, "--test_file")):
+            if docs is not None:
+                self._summarise(docs, what)
+        self.vocab, self.pretrained, self.model = None, None, None
+        if self.saved is not None:
+            self.model, self.vocab, self.tokenizer = load_model(path)
+        elif a.encoder == "bert":
+            self.tokenizer = self._tokenizer(path)
+        else:
+            self._build_vocabulary()
+        self.stride = a.window_stride or (a.max_seq_length - 2) // 2
+
+    def _summarise(self, documents: list[ConllDocument], what: str) -> None:
+        """Log what a split holds and what the model cannot reach; a split without words is an error."""
+        mentions = [e - s + 1 for doc in documents for cluster in doc.clusters for s, e in cluster]
+        empty = sum(not doc.sentences for doc in documents)
+        if empty == len(documents):
+            raise CorefBertError(f"{what} holds no document with words")
+        too_wide = sum(width > self.task_args.max_span_width for width in mentions)
+        logger.info("%s: %d documents (%d without words, skipped), %d words, %d gold mentions, %d of them wider "
+                    "than --max_span_width %d (never predicted)", what, len(documents), empty,
+                    sum(len(doc.words) for doc in documents), len(mentions), too_wide, self.task_args.max_span_width)
+
+    @staticmethod
+    def _tokenizer(path: str):
+        from transformers import AutoTokenizer
+
+        try:
+            return AutoTokenizer.from_pretrained(path)
+        except (OSError, ValueError) as err:
+            raise CorefBertError(f"cannot load a tokenizer ({str(err).splitlines()[0]})", path=path) from None
+
+    def _build_vocabulary(self) -> None:
+        a = self.task_args
+        if not self.train_docs:
+            raise CorefBertError("a recurrent model is trained from scratch: pass --do_train with --train_file, "
+                                 "or --model_name_or_path with a folder run_coref_e2e.py wrote")
+        if a.embeddings_file is None:
+            self.vocab = Vocabulary.build(self.train_docs)
+            return
+        every = [d for docs in (self.train_docs, self.eval_docs, self.test_docs) if docs for d in docs]
+        words = {w for doc in every for w in doc.words}
+        vectors, dim = read_word_vectors(a.embeddings_file, words | {w.lower() for w in words}, lowercase=False)
+        logger.info("%s: vectors for %d of the %d distinct words", a.embeddings_file, len(vectors), len(words))
+        # Words of the evaluation files enter the vocabulary only with a GloVe vector (the paper's fixed GloVe).
+        known = [w for w in words if w in vectors or w.lower() in vectors]
+        self.vocab = Vocabulary.build(self.train_docs, known)
+        self.pretrained = embedding_matrix(self.vocab, vectors, dim)
+
+    def model_config(self) -> dict:
+        a = self.task_args
+        genres = sorted({d.genre for d in self.train_docs or []}) or [""]
+        ranker = SpanRankingConfig(context_dim=0, head_dim=0, max_span_width=a.max_span_width,
+                                   feature_size=a.feature_size, ffnn_size=a.ffnn_size, ffnn_depth=a.ffnn_depth,
+                                   dropout=a.dropout, top_span_ratio=a.top_span_ratio,
+                                   max_antecedents=a.max_antecedents, num_genres=len(genres),
+                                   head_ffnn_depth=a.head_ffnn_depth, allow_crossing_spans=a.allow_crossing_spans)
+        embedding_dim = self.pretrained.shape[1] if self.pretrained is not None else a.embedding_dim
+        return {"encoder": a.encoder, "ranker": ranker.to_dict(), "genres": genres, "embedding_dim": embedding_dim,
+                "fixed_embeddings": self.pretrained is not None, "char_filters": a.char_filters,
+                "lstm_size": a.lstm_size, "attention_size": a.attention_size, "lexical_dropout": a.lexical_dropout,
+                "max_seq_length": a.max_seq_length, "window_stride": self.stride,
+                "max_sentence_words": a.max_sentence_words, "max_segment_words": a.max_segment_words}
+
+    def featurize(self, document: ConllDocument) -> dict[str, torch.Tensor]:
+        config = self.model.config if self.model is not None else self.model_config()
+        return featurize(document, config, self.vocab, self.tokenizer)
+
+    def _split(self, documents: list[ConllDocument], segments: bool = True) -> list[ConllDocument]:
+        """``documents`` with sentences longer than ``--max_sentence_words`` split (the flat word indices, which
+        the clusters and the prediction files use, stay); for evaluation also those longer than a segment, so
+        no segment exceeds ``--max_segment_words``."""
+        a = self.task_args
+        limit = min(a.max_sentence_words, a.max_segment_words) if segments else a.max_sentence_words
+        return [split_long_sentences(d, limit) for d in documents]
+
+    def train_dataset(self):
+        a = self.task_args
+        docs = self._split([d for d in self.train_docs or [] if d.sentences], segments=False)
+        return CroppedDocuments(docs, a.max_training_sentences, a.max_training_words, self.featurize) if docs \
+            else None
+
+    def eval_dataset(self):
+        return DocumentSegments(self._split(self.eval_docs), self.task_args.max_segment_words, self.featurize) \
+            if self.eval_docs else None
+
+    def predict_dataset(self):
+        return DocumentSegments(self._split(self.test_docs), self.task_args.max_segment_words, self.featurize) \
+            if self.test_docs else None
+
+    def collate(self, features: list) -> dict[str, torch.Tensor]:
+        return features[0]  # one document per batch (checked in __init__)
+
+    def build_model(self):
+        if self.model is None:
+            self.model = build_model(self.model_config(), self.vocab, self.pretrained, self.args.model_name_or_path)
+        return self.model
+
+    def evaluate(self, model, dataloader, accelerator, split):
+        documents = self.eval_docs if split == "eval" else self.test_docs
+        by_segment: dict[int, tuple[int, list]] = {}  # segment -> (document, clusters in document word indices)
+        for batch in dataloader:
+            out = model(**batch)
+            offset = int(batch["word_offset"])
+            clusters = predict_clusters(out.top_starts, out.top_ends, out.antecedents, out.scores)
+            by_segment[int(batch["segment_index"])] = (
+                int(batch["doc_index"]), [[(s + offset, e + offset) for s, e in cluster] for cluster in clusters])
+        if accelerator.num_processes > 1:  # each process saw a shard of the segments (a padded shard repeats one)
+            by_segment = {i: c for part in gather_object([by_segment]) for i, c in part.items()}
+        predicted: dict[int, list] = {}
+        for segment in sorted(by_segment):  # a document's segments in order: clusters by first mention
+            index, clusters = by_segment[segment]
+            predicted.setdefault(index, []).extend(clusters)
+        order = sorted(predicted)
+        metrics = coref_scores([predicted[i] for i in order], [documents[i].clusters for i in order])
+        return metrics, (documents, predicted)
+
+    def write_predictions(self, predictions, output_dir: str, split: str) -> list[str]:
+        documents, predicted = predictions
+        path = os.path.join(output_dir, f"{split}_predictions.conll")
+        write_conll(documents, path, [predicted.get(i, []) for i in range(len(documents))])
+        return [path]
+
+    def save_pretrained(self, model, output_dir: str, state_dict: dict | None = None) -> None:
+        save_model(model, output_dir, self.vocab, self.tokenizer, state_dict)
+
+    def load_weights(self, model, directory: str) -> None:
+        loaded, _, _ = load_model(directory)
+        model.load_state_dict(loaded.state_dict())

@@ -1,0 +1,1 @@
+"""FEVER fact verification: readers, features, BERT-concat and KGAT."""

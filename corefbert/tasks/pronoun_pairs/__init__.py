@@ -1,0 +1,1 @@
+"""Pronoun-replacement entailment pairs: the builder, the classifiers, the task."""

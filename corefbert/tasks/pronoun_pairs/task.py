@@ -1,0 +1,351 @@
+"""Pronoun-replacement entailment: does a text with a pronoun (``source``) entail the same text with the
+pronoun replaced by a noun phrase (``target``)? Label 1 ("correct": the antecedent), 0 (a wrong noun phrase
+from the pronoun's scope, ``in_scope``, or from elsewhere in the document, ``out_of_scope``).
+
+Reads the ``pairs.jsonl`` of :mod:`corefbert.tasks.pronoun_pairs.builder` (one JSON object per line with ``label`` 0|1,
+``source``, ``target``, ``type``; other fields are ignored). ``--model`` picks the classifier:
+``da``/``lstmn``/``bilstm`` (:mod:`corefbert.tasks.pronoun_pairs.models`, trained from scratch on whitespace-split words,
+saved as safetensors + ``pair_model.json`` + ``vocab.json``) or ``bert``, a sequence-pair classifier from any
+BERT/RoBERTa checkpoint (a CorefBERT one included), saved as ``AutoModelForSequenceClassification``.
+Evaluation reports the metrics of :mod:`corefbert.metrics.pair_metrics` overall and per pair type.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+
+import torch
+
+from corefbert.arguments import peek_argument
+from corefbert.errors import CorefBertError
+from corefbert.metrics.pair_metrics import pair_metrics_by_type
+from corefbert.tasks.base import FinetuningArguments, FinetuningTask, check_data_flags
+from corefbert.tasks.pronoun_pairs.models import (
+    MODEL_TYPES,
+    PairModelConfig,
+    build_pair_model,
+    load_pair_config,
+    load_pair_weights,
+    save_pair_model,
+)
+from corefbert.text.jsonio import read_jsonl
+from corefbert.text.word_vocab import WordVocabulary, vocabulary_with_vectors
+
+logger = logging.getLogger(__name__)
+
+PAIR_TYPES = ("correct", "in_scope", "out_of_scope")
+LABEL_NAMES = ("not_entailed", "entailed")
+# The training core has one optimizer (AdamW): the models trained from scratch get a learning rate that suits
+# it (Parikh et al. used Adagrad at 0.05 / 0.025 with batch 4, Cheng et al. Adam at 1e-3), no weight decay,
+# no warm-up. BERT keeps the fine-tuning defaults (BERT's recipe).
+SCRATCH_DEFAULTS = {"learning_rate": 1e-3, "per_device_train_batch_size": 32, "num_train_epochs": 10.0,
+                    "weight_decay": 0.0, "warmup_ratio": 0.0, "max_grad_norm": 5.0}
+
+
+@dataclass
+class PronounPairsArguments:
+    """The pair files, the classifier and its sizes."""
+
+    model: str = field(default="da", metadata={"help": "da (Decomposable Attention), lstmn (Deep-Attention LSTMN "
+                                                       "with deep fusion), bilstm (BiLSTM encoder-decoder) or bert "
+                                                       "(sequence-pair classifier from --model_name_or_path)."})
+    train_file: str | None = field(default=None, metadata={"help": "Training pairs.jsonl."})
+    validation_file: str | None = field(default=None, metadata={"help": "Dev pairs.jsonl."})
+    test_file: str | None = field(default=None, metadata={"help": "Test pairs.jsonl (--do_predict)."})
+    train_types: str = field(default="correct,in_scope,out_of_scope", metadata={
+        "help": "Pair types kept for training, comma-separated (correct,out_of_scope: the ablation the paper "
+                "warns about)."})
+    eval_types: str = field(default="correct,in_scope,out_of_scope", metadata={
+        "help": "Pair types kept for evaluation and prediction (correct,in_scope tests the ablation)."})
+    embeddings_file: str | None = field(default=None, metadata={
+        "help": "GloVe-format word vectors (da/lstmn/bilstm); unknown words hash to 100 random vectors. "
+                "Default: embeddings learned from scratch."})
+    freeze_embeddings: bool | None = field(default=None, metadata={
+        "help": "Keep the word vectors fixed (default: fixed with --embeddings_file, as Parikh et al.; "
+                "learned otherwise)."})
+    embedding_dim: int = field(default=300, metadata={"help": "Word vector size without --embeddings_file."})
+    hidden_size: int = field(default=200, metadata={"help": "Hidden size of da/lstmn/bilstm."})
+    dropout: float = field(default=0.2, metadata={"help": "Dropout of da/lstmn/bilstm."})
+    intra_attention: bool = field(default=False, metadata={"help": "da: add intra-sentence attention (sec. 3.4)."})
+    da_init_std: float = field(default=0.01, metadata={
+        "help": "da: weights drawn from N(0, this), as Parikh et al. (section 4); 0: PyTorch's default init."})
+    min_count: int = field(default=1, metadata={"help": "Learned embeddings: rarer training words become <unk>."})
+    lowercase: bool = field(default=True, metadata={"help": "Lowercase words (da/lstmn/bilstm)."})
+    max_words: int = field(default=150, metadata={
+        "help": "Words kept per text, a window around the replaced pronoun (counted when cut; bert too)."})
+    max_seq_length: int = field(default=256, metadata={"help": "bert: tokens per pair (longest text cut first)."})
+    selection_metric: str = field(default="accuracy", metadata={
+        "help": "Dev metric that picks best/: accuracy (the paper's table 2), f1 or kappa (table 3; with a "
+                "2:1 majority of wrong replacements, accuracy prefers a model that never says 'correct')."})
+
+    def __post_init__(self):
+        if self.model not in (*MODEL_TYPES, "bert"):
+            raise CorefBertError(f"--model {self.model!r} is not one of {', '.join((*MODEL_TYPES, 'bert'))}")
+        for name in ("train_types", "eval_types"):
+            kinds = parse_types(getattr(self, name), "--" + name)
+            setattr(self, name, ",".join(kinds))
+        if self.intra_attention and self.model != "da":
+            raise CorefBertError(f"--intra_attention is an option of --model da, not {self.model}")
+        for name in ("embedding_dim", "hidden_size", "max_words", "max_seq_length", "min_count"):
+            if getattr(self, name) < 1:
+                raise CorefBertError(f"--{name} must be >= 1")
+        if self.selection_metric not in ("accuracy", "f1", "kappa"):
+            raise CorefBertError(f"--selection_metric {self.selection_metric!r} is not accuracy, f1 or kappa")
+        if not 0.0 <= self.dropout < 1.0:
+            raise CorefBertError(f"--dropout must be within [0, 1), not {self.dropout}")
+
+
+def parse_types(value: str, flag: str) -> list[str]:
+    kinds = [k.strip() for k in value.split(",") if k.strip()]
+    unknown = [k for k in kinds if k not in PAIR_TYPES]
+    if unknown or not kinds:
+        raise CorefBertError(f"{flag} {value!r}: pair types are {', '.join(PAIR_TYPES)} (comma-separated)")
+    return kinds
+
+
+@dataclass
+class PairExample:
+    source: str
+    target: str
+    label: int
+    type: str
+    line: int
+
+
+def read_pairs(path: str, types: list[str] | None = None) -> list[PairExample]:
+    """The pairs of ``pairs.jsonl`` whose type is in ``types`` (all when None). Every line is checked; a bad one
+    is one :class:`CorefBertError` naming the file and line. No pair of the wanted types is an error too."""
+    pairs, skipped = [], Counter()
+    expected = "expected pairs.jsonl of python -m corefbert.tasks.pronoun_pairs.builder"
+    for number, row in read_jsonl(path, expected):
+        if not isinstance(row, dict):
+            raise CorefBertError(f"a pair is a JSON object, not {type(row).__name__}; {expected}", path=path,
+                                 position=number)
+        missing = [k for k in ("label", "source", "target", "type") if k not in row]
+        if missing:
+            raise CorefBertError(f"pair without {', '.join(missing)}; {expected}", path=path, position=number)
+        # The integers 0 and 1 only, as pronoun_pairs writes them: 1.0 == 1 in Python, but a float label makes
+        # a float target tensor and cross-entropy fails deep in torch (issue 23); True is 1 too.
+        if type(row["label"]) is not int or row["label"] not in (0, 1):
+            hint = " (the integer, as pronoun_pairs writes it)" if isinstance(row["label"], float) else ""
+            raise CorefBertError(f"label {row['label']!r} is not 0 or 1{hint}", path=path, position=number)
+        if row["type"] not in PAIR_TYPES:
+            raise CorefBertError(f"type {row['type']!r} is not one of {', '.join(PAIR_TYPES)}", path=path,
+                                 position=number)
+        if (row["type"] == "correct") != (row["label"] == 1):
+            raise CorefBertError(f"a {row['type']} pair with label {row['label']}: only correct pairs are "
+                                 "labelled 1", path=path, position=number)
+        if not all(isinstance(row[k], str) and row[k].strip() for k in ("source", "target")):
+            raise CorefBertError("source and target must be non-empty strings", path=path, position=number)
+        if types is not None and row["type"] not in types:
+            skipped[row["type"]] += 1
+            continue
+        pairs.append(PairExample(row["source"], row["target"], row["label"], row["type"], number))
+    if not pairs and not skipped:
+        raise CorefBertError(f"empty file: no pairs; {expected}", path=path)
+    if not pairs:
+        raise CorefBertError(f"no pairs of types {','.join(types)} in the file (it has "
+                             f"{', '.join(sorted(skipped))}); check --train_types / --eval_types", path=path)
+    if skipped:
+        logger.info("%s: %d pairs, %d skipped by type (%s)", path, len(pairs), sum(skipped.values()),
+                    ", ".join(f"{k} {n}" for k, n in sorted(skipped.items())))
+    return pairs
+
+
+class PronounPairsTask(FinetuningTask):
+    """Pronoun-pair entailment on the training core: ``--model da|lstmn|bilstm`` train from scratch
+    (``uses_model_folder`` False; ``--model_name_or_path`` may name a folder this task saved, to evaluate or
+    continue it), ``--model bert`` fine-tunes a checkpoint."""
+
+    name = "pronoun_pairs"
+    main_metric = "accuracy"  # the paper's table 2
+    args_class = PronounPairsArguments
+
+    @classmethod
+    def defaults_for(cls, argv: list[str]) -> dict:
+        return {} if (peek_argument(argv, "model") or "da") == "bert" else dict(SCRATCH_DEFAULTS)
+
+    def __init__(self, task_args: PronounPairsArguments, training_args: FinetuningArguments):
+        super().__init__(task_args, training_args)
+        check_data_flags(training_args, task_args, "pairs.jsonl")
+        self.is_bert = task_args.model == "bert"
+        self.main_metric = task_args.selection_metric
+        self.uses_model_folder = self.is_bert
+        self.model_dir = training_args.model_name_or_path
+        self.truncated = Counter()
+        train_types, eval_types = task_args.train_types.split(","), task_args.eval_types.split(",")
+        self.examples = {
+            "train": read_pairs(task_args.train_file, train_types) if training_args.do_train else [],
+            "eval": read_pairs(task_args.validation_file, eval_types) if task_args.validation_file else [],
+            "predict": read_pairs(task_args.test_file, eval_types) if training_args.do_predict else [],
+        }
+        self.pretrained, self.config = None, None
+        if self.is_bert:
+            if not self.model_dir:
+                raise CorefBertError("--model bert fine-tunes a checkpoint: pass --model_name_or_path (a BERT, "
+                                     "RoBERTa or CorefBERT folder)")
+            self.tokenizer = _load_tokenizer(self.model_dir)
+        else:
+            self.vocabulary = self._vocabulary()
+
+    def _vocabulary(self) -> WordVocabulary:
+        """From the model folder when one is given, else built from the training pairs (or the word vectors)."""
+        a = self.task_args
+        if self.model_dir:
+            self.config = load_pair_config(self.model_dir)
+            if self.config.model_type != a.model:
+                raise CorefBertError(f"this folder holds a {self.config.model_type} model, not --model {a.model}",
+                                     path=self.model_dir)
+            return WordVocabulary.load(self.model_dir)
+        if not self.examples["train"]:
+            raise CorefBertError(f"--model {a.model} without --model_name_or_path trains from scratch: it needs "
+                                 "--do_train and --train_file")
+        if a.embeddings_file is None:
+            texts = (t for e in self.examples["train"] for t in (e.source, e.target))
+            vocabulary, dimension = WordVocabulary.from_texts(texts, a.lowercase, a.min_count), a.embedding_dim
+        else:
+            texts = [t for split in self.examples.values() for e in split for t in (e.source, e.target)]
+            vocabulary, self.pretrained, hashed = vocabulary_with_vectors(texts, a.embeddings_file, a.lowercase,
+                                                                          seed=self.args.seed)
+            dimension = self.pretrained.shape[1]
+            logger.info("word vectors for %d words; %d words without one hashed to %d random vectors",
+                        len(vocabulary) - 2 - vocabulary.oov_buckets, hashed, vocabulary.oov_buckets)
+        freeze = a.freeze_embeddings if a.freeze_embeddings is not None else a.embeddings_file is not None
+        self.config = PairModelConfig(a.model, len(vocabulary), dimension, a.hidden_size, 2, a.dropout,
+                                      freeze_embeddings=freeze, intra_attention=a.intra_attention,
+                                      init_std=a.da_init_std)
+        return vocabulary
+
+    def build_model(self) -> torch.nn.Module:
+        if self.is_bert:
+            from transformers import AutoModelForSequenceClassification
+
+            try:
+                return AutoModelForSequenceClassification.from_pretrained(
+                    self.model_dir, num_labels=2, id2label=dict(enumerate(LABEL_NAMES)),
+                    label2id={n: i for i, n in enumerate(LABEL_NAMES)})
+            except OSError as err:
+                raise CorefBertError(f"cannot load the model ({err}); give a Hugging Face checkpoint directory",
+                                     path=self.model_dir) from None
+        model = build_pair_model(self.config, self.pretrained)
+        if self.model_dir:
+            load_pair_weights(model, self.model_dir)
+        return model
+
+    def _encode(self, example: PairExample) -> dict:
+        source, target, cut = replacement_window(example.source, example.target, self.task_args.max_words)
+        if cut:
+            self.truncated[example.type] += 1
+        if self.is_bert:
+            feature = dict(self.tokenizer(source, target, truncation=True, max_length=self.task_args.max_seq_length))
+        else:
+            feature = {"source_ids": self.vocabulary.encode(source), "target_ids": self.vocabulary.encode(target)}
+        return {**feature, "labels": example.label}
+
+    def _dataset(self, split: str) -> list[dict] | None:
+        examples = self.examples[split]
+        if not examples:
+            return None
+        self.truncated.clear()
+        features = [self._encode(e) for e in examples]
+        if self.truncated:
+            logger.warning("%s: %d pairs cut to --max_words %d (%s)", split, sum(self.truncated.values()),
+                           self.task_args.max_words, ", ".join(f"{k} {n}" for k, n in sorted(self.truncated.items())))
+        return features
+
+    def train_dataset(self):
+        return self._dataset("train")
+
+    def eval_dataset(self):
+        return self._dataset("eval")
+
+    def predict_dataset(self):
+        return self._dataset("predict")
+
+    def token_masks(self, batch: dict) -> list[torch.Tensor]:
+        """BERT: the pair's ``attention_mask``; the word models: the source and target masks."""
+        return [batch[k] for k in ("attention_mask", "source_mask", "target_mask") if k in batch]
+
+    def collate(self, features: list[dict]) -> dict[str, torch.Tensor]:
+        """Pad to the longest text of the batch; ``labels`` ``[batch]``."""
+        if self.is_bert:
+            pads = {"input_ids": self.tokenizer.pad_token_id, "attention_mask": 0, "token_type_ids": 0}
+            batch = {k: _pad([f[k] for f in features], pad) for k, pad in pads.items() if k in features[0]}
+        else:
+            batch = {}
+            for side in ("source", "target"):
+                rows = [f[f"{side}_ids"] or [self.vocabulary.ids["<unk>"]] for f in features]
+                batch[f"{side}_ids"] = _pad(rows, 0)  # [batch, len]
+                batch[f"{side}_mask"] = _pad([[1] * len(r) for r in rows], 0)  # [batch, len]
+        batch["labels"] = torch.tensor([f["labels"] for f in features])  # [batch]
+        return batch
+
+    def evaluate(self, model, dataloader, accelerator, split):
+        """Predict every pair (in dataset order: no shuffling, ``gather_for_metrics`` drops the padding
+        duplicates); metrics overall and per type (``<type>_accuracy``, ``<type>_count``)."""
+        predictions, probabilities = [], []
+        for batch in dataloader:
+            inputs = {k: v for k, v in batch.items() if k != "labels"}
+            logits = model(**inputs).logits.float()  # [batch, 2]
+            predictions.append(accelerator.gather_for_metrics(logits.argmax(-1)).cpu())
+            probabilities.append(accelerator.gather_for_metrics(logits.softmax(-1)[:, 1]).cpu())
+        examples = self.examples["eval" if split == "eval" else "predict"]
+        # --max_eval_samples cuts the dataset, not the examples: zip stops at the shorter
+        rows = [(e, int(p), float(q)) for e, p, q in zip(examples, torch.cat(predictions), torch.cat(probabilities))]
+        metrics = pair_metrics_by_type([p for _, p, _ in rows], [e.label for e, _, _ in rows],
+                                       [e.type for e, _, _ in rows])
+        return metrics, rows
+
+    def write_predictions(self, predictions, output_dir: str, split: str) -> list[str]:
+        """``<split>_predictions.jsonl``: per pair its input line, type, label, prediction, P(entailed)."""
+        path = os.path.join(output_dir, f"{split}_predictions.jsonl")
+        with open(path, "w", encoding="utf-8") as handle:
+            for example, prediction, probability in predictions:
+                handle.write(json.dumps({"line": example.line, "type": example.type, "label": example.label,
+                                         "prediction": prediction, "p_entailed": round(probability, 6)}) + "\n")
+        return [path]
+
+    def save_pretrained(self, model, output_dir: str, state_dict: dict | None = None) -> None:
+        if self.is_bert:
+            return super().save_pretrained(model, output_dir, state_dict)
+        save_pair_model(model, self.config, output_dir, state_dict)
+        self.vocabulary.save(output_dir)
+
+    def load_weights(self, model, directory: str) -> None:
+        if self.is_bert:
+            return super().load_weights(model, directory)
+        load_pair_weights(model, directory)
+
+
+def replacement_window(source: str, target: str, max_words: int) -> tuple[str, str, bool]:
+    """``source`` and ``target`` cut to at most ``max_words`` words each, around the first word where they
+    differ (the replaced pronoun): the window starts ``max_words // 2`` words before it (or where the text
+    ends), so a cut never removes the one thing the pair is about. Returns the texts and whether one was cut."""
+    words = [source.split(), target.split()]
+    if max(len(w) for w in words) <= max_words:
+        return source, target, False
+    change = next((i for i, (a, b) in enumerate(zip(*words)) if a != b), min(len(w) for w in words))
+    windows = []
+    for text in words:
+        start = max(0, min(change - max_words // 2, len(text) - max_words))
+        windows.append(" ".join(text[start:start + max_words]))
+    return windows[0], windows[1], True
+
+
+def _load_tokenizer(path: str | None):
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError, TypeError) as err:
+        raise CorefBertError(f"cannot load a tokenizer ({type(err).__name__}); --model bert needs a checkpoint "
+                             "directory with tokenizer files", path=path) from None
+
+
+def _pad(rows: list[list[int]], value: int) -> torch.Tensor:
+    longest = max(len(r) for r in rows)
+    return torch.tensor([r + [value] * (longest - len(r)) for r in rows])  # [batch, longest]

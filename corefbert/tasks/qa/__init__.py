@@ -1,0 +1,1 @@
+"""Extractive QA (QUOREF, MRQA/SQuAD): examples, windows, models, the task."""

@@ -1,0 +1,27 @@
+"""The longest sequence a model can embed, from its config: the one usable-positions rule."""
+
+from __future__ import annotations
+
+# Model types whose position ids start after the padding index (RoBERTa's ``padding_idx + 1``), so that
+# ``max_position_embeddings`` counts ``pad_token_id + 1`` slots no token can use.
+PADDING_OFFSET_MODELS = ("roberta", "xlm-roberta", "camembert", "longformer", "mpnet")
+
+
+def max_positions(model_config) -> int | None:
+    """The longest sequence a model of ``model_config`` (a ``PretrainedConfig`` or its dict) can embed.
+
+    BERT: ``max_position_embeddings`` (512). RoBERTa: ``max_position_embeddings - pad_token_id - 1``
+    (514 - 2 = 512), since its positions start after the padding index. None when the config does not say.
+    """
+    config = model_config if isinstance(model_config, dict) else model_config.to_dict()
+    positions = config.get("max_position_embeddings")
+    if not isinstance(positions, int):
+        return None
+    if config.get("model_type") in PADDING_OFFSET_MODELS:
+        positions -= padding_offset(config)
+    return positions
+
+
+def padding_offset(config: dict) -> int:
+    pad = config.get("pad_token_id")
+    return (1 if pad is None else int(pad)) + 1

@@ -1,0 +1,152 @@
+"""Word vocabularies for the models trained from scratch, and GloVe-format word vectors.
+
+Two ways to map words to ids, as the papers do:
+
+- learned embeddings (the default): the training words seen at least ``min_count`` times, every other
+  word is ``<unk>``;
+- a GloVe-format file (``word v1 v2 ... vd`` per line): the data's words that the file has, plus
+  Parikh et al.'s "out-of-vocabulary words are hashed to one of 100 random embeddings each initialized to
+  mean 0 and standard deviation 1" (a CRC-32 of the word, so the bucket is the same in every process).
+
+Saved as ``vocab.json`` beside the model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zlib
+from collections import Counter
+from collections.abc import Iterable
+
+import torch
+
+from corefbert.errors import CorefBertError
+
+__all__ = ["PAD", "UNK", "VOCAB_FILE", "WordVocabulary", "read_word_vectors", "vocabulary_with_vectors",
+           "write_input_embeddings"]
+
+PAD, UNK = "<pad>", "<unk>"
+VOCAB_FILE = "vocab.json"
+
+
+class WordVocabulary:
+    """``words[i]`` is the word of id ``i``; id 0 is ``<pad>``, id 1 ``<unk>``; with ``oov_buckets`` > 0 the
+    last ``oov_buckets`` ids are the hash buckets of unknown words (and ``<unk>`` is never used)."""
+
+    def __init__(self, words: list[str], lowercase: bool = True, oov_buckets: int = 0):
+        self.words, self.lowercase, self.oov_buckets = list(words), lowercase, oov_buckets
+        self.ids = {w: i for i, w in enumerate(self.words)}
+
+    @classmethod
+    def from_texts(cls, texts: Iterable[str], lowercase: bool = True, min_count: int = 1) -> WordVocabulary:
+        """The words of ``texts`` (split on whitespace) seen at least ``min_count`` times, most frequent first."""
+        counts = Counter(w.lower() if lowercase else w for text in texts for w in text.split())
+        kept = sorted((w for w, n in counts.items() if n >= min_count), key=lambda w: (-counts[w], w))
+        return cls([PAD, UNK, *kept], lowercase)
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+    def tokens(self, text: str) -> list[str]:
+        return [w.lower() if self.lowercase else w for w in text.split()]
+
+    def encode(self, text: str) -> list[int]:
+        """Ids of the whitespace-separated words of ``text``."""
+        first_bucket = len(self.words) - self.oov_buckets
+        unknown = self.ids[UNK]
+        return [self.ids.get(w, first_bucket + zlib.crc32(w.encode("utf-8")) % self.oov_buckets
+                             if self.oov_buckets else unknown) for w in self.tokens(text)]
+
+    def save(self, directory: str) -> None:
+        with open(os.path.join(directory, VOCAB_FILE), "w", encoding="utf-8") as handle:
+            json.dump({"words": self.words, "lowercase": self.lowercase, "oov_buckets": self.oov_buckets}, handle)
+
+    @classmethod
+    def load(cls, directory: str) -> WordVocabulary:
+        from corefbert.text.jsonio import read_json
+
+        path = os.path.join(directory, VOCAB_FILE)
+        values = read_json(path, missing=f"no {VOCAB_FILE} in the model folder; was it saved by this task?")
+        if not isinstance(values, dict) or not isinstance(values.get("words"), list):
+            raise CorefBertError("not a word vocabulary (expected {\"words\": [...]})", path=path)
+        return cls(values["words"], bool(values.get("lowercase", True)), int(values.get("oov_buckets", 0)))
+
+
+def read_word_vectors(path: str, wanted: set[str], lowercase: bool) -> tuple[dict[str, list[float]], int]:
+    """``({word: vector}, dimension)`` for the words of ``wanted`` in the GloVe-format file ``path``
+    (``word v1 ... vd`` per line, separated by spaces; a first line ``count dimension`` (word2vec text) is
+    skipped). With ``lowercase`` the file's words are lowercased and the first vector of a word wins."""
+    if not os.path.isfile(path):
+        raise CorefBertError("embeddings file not found; give a GloVe-format text file", path=path)
+    vectors: dict[str, list[float]] = {}
+    dimension = None
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for number, line in enumerate(handle, start=1):
+            parts = line.rstrip("\n").rstrip(" ").split(" ")
+            if number == 1 and len(parts) == 2 and all(p.isdigit() for p in parts):
+                continue  # word2vec text header
+            if len(parts) < 2:
+                if line.strip():
+                    raise CorefBertError("expected 'word v1 v2 ... vd' (GloVe format)", path=path, position=number)
+                continue
+            if dimension is None:
+                dimension = len(parts) - 1
+            elif len(parts) - 1 != dimension:
+                raise CorefBertError(f"{len(parts) - 1} values after the word where the first line has {dimension}; "
+                                     "a space inside a word, or a cut line?", path=path, position=number)
+            word = parts[0].lower() if lowercase else parts[0]
+            if word in wanted and word not in vectors:
+                try:
+                    vectors[word] = [float(v) for v in parts[1:]]
+                except ValueError:
+                    raise CorefBertError("a vector value is not a number", path=path, position=number) from None
+    if dimension is None:
+        raise CorefBertError("empty embeddings file", path=path)
+    return vectors, dimension
+
+
+def vocabulary_with_vectors(texts: Iterable[str], path: str, lowercase: bool, oov_buckets: int = 100,
+                            seed: int = 0) -> tuple[WordVocabulary, torch.Tensor, int]:
+    """A vocabulary of the words of ``texts`` the file ``path`` has, plus ``oov_buckets`` hash buckets, its
+    embedding matrix ``[vocab, dimension]`` (the pad row zero; file vectors scaled to L2 norm 1, Parikh et al.'s
+    "each embedding vector was normalized to have l2 norm of 1"; buckets ~ N(0, 1), seeded) and how many
+    distinct words of ``texts`` fell into the buckets."""
+    words = {w.lower() if lowercase else w for text in texts for w in text.split()}
+    vectors, dimension = read_word_vectors(path, words, lowercase)
+    known = sorted(vectors)
+    buckets = [f"<oov_{i}>" for i in range(oov_buckets)]
+    vocabulary = WordVocabulary([PAD, UNK, *known, *buckets], lowercase, oov_buckets)
+    generator = torch.Generator().manual_seed(seed)
+    matrix = torch.randn(len(vocabulary), dimension, generator=generator)  # [vocab, dimension]
+    matrix[0] = 0.0
+    if known:
+        known_vectors = torch.tensor([vectors[w] for w in known])  # [known, dimension]
+        matrix[2:2 + len(known)] = known_vectors / known_vectors.norm(dim=-1, keepdim=True).clamp(min=1e-12)
+    return vocabulary, matrix, len(words) - len(known)
+
+
+def write_input_embeddings(model_name_or_path: str, texts: Iterable[str], path: str, lowercase: bool = True) -> int:
+    """Write a GloVe-format file of static word vectors taken from a Hugging Face model's input embedding table:
+    each distinct whitespace word of ``texts`` gets the mean of its subword rows (no context, no position).
+    Where no GloVe file can be downloaded, this gives ``--embeddings_file`` vectors under which equal words
+    are equal and related words near. Returns how many words were written."""
+    from transformers import AutoModel, AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model_name_or_path)
+        table = AutoModel.from_pretrained(model_name_or_path).get_input_embeddings().weight.detach()  # [V, d]
+    except (OSError, ValueError) as err:
+        raise CorefBertError(f"cannot load a model with a tokenizer ({type(err).__name__})",
+                             path=model_name_or_path) from None
+    words = sorted({w.lower() if lowercase else w for text in texts for w in text.split()})
+    written = 0
+    with open(path, "w", encoding="utf-8") as handle:
+        for word in words:
+            ids = tokenizer(word, add_special_tokens=False)["input_ids"]
+            if not ids or " " in word:
+                continue
+            vector = table[ids].mean(0)  # [d]
+            handle.write(word + " " + " ".join(f"{v:.5f}" for v in vector.tolist()) + "\n")
+            written += 1
+    return written

@@ -1,0 +1,305 @@
+"""The arguments every training CLI shares (Hugging Face example names), and their one validation.
+
+:class:`TrainingArguments` holds each shared flag once, with its type and default; pretraining
+(:class:`corefbert.pretraining.arguments.PretrainingArguments`) and fine-tuning
+(:class:`corefbert.tasks.base.FinetuningArguments`) extend it, overriding a default only where their
+paper's setting differs. :meth:`TrainingArguments.validate` is the one place a bad value becomes one line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import types
+import typing
+from dataclasses import dataclass, field
+
+from corefbert.arguments import SECRET_ARGUMENTS
+from corefbert.errors import CorefBertError
+from corefbert.training.lock import is_empty_output
+
+MIXED_PRECISION = ("auto", "no", "bf16", "fp16")
+ON_NONFINITE = ("stop", "skip")
+REPORT_TO = ("tensorboard", "wandb", "all")
+
+
+@dataclass(kw_only=True)
+class TrainingArguments:
+    """Schedule, precision, checkpointing, logging and fault policy of one training run."""
+
+    output_dir: str | None = field(default=None, metadata={"help": "Where checkpoints, log.jsonl and results go."})
+    overwrite_output_dir: bool = field(
+        default=False, metadata={"help": "Train in a non-empty --output_dir: the earlier run's checkpoints and "
+                                         "log are deleted."})
+    seed: int = field(default=42, metadata={"help": "Seed of the model init, data order, masks and dropout."})
+    per_device_train_batch_size: int = field(default=8, metadata={"help": "Examples per process per micro-batch."})
+    per_device_eval_batch_size: int = field(default=16, metadata={"help": "Examples per process in evaluation."})
+    gradient_accumulation_steps: int = field(default=1, metadata={"help": "Micro-batches per optimizer step."})
+    max_steps: int = field(default=-1, metadata={"help": "Optimizer steps; overrides --num_train_epochs if > 0."})
+    num_train_epochs: float = field(default=3.0, metadata={"help": "Epochs (fractions allowed) when --max_steps <= 0."})
+    learning_rate: float = field(default=5e-5, metadata={"help": "Peak learning rate of AdamW."})
+    weight_decay: float = field(default=0.01, metadata={"help": "AdamW decay (never on 1-D parameters: biases, "
+                                                                "LayerNorm, the copy vector V)."})
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_epsilon: float = 1e-8
+    lr_scheduler_type: str = field(default="linear", metadata={"help": "step (warm-up, then x --lr_decay_factor "
+                                                                       "every --lr_decay_steps) or a transformers scheduler name (linear, "
+                                                                       "cosine, constant_with_warmup, ...)."})
+    lr_decay_steps: int = field(default=0, metadata={"help": "--lr_scheduler_type step: optimizer steps between "
+                                                             "two decays of the learning rate."})
+    lr_decay_factor: float = field(default=0.5, metadata={"help": "--lr_scheduler_type step: the factor of each decay."})
+    warmup_ratio: float = field(default=0.0, metadata={"help": "Share of the optimizer steps for warm-up."})
+    warmup_steps: int = field(default=0, metadata={"help": "Warm-up steps; overrides --warmup_ratio if > 0."})
+    max_grad_norm: float = field(default=1.0, metadata={"help": "Gradient clipping norm; 0 turns clipping off."})
+    gradient_checkpointing: bool = field(default=False, metadata={"help": "Trade compute for activation memory."})
+    torch_compile: bool = field(
+        default=False, metadata={"help": "Compile the model (torch.compile, inductor, dynamic shapes): faster steps "
+                                         "on a GPU after a first step of ~1-2 minutes; pays off beyond a few "
+                                         "hundred steps. Off on CPU, where it rarely pays."})
+    torch_compile_mode: str | None = field(
+        default=None, metadata={"help": "torch.compile mode: default | reduce-overhead | max-autotune."})
+    mixed_precision: str = field(
+        default="auto", metadata={"help": "auto (a launcher's setting, e.g. accelerate launch --config_file; else "
+                                          "bf16 where the GPU supports it, else no) | no | bf16 | fp16."})
+    on_nonfinite: str = field(
+        default="stop", metadata={"help": "On a NaN/inf loss: stop (after saving) or skip the step."})
+    max_consecutive_skips: int = field(
+        default=25, metadata={"help": "Optimizer steps skipped in a row (non-finite loss with --on_nonfinite skip, "
+                                      "or fp16 overflow) before the run saves and stops."})
+    logging_steps: int = field(default=10, metadata={"help": "Write a train record to log.jsonl every N steps."})
+    eval_steps: int | None = field(default=None, metadata={"help": "Evaluate every N optimizer steps."})
+    checkpointing_steps: str | None = field(
+        default=None, metadata={"help": "Save a resumable checkpoint every N optimizer steps, or 'epoch'."})
+    save_total_limit: int | None = field(default=2, metadata={"help": "Keep only the last K checkpoints (0: all)."})
+    resume_from_checkpoint: str | None = field(
+        default=None, metadata={"help": "A checkpoints/step_N folder, or 'latest' (starts fresh when none)."})
+    ignore_changed_settings: bool = field(
+        default=False, metadata={"help": "Resume although a setting that decides the result (batch size, seed, "
+                                         "learning rate, corpus, model, ...) differs from the checkpoint's."})
+    num_workers: int = field(default=0, metadata={"help": "DataLoader worker processes."})
+    with_tracking: bool = field(default=False, metadata={"help": "Also log to a tracker (see --report_to)."})
+    report_to: str = field(default="tensorboard", metadata={"help": "tensorboard | wandb | all."})
+    disable_tqdm: bool = field(default=False, metadata={"help": "No progress bars."})
+    # ---- Hub round trip (issue 15; corefbert/training/hub.py): Hugging Face's names, used at the end of a run. ----
+    push_to_hub: bool = field(
+        default=False, metadata={"help": "At the end, upload the model (pretraining: final/; fine-tuning: best/, "
+                                         "else last/) with a model card to the Hub; staged in output_dir/hub first."})
+    hub_model_id: str | None = field(
+        default=None, metadata={"help": "Hub repository, user/name or org/name (default: the --output_dir folder's "
+                                        "name under the token's account)."})
+    hub_private_repo: bool = field(default=False, metadata={"help": "Create the Hub repository private."})
+    hub_token: str | None = field(  # repr=False: a printed or logged args object never shows it
+        default=None, repr=False,
+        metadata={"help": "Hub token (default: $HF_TOKEN or `hf auth login`); never written to disk or shown."})
+    # ---- end of the Hub block ----
+
+    def validate(self) -> None:
+        """Reject values that cannot work, each in one line; subclasses add their own after this."""
+        _check_types(self)
+        if self.output_dir is not None and not self.output_dir.strip():
+            raise CorefBertError("--output_dir is empty; pass the folder the run should write to")
+        for name in ("seed", "num_workers"):
+            if getattr(self, name) < 0:
+                raise CorefBertError(f"--{name} must be >= 0 (got {getattr(self, name)})")
+        for name in ("adam_beta1", "adam_beta2"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise CorefBertError(f"--{name} must be within [0, 1) (got {getattr(self, name)})")
+        if self.adam_epsilon <= 0:
+            raise CorefBertError(f"--adam_epsilon must be > 0 (got {self.adam_epsilon})")
+        if self.learning_rate <= 0:
+            raise CorefBertError(f"--learning_rate must be > 0 (got {self.learning_rate})")
+        if self.max_steps <= 0 and self.num_train_epochs <= 0:
+            raise CorefBertError(f"--num_train_epochs must be > 0 when --max_steps is not given (got "
+                                 f"{self.num_train_epochs})")
+        for name in ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps",
+                     "logging_steps", "max_consecutive_skips"):
+            if getattr(self, name) < 1:
+                raise CorefBertError(f"--{name} must be at least 1 (got {getattr(self, name)})")
+        if self.eval_steps is not None and self.eval_steps < 1:
+            raise CorefBertError(f"--eval_steps must be at least 1 when given (got {self.eval_steps})")
+        if self.save_total_limit is not None and self.save_total_limit < 0:
+            raise CorefBertError(f"--save_total_limit must be >= 0 (got {self.save_total_limit}; 0 keeps every "
+                                 "checkpoint)")
+        steps = self.checkpointing_steps
+        if steps is not None and steps != "epoch" and not (str(steps).isdigit() and int(steps) > 0):
+            raise CorefBertError(f"--checkpointing_steps {steps!r} must be a positive integer or 'epoch'")
+        if not 0.0 <= self.warmup_ratio <= 1.0:
+            raise CorefBertError(f"--warmup_ratio must be within [0, 1] (got {self.warmup_ratio})")
+        for name in ("max_grad_norm", "weight_decay", "warmup_steps"):
+            if getattr(self, name) < 0:
+                raise CorefBertError(f"--{name} must be >= 0 (got {getattr(self, name)})")
+        _check_choice("mixed_precision", self.mixed_precision, MIXED_PRECISION)
+        _check_choice("on_nonfinite", self.on_nonfinite, ON_NONFINITE)
+        _check_choice("report_to", self.report_to, REPORT_TO)
+        from transformers import SchedulerType
+
+        _check_choice("lr_scheduler_type", self.lr_scheduler_type, ["step", *(s.value for s in SchedulerType)])
+        if self.lr_scheduler_type == "step" and self.lr_decay_steps < 1:
+            raise CorefBertError(f"--lr_scheduler_type step needs --lr_decay_steps >= 1 (got {self.lr_decay_steps})")
+        if not 0.0 < self.lr_decay_factor <= 1.0:
+            raise CorefBertError(f"--lr_decay_factor must be within (0, 1] (got {self.lr_decay_factor})")
+        if self.mixed_precision == "fp16":
+            import torch
+
+            if not torch.cuda.is_available():
+                raise CorefBertError("--mixed_precision fp16 needs a CUDA GPU; use bf16 or no on this machine")
+        if self.output_dir and os.path.exists(self.output_dir) and not os.path.isdir(self.output_dir):
+            raise CorefBertError("--output_dir is a file, not a directory; pass a directory path", path=self.output_dir)
+        if self.with_tracking:
+            tracking_backends(self.report_to)
+        # huggingface_hub loads only where arguments are checked
+        from corefbert.training.hub import check_hub_arguments
+
+        check_hub_arguments(self)
+
+
+_SCALARS = {int, float, str, bool, type(None)}
+
+
+def _check_types(args) -> None:
+    """Every scalar field holds its declared type. A ``--config`` YAML value bypasses argparse's conversion
+    (``max_steps: null``, ``[1, 2]``, ``3.7``); YAML's own spellings are accepted: ``1e-5`` (a string to
+    YAML 1.1) as a float, ``500`` for a string flag, ``mixed_precision: no`` (read as false) as "no"."""
+    hints = typing.get_type_hints(type(args))
+    for f in dataclasses.fields(args):
+        declared = hints.get(f.name)
+        kinds = set(typing.get_args(declared)) if isinstance(declared, types.UnionType) else {declared}
+        if not kinds <= _SCALARS:
+            continue  # lists and other shapes: the subclass checks them
+        value = getattr(args, f.name)
+        setattr(args, f.name, _coerce(f.name, value, kinds))
+
+
+def _coerce(name: str, value, kinds: set):
+    if name in SECRET_ARGUMENTS and value is not None and not isinstance(value, str):
+        raise CorefBertError(f"--{name} must be a string (got a {type(value).__name__}; its value is not shown)")
+    if value is None:
+        if type(None) in kinds:
+            return None
+        raise CorefBertError(f"--{name} needs a value (got null)")
+    if bool in kinds:
+        if isinstance(value, bool):
+            return value
+        raise CorefBertError(f"--{name} must be true or false (got {value!r})")
+    if int in kinds and float not in kinds:
+        if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+            value = int(value)
+        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+            value = int(value)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise CorefBertError(f"--{name} must be an integer (got {value!r})")
+    if float in kinds:
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                pass
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            if not math.isfinite(value):
+                raise CorefBertError(f"--{name} must be a finite number (got {value!r})")
+            return float(value)
+        raise CorefBertError(f"--{name} must be a number (got {value!r})")
+    if isinstance(value, str):
+        return value
+    if value is False and name == "mixed_precision":
+        return "no"  # YAML 1.1 reads a bare no as false
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)  # checkpointing_steps: 500
+    raise CorefBertError(f"--{name} must be a string (got {value!r})")
+
+
+def _check_choice(name: str, value: str, allowed) -> None:
+    if value not in allowed:
+        raise CorefBertError(f"--{name} {value!r} is not one of {', '.join(allowed)}")
+
+
+def check_output_dir(args: TrainingArguments) -> None:
+    """Refuse to start a new run in the folder of an earlier one unless told to resume or overwrite.
+
+    A second run there would have its early checkpoints rotated away by the old run's later ones, and
+    ``--resume_from_checkpoint latest`` would then continue the old run.
+    """
+    out = args.output_dir
+    if args.resume_from_checkpoint or args.overwrite_output_dir or not os.path.isdir(out) or is_empty_output(out):
+        return
+    raise CorefBertError(
+        "output directory is not empty (an earlier run?); pass --resume_from_checkpoint latest to continue "
+        "it, --overwrite_output_dir to start over (deletes its checkpoints and log), or another --output_dir",
+        path=out,
+    )
+
+
+def tracking_backends(report_to: str) -> list[str]:
+    """The trackers ``--report_to`` names that are installed; one line naming the package when none is.
+
+    Asked before the Accelerator exists: accelerate's own filter logs through its state-bound logger and
+    raises a RuntimeError traceback when a tracker package is missing.
+    """
+    from accelerate.utils import is_tensorboard_available, is_wandb_available
+
+    available = {"tensorboard": is_tensorboard_available(), "wandb": is_wandb_available()}
+    wanted = ["tensorboard", "wandb"] if report_to == "all" else [report_to]
+    found = [name for name in wanted if available[name]]
+    if not found:
+        raise CorefBertError(
+            f"--with_tracking --report_to {report_to}: {' and '.join(wanted)} not installed; "
+            f"pip install {' '.join(wanted)}, or drop --with_tracking (log.jsonl is written either way)"
+        )
+    return found
+
+
+def resolve_mixed_precision(value: str) -> str | None:
+    """``auto`` -> None when a launcher chose (accelerate reads its env), bf16 on bf16 GPUs, else no."""
+    if value != "auto":
+        return value
+    if os.environ.get("ACCELERATE_MIXED_PRECISION"):
+        return None
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.is_bf16_supported():
+        return "bf16"
+    return "no"
+
+
+#: The settings that decide a run's result: a resume under other values would not repeat the uninterrupted
+#: run (``--max_steps``, evaluation, logging and checkpoint cadence, workers and tracking may change).
+EXACT_SETTINGS = ("seed", "per_device_train_batch_size", "gradient_accumulation_steps", "learning_rate",
+                  "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon", "lr_scheduler_type", "warmup_ratio",
+                  "warmup_steps", "max_grad_norm", "lr_decay_steps", "lr_decay_factor")
+
+
+def run_settings(args: TrainingArguments, num_processes: int, precision: str, job_settings: dict) -> dict:
+    """What a checkpoint records of the run that wrote it: :data:`EXACT_SETTINGS`, the process count and
+    precision used (the batch per step and the numerics), and the job's own (corpus, model, task files)."""
+    return {**{name: getattr(args, name) for name in EXACT_SETTINGS}, "num_processes": num_processes,
+            "mixed_precision": precision, **job_settings}
+
+
+def changed_settings(saved: dict | None, current: dict) -> list[tuple[str, object, object]]:
+    """``(name, checkpoint's value, this run's value)`` for each recorded setting that differs (a checkpoint
+    from before settings were recorded has none to compare)."""
+    if not saved:
+        return []
+    return [(name, saved[name], value) for name, value in current.items()
+            if name in saved and saved[name] != value]
+
+
+def refuse_changed_settings(changed: list, checkpoint, ignore: bool, warn) -> None:
+    """One line naming the first changed setting and both values, unless ``--ignore_changed_settings``
+    (then ``warn`` gets one line per change)."""
+    if not changed:
+        return
+    if ignore:
+        for name, old, new in changed:
+            warn(f"warning: {name} changed since the checkpoint ({old!r} -> {new!r}); resuming anyway "
+                 "(--ignore_changed_settings): the run will not repeat the uninterrupted one")
+        return
+    name, old, new = changed[0]
+    more = f" (also changed: {', '.join(n for n, _, _ in changed[1:])})" if len(changed) > 1 else ""
+    raise CorefBertError(
+        f"cannot resume: {name} was {old!r} in this checkpoint but is {new!r} now{more}; a resumed run would not "
+        "repeat the run it continues. Use the checkpoint's value, or pass --ignore_changed_settings to resume "
+        "anyway", path=checkpoint)

@@ -1,0 +1,588 @@
+"""The one training loop: pretraining and every fine-tuning task run it (docs/contracts.md, "Training core").
+
+A job (:class:`TrainingJob`) supplies its loss step, its evaluation and the state it wants checkpointed;
+:func:`train` does the rest on Accelerate, on one CPU, N GPUs, DeepSpeed or FSDP. What it guarantees,
+each backed by tests (tests/training/test_training.py, tests/pretraining/test_pretraining.py, tests/tasks/test_finetuning.py,
+tests/system/test_cli_resume.py, tests/system/test_crash_safety.py):
+
+- one optimizer step = ``gradient_accumulation_steps`` micro-batches on every process, also across an
+  epoch boundary (accumulation does not restart with the epoch, so every step sees the same amount of data);
+- the LR schedule (``transformers.get_scheduler``) advances once per optimizer step on any number of
+  processes, and not on a step that fp16 loss scaling or a non-finite loss skipped;
+- a resumed run repeats the uninterrupted run's losses: the seedable sampler + ``set_epoch`` +
+  ``skip_first_batches`` give the same data, :class:`PreservedRng` keeps the data iterator from consuming
+  the restored RNG state, and the running log window is part of the checkpoint;
+- SIGTERM/SIGINT save a checkpoint and exit with 128+signal, also while steps are being skipped; an
+  evaluation running at the signal is abandoned within one batch (nothing of it is written), the step's
+  checkpoint is saved if it is not yet, and the resume repeats that evaluation (tests/system/test_signals_in_evaluation.py);
+- an evaluation leaves every RNG as it found it, so training does not depend on when (or whether) it evaluates;
+- a non-finite loss saves and stops naming the step (``--on_nonfinite stop``) or skips the step (``skip``);
+  ``--max_consecutive_skips`` skipped steps in a row (non-finite or fp16 overflow) save and stop.
+
+Checkpoints are ``output_dir/checkpoints/step_N`` (:mod:`corefbert.training.checkpointing`), one layout for every
+CLI; the resume position is ``(epoch, batches_in_epoch)`` in micro-batches.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import signal
+import time
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from corefbert.errors import CorefBertError
+from corefbert.training import lock as run_lock
+from corefbert.training.arguments import (
+    TrainingArguments,
+    changed_settings,
+    check_output_dir,
+    refuse_changed_settings,
+    resolve_mixed_precision,
+    run_settings,
+    tracking_backends,
+)
+from corefbert.training.checkpointing import (
+    EvaluationStopped,
+    StopSignal,
+    any_process,
+    checkpoints_root,
+    list_checkpoints,
+    load_checkpoint,
+    os_error_reason,
+    read_trainer_state,
+    remove_folder,
+    resolve_checkpoint,
+    save_checkpoint,
+    truncate_log,
+)
+from corefbert.training.extension_locks import check_extension_locks, deepspeed_requested
+from corefbert.training.hub import public_settings
+from corefbert.training.outputs import JsonlLogger
+from corefbert.training.throughput import peak_flops, training_flops_counter
+
+LOG_FILE = "log.jsonl"
+
+
+@dataclass
+class StepOutput:
+    """What a job's training step returns: the loss to back-propagate and named parts to log as means."""
+
+    loss: torch.Tensor  # [] scalar
+    logs: dict[str, torch.Tensor] = field(default_factory=dict)  # name -> [] scalar, e.g. mlm_loss, mrp_loss
+
+
+class TrainingJob:
+    """What a model brings to the loop. Subclasses override what they need."""
+
+    #: Evaluate at the end of every epoch when ``--eval_steps`` is not given (fine-tuning's convention).
+    evaluate_each_epoch: bool = False
+
+    def training_step(self, model, batch: dict) -> StepOutput:
+        """Forward one micro-batch; the default reads ``.loss`` of the model's output."""
+        return StepOutput(model(**batch).loss)
+
+    def token_masks(self, batch: dict) -> list[torch.Tensor]:
+        """The ``[batch, length]`` masks of real tokens the log counts (``tokens``, ``tokens_per_s``,
+        ``slot_fill``); the first one also sizes the model FLOPs. Default: ``attention_mask`` when the batch has
+        one. None counted: the log carries no token fields (never a ``tokens: 0``)."""
+        mask = batch.get("attention_mask") if isinstance(batch, dict) else None
+        return [mask] if mask is not None else []
+
+    def on_train_begin(self, model, step: int) -> None:
+        """Called once after any resume, before the first step (``step`` is where training starts)."""
+
+    def on_epoch_begin(self, epoch: int) -> None:
+        """Called before the batches of each epoch are drawn (also for the epoch a resume continues)."""
+
+    def evaluate(self, model, step: int, epoch: float) -> None:
+        """Called every ``--eval_steps``, at epoch ends when :attr:`evaluate_each_epoch`, and at the last step
+        (after its checkpoint; again on a resume from that checkpoint)."""
+
+    def on_train_end(self, model, step: int) -> None:
+        """The final save, after the last evaluation; a signal meanwhile waits for it to finish."""
+
+    def settings(self) -> dict:
+        """JSON-able settings that decide the result beyond :class:`TrainingArguments` (corpus, model, task
+        files): kept in each checkpoint; a resume under other values is refused (``--ignore_changed_settings``)."""
+        return {}
+
+    def state_dict(self) -> dict:
+        """JSON-able state to keep in each checkpoint (e.g. the best metric so far)."""
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore what :meth:`state_dict` returned, on resume."""
+
+
+def build_accelerator(args: TrainingArguments):
+    """The run's Accelerator: seedable sampler, accumulation across epoch ends, the launcher's precision
+    under ``--mixed_precision auto``, trackers when asked. Resets accelerate's process-wide singletons first,
+    so a second run in one process (tests, notebooks) may use another precision."""
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState, GradientState
+    from accelerate.utils import DataLoaderConfiguration, GradientAccumulationPlugin, TorchDynamoPlugin
+
+    AcceleratorState._reset_state(reset_partial_state=False)
+    GradientState._reset_state()
+    if deepspeed_requested():  # building the Accelerator builds DeepSpeed's ops: not behind a dead build's lock
+        check_extension_locks()
+    # Compiled at prepare(). Dynamic shapes: a batch's length and its MRP mention / referent counts change from
+    # batch to batch, and a static compile recompiles on each new shape (DESIGN.md, known pitfalls).
+    compile_plugin = (TorchDynamoPlugin(backend="inductor", dynamic=True, mode=args.torch_compile_mode)
+                      if getattr(args, "torch_compile", False) else None)
+    return Accelerator(
+        dynamo_plugin=compile_plugin,
+        mixed_precision=resolve_mixed_precision(args.mixed_precision),
+        gradient_accumulation_plugin=GradientAccumulationPlugin(
+            num_steps=args.gradient_accumulation_steps, sync_with_dataloader=False),
+        # non_blocking: host-to-GPU copies of pinned batches overlap the step (see the loaders' pin_memory).
+        dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True, data_seed=args.seed,
+                                                  non_blocking=torch.cuda.is_available()),
+        # We step the scheduler once per optimizer step ourselves; the default would step it once per
+        # process per step, ending warm-up N times too early on N processes.
+        step_scheduler_with_optimizer=False,
+        log_with=tracking_backends(args.report_to) if args.with_tracking else None,
+        project_dir=args.output_dir,
+    )
+
+
+def prepare_output_dir(args: TrainingArguments, accelerator) -> Path:
+    """Create ``output_dir``; on ``--overwrite_output_dir`` (no resume) delete the earlier run's checkpoints
+    and log, which would otherwise be rotated into this run and found by ``latest``."""
+    output_dir = Path(args.output_dir)
+    refused = None
+    if accelerator.is_main_process:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        try:  # held until run_lock.release(output_dir) or this process ends
+            run_lock.acquire(output_dir)
+        except CorefBertError as err:
+            refused = err
+    if any_process(accelerator, refused is not None):
+        raise refused or CorefBertError("another run is using this --output_dir", path=output_dir)
+    if accelerator.is_main_process and args.overwrite_output_dir and (
+            not args.resume_from_checkpoint
+            or (args.resume_from_checkpoint == "latest" and not list_checkpoints(output_dir))):
+        remove_folder(checkpoints_root(output_dir))
+        (output_dir / LOG_FILE).unlink(missing_ok=True)
+    accelerator.wait_for_everyone()
+    return output_dir
+
+
+def check_training_start(args: TrainingArguments) -> None:
+    """Everything about the output folder that must fail before any model or data is loaded."""
+    from corefbert.training.checkpointing import check_writable
+
+    resolve_checkpoint(args.resume_from_checkpoint, args.output_dir, args.overwrite_output_dir)  # bad path first
+    run_lock.refuse_if_locked(args.output_dir)
+    check_output_dir(args)
+    check_writable(args.output_dir)
+
+
+def total_training_steps(args: TrainingArguments, batches_per_epoch: int) -> int:
+    """``--max_steps`` when given, else enough optimizer steps for ``--num_train_epochs`` of the data."""
+    if args.max_steps > 0:
+        return args.max_steps
+    return max(1, math.ceil(args.num_train_epochs * batches_per_epoch / args.gradient_accumulation_steps))
+
+
+def train(job: TrainingJob, args: TrainingArguments, accelerator, model, optimizer, scheduler, train_loader,
+          total_steps: int, project: str = "corefbert") -> dict[str, float]:
+    """Run the optimizer steps ``job`` needs on the prepared ``model``/``optimizer``/``train_loader``;
+    ``scheduler`` is built on the prepared optimizer and not itself prepared. Returns train metrics."""
+    loop = _Loop(job, args, accelerator, model, optimizer, scheduler, train_loader, total_steps)
+    if args.with_tracking:
+        accelerator.init_trackers(project, config=_flat(public_settings(args)))  # no --hub_token
+    with StopSignal(accelerator) as stop:  # to the end: the final evaluation and save included
+        loop.stop = stop
+        loop.resume()
+        loop.begin()
+        model.train()
+        with _progress(args, accelerator, total_steps, loop.step) as bar:
+            loop.bar = bar
+            if loop.step >= total_steps:  # resumed from the last step's checkpoint, saved before its evaluation
+                loop.final_evaluation()
+            else:
+                loop.evaluate_pending()
+                loop.run()
+        job.on_train_end(model, loop.step)
+        if stop.received is not None:  # during the final save: it finished, so nothing is left to do
+            accelerator.print(f"{signal.Signals(stop.received).name} came during the final save; the run is complete")
+    return loop.results()
+
+
+class RunLog:
+    """``log.jsonl`` of a run (written by the main process): a failed append (disk full, ...) stops every
+    process with one line naming the checkpoint that is intact, as a failed checkpoint save does.
+
+    Every process must call :meth:`log` at the same point (they agree on the failure)."""
+
+    def __init__(self, output_dir: Path, accelerator):
+        self.output_dir, self.accelerator = Path(output_dir), accelerator
+        self.path = str(self.output_dir / LOG_FILE)
+        self._logger = JsonlLogger(self.path, enabled=accelerator.is_main_process)
+
+    def log(self, record: dict) -> None:
+        error = None
+        try:
+            self._logger.log(record)
+        except OSError as err:
+            error = err
+        if any_process(self.accelerator, error is not None, if_peer_gone=True):
+            found = list_checkpoints(self.output_dir)
+            intact = f"the last complete checkpoint is {found[-1][1]}" if found else "no checkpoint was written yet"
+            reason = os_error_reason(error) if error is not None else "failed on the main process"
+            raise CorefBertError(f"could not append to the log ({reason}); {intact}. Free space or choose another "
+                                 "--output_dir, then rerun with --resume_from_checkpoint latest", path=self.path)
+
+
+class _Loop:
+    """The state of one training run between optimizer steps (what a checkpoint holds)."""
+
+    def __init__(self, job, args, accelerator, model, optimizer, scheduler, train_loader, total_steps):
+        self.job, self.args, self.accelerator = job, args, accelerator
+        self.model, self.optimizer, self.scheduler, self.train_loader = model, optimizer, scheduler, train_loader
+        self.total_steps = total_steps
+        self.output_dir = Path(args.output_dir)
+        self.logger = RunLog(self.output_dir, accelerator)
+        self.settings = run_settings(args, accelerator.num_processes, str(accelerator.mixed_precision),
+                                     job.settings())
+        self.saved_at = None  # the loop position of the newest checkpoint this process wrote
+        self.bar = None  # the progress bar, once the steps begin
+        accelerator.register_for_checkpointing(scheduler)
+        self.step = 0
+        # evaluation_pending: the evaluation of this step was abandoned at a signal (the resume repeats it).
+        self.state = {"epoch": 0, "batches_in_epoch": 0, "tokens": 0, "overflow_steps": 0, "skipped_in_a_row": 0,
+                      "loss_sum": 0.0, "loss_batches": 0, "epoch_end_pending": False, "evaluation_pending": False,
+                      "window": self._new_window()}
+        self.started = self.window_started = time.perf_counter()
+        self.bad_loss, self.nonfinite, self.grad_norm = False, False, None
+        self.flops_per_batch = training_flops_counter(accelerator.unwrap_model(model))
+        self.peak_flops = peak_flops(accelerator.device)
+
+    @staticmethod
+    def _new_window() -> dict:
+        # loss, logs and tokens stay on the device between log steps (no host sync per micro-batch); slots
+        # (batch x padded length) and model FLOPs come from shapes alone.
+        return {"loss": 0.0, "logs": {}, "micro": 0, "tokens": 0, "slots": 0, "flops": 0.0}
+
+    def _host_window(self) -> dict:
+        """The running log window with every value read to the host (what a checkpoint stores as JSON)."""
+        window = self.state["window"]
+        host = {key: float(value) if torch.is_tensor(value) else value for key, value in window.items()}
+        host["tokens"] = int(host["tokens"])
+        host["logs"] = {name: float(value) for name, value in window["logs"].items()}
+        return host
+
+    def resume(self) -> None:
+        args = self.args
+        checkpoint = resolve_checkpoint(args.resume_from_checkpoint, self.output_dir, args.overwrite_output_dir)
+        if checkpoint is None:
+            if args.resume_from_checkpoint == "latest":
+                self.accelerator.print(f"no checkpoint under {checkpoints_root(self.output_dir)} yet: starting fresh")
+            if self.accelerator.is_main_process:  # a fresh run starts a fresh log (a run killed before its
+                Path(self.logger.path).unlink(missing_ok=True)  # first checkpoint may have left one)
+            return
+        refuse_changed_settings(changed_settings(read_trainer_state(checkpoint).get("settings"), self.settings),
+                                checkpoint, args.ignore_changed_settings, self.accelerator.print)
+        earlier = [path for _, path in reversed(list_checkpoints(self.output_dir)) if path != checkpoint]
+        checkpoint, saved = load_checkpoint(self.accelerator, checkpoint,
+                                            earlier if args.resume_from_checkpoint == "latest" else ())
+        self.step = saved["step"]
+        self.state.update({k: v for k, v in saved.items() if k in self.state})
+        self.job.load_state_dict(saved.get("job", {}))
+        self.accelerator.print(f"resumed from {checkpoint} at step {self.step} (epoch {self.state['epoch']})")
+        self.saved_at = self._position()
+        if self.accelerator.is_main_process:
+            # Not evaluated: the last step (saved before its evaluation) or an evaluation a signal abandoned;
+            # the resume evaluates again, so a record a killed repetition wrote goes.
+            truncate_log(Path(self.logger.path), self.step,
+                         evaluated=self.step < self.total_steps and not self.state["evaluation_pending"])
+        self.logger.log({"split": "resume", "step": self.step, "resumed_from": str(checkpoint)})
+
+    def begin(self) -> None:
+        """The job's ``on_train_begin`` (pretraining evaluates the starting weights there); a signal during an
+        evaluation in it abandons that evaluation, and the loop exits as at any signal."""
+        if self._stopped_evaluation(lambda: self.job.on_train_begin(self.model, self.step), preserve_rng=False):
+            self._signal_or_periodic(periodic=False)
+
+    def evaluate_pending(self) -> None:
+        """After a resume from a checkpoint saved at a signal that abandoned its step's evaluation: that
+        evaluation now (what the uninterrupted run did before it went on)."""
+        if self.state["evaluation_pending"]:
+            self._evaluate()
+            self._signal_or_periodic(periodic=False)
+
+    def _evaluate(self) -> None:
+        """The job's evaluation of this step, RNG-neutral. ``evaluation_pending`` stays set in the state when a
+        signal abandons it, so the checkpoint saved at the signal says that the resume has to repeat it."""
+        self.state["evaluation_pending"] = True
+        if not self._stopped_evaluation(lambda: self.job.evaluate(self.model, self.step, self._epoch_float())):
+            self.state["evaluation_pending"] = False
+
+    def _stopped_evaluation(self, evaluation, preserve_rng: bool = True) -> bool:
+        """Run ``evaluation()``; True when a signal abandoned it (:class:`EvaluationStopped`, raised between two
+        of its batches by :func:`corefbert.training.checkpointing.raise_if_stopping`).
+
+        ``preserve_rng``: every RNG is put back as it was before, also after an abandoned evaluation, so the
+        training that follows (and the checkpoint saved at the signal) sees the RNG an uninterrupted run sees,
+        however far the evaluation got and whether it ran again after a resume."""
+        try:
+            with rng_untouched() if preserve_rng else nullcontext():
+                evaluation()
+        except EvaluationStopped:
+            self.model.train()  # the evaluation switched to eval mode and never got to switch back
+            return True
+        return False
+
+    def run(self) -> None:
+        state = self.state
+        while self.step < self.total_steps:
+            self.job.on_epoch_begin(state["epoch"])
+            self.train_loader.set_epoch(state["epoch"])
+            if hasattr(self.train_loader.dataset, "set_epoch"):  # accelerate skips the dataset on N processes
+                self.train_loader.dataset.set_epoch(state["epoch"])
+            skip = state["batches_in_epoch"]
+            batches = self.accelerator.skip_first_batches(self.train_loader, skip) if skip else self.train_loader
+            for batch in PreservedRng(batches):
+                state["batches_in_epoch"] += 1
+                state["epoch_end_pending"] |= state["batches_in_epoch"] >= len(self.train_loader)
+                if self._micro_batch(batch) and self._after_update():
+                    return
+            else:
+                state["epoch"] += 1
+                state["batches_in_epoch"] = 0
+
+    def _micro_batch(self, batch: dict) -> bool:
+        """Forward/backward one micro-batch; True when it completed an optimizer step (or a skipped one)."""
+        accelerator, window = self.accelerator, self.state["window"]
+        with accelerator.accumulate(self.model):
+            out = self.job.training_step(self.model, batch)
+            # A device flag; read once per optimizer step, not once per micro-batch.
+            self.nonfinite = ~torch.isfinite(out.loss.detach()) | self.nonfinite
+            accelerator.backward(out.loss)
+            self.grad_norm = None
+            if accelerator.sync_gradients:
+                self.bad_loss = any_process(accelerator, self.bad_loss or bool(self.nonfinite))
+                self.nonfinite = False
+                if self.bad_loss and self.args.on_nonfinite == "stop":
+                    self._save_and_stop(
+                        f"non-finite loss at step {self.step + 1} (epoch {self.state['epoch']}, batch "
+                        f"{self.state['batches_in_epoch']}); saved the last good weights at "
+                        f"{checkpoints_root(self.output_dir)}/step_{self.step}, positioned after the bad batch. "
+                        "Lower --learning_rate, use bf16, or pass --on_nonfinite skip")
+                if not self.bad_loss and self.args.max_grad_norm > 0:
+                    self.grad_norm = accelerator.clip_grad_norm_(self.model.parameters(), self.args.max_grad_norm)
+            if not self.bad_loss:
+                self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+        window["loss"] = window["loss"] + out.loss.detach().float()
+        for name, value in out.logs.items():
+            value = value.detach().float() if torch.is_tensor(value) else float(value)
+            window["logs"][name] = window["logs"].get(name, 0.0) + value
+        window["micro"] += 1
+        for number, mask in enumerate(self.job.token_masks(batch)):
+            # [batch, length]: real tokens of this process (summed over processes at logging)
+            window["tokens"] = window["tokens"] + mask.sum()
+            window["slots"] += mask.numel()
+            window["flops"] += self.flops_per_batch(mask.shape) if number == 0 else 0.0
+        return accelerator.sync_gradients
+
+    def _after_update(self) -> bool:
+        """Bookkeeping after an optimizer step (or a skipped one); True when training is over."""
+        state, args = self.state, self.args
+        if self.bad_loss:  # --on_nonfinite skip: no update, the step does not count
+            self.bad_loss = False
+            self.accelerator.print(f"skipped optimizer step {self.step + 1}: non-finite loss")
+            state["window"] = self._new_window()
+            self._count_skip(lambda n: f"the loss was non-finite in {n} optimizer steps in a row (up to step "
+                                       f"{self.step + 1})")
+            return self._signal_or_periodic(periodic=False)
+        if self.accelerator.optimizer_step_was_skipped:
+            # fp16: the loss scaler found inf/NaN gradients, skipped the update and halved the scale.
+            state["overflow_steps"] += 1
+            self._count_skip(lambda n: f"fp16 gradients overflowed in {n} optimizer steps in a row (up to step "
+                                       f"{self.step + 1}; loss scale now {self.accelerator.scaler.get_scale():.3g})")
+        else:
+            state["skipped_in_a_row"] = 0
+            self.scheduler.step()
+        self.step += 1
+        self.bar.update(1)
+        if self.step % args.logging_steps == 0 or self.step == self.total_steps:
+            self._log()
+        epoch_end = state["epoch_end_pending"]
+        state["epoch_end_pending"] = False
+        every = args.checkpointing_steps
+        periodic = (every == "epoch" and epoch_end) or (every not in (None, "epoch") and self.step % int(every) == 0)
+        if self.step >= self.total_steps:
+            # Save first, then evaluate: a signal or kill in the final evaluation or save costs no step.
+            self._signal_or_periodic(every is not None)
+            self.final_evaluation()
+            return True
+        if ((args.eval_steps and self.step % args.eval_steps == 0)
+                or (epoch_end and self.job.evaluate_each_epoch and not args.eval_steps)):
+            self._evaluate()  # before this step's checkpoint: a signal abandons it and the checkpoint is saved
+        return self._signal_or_periodic(periodic)
+
+    def final_evaluation(self) -> None:
+        """The last step's evaluation (after its checkpoint); a signal during it abandons it, saves (when the
+        checkpoint is not there yet) and exits, and the resume evaluates again."""
+        self._evaluate()
+        self._signal_or_periodic(periodic=False)
+
+    def _count_skip(self, what) -> None:
+        """One more skipped step; ``--max_consecutive_skips`` in a row save and stop (``what(n)`` says why)."""
+        self.state["skipped_in_a_row"] += 1
+        if self.state["skipped_in_a_row"] >= self.args.max_consecutive_skips:
+            self._save_and_stop(
+                f"{what(self.state['skipped_in_a_row'])}; saved {checkpoints_root(self.output_dir)}/step_{self.step}. "
+                "Use bf16, lower --learning_rate, or raise --max_consecutive_skips")
+
+    def _signal_or_periodic(self, periodic: bool) -> bool:
+        """Save when due or asked to stop; a received SIGTERM/SIGINT ends the run (SystemExit 128+signal)."""
+        stopping = self.stop.requested()
+        # Before a fresh run has drawn its first batch (pretraining's evaluation of the starting weights) there
+        # is nothing to keep: exit at once; the rerun starts afresh, as this run did.
+        untouched = self.saved_at is None and self._position() == (0, 0, 0)
+        saving = periodic or (stopping and self.saved_at != self._position() and not untouched)
+        path = self._checkpoint() if saving else checkpoints_root(self.output_dir) / f"step_{self.step}"
+        if stopping:
+            name = signal.Signals(self.stop.received or signal.SIGTERM).name
+            if self.saved_at is None:
+                done, path = "nothing to save before the first batch", None
+            else:
+                done = f"saved {path}" + (f" (the evaluation of step {self.step} was stopped; the resume repeats it)"
+                                          if self.state["evaluation_pending"] else "")
+            self.accelerator.print(f"\n{name}: {done}; continue with --resume_from_checkpoint latest")
+            self.logger.log({"split": "signal", "signal": name, "step": self.step,
+                             "checkpoint": None if path is None else str(path)})
+            if self.bar is not None:
+                self.bar.close()
+            raise SystemExit(128 + (self.stop.received or signal.SIGTERM))
+        return False
+
+    def _position(self) -> tuple:
+        return self.step, self.state["epoch"], self.state["batches_in_epoch"]
+
+    def _checkpoint(self) -> Path:
+        if self.saved_at == self._position():  # this very position is saved (the last step's save, a resume)
+            return checkpoints_root(self.output_dir) / f"step_{self.step}"
+        trainer_state = {**self.state, "window": self._host_window(), "job": self.job.state_dict(),
+                         "settings": self.settings}
+        path = save_checkpoint(self.accelerator, self.output_dir, self.step, trainer_state, self.args.save_total_limit)
+        self.saved_at = self._position()
+        return path
+
+    def _save_and_stop(self, message: str) -> None:
+        self._checkpoint()
+        raise CorefBertError(message)
+
+    def _epoch_float(self) -> float:
+        return round(self.state["epoch"] + self.state["batches_in_epoch"] / max(len(self.train_loader), 1), 4)
+
+    def _log(self) -> None:
+        accelerator, window, state = self.accelerator, self.state["window"], self.state
+        micro = max(window["micro"], 1)
+        names = sorted(window["logs"])
+        device = accelerator.device
+        means = torch.stack([torch.as_tensor(value, dtype=torch.float32, device=device) / micro
+                             for value in [window["loss"], *(window["logs"][n] for n in names)]])
+        means = accelerator.reduce(means, reduction="mean").tolist()  # the one host read of the window
+        counts = torch.tensor([float(window["tokens"]), window["slots"], window["flops"]], device=device,
+                              dtype=torch.float32 if device.type == "mps" else torch.float64)  # mps has no float64
+        tokens, slots, flops = accelerator.reduce(counts, reduction="sum").tolist()  # summed over processes
+        seconds = max(time.perf_counter() - self.window_started, 1e-9)
+        state["tokens"] += int(tokens)
+        state["loss_sum"] += means[0] * window["micro"]
+        state["loss_batches"] += window["micro"]
+        record = {"split": "train", "step": self.step, "epoch": self._epoch_float(), "loss": means[0],
+                  **dict(zip(names, means[1:])), "lr": self.scheduler.get_last_lr()[0]}
+        if state["tokens"]:  # a job whose batches name their real tokens (token_masks)
+            record.update(tokens=state["tokens"], tokens_per_s=tokens / seconds)
+        if slots:
+            record["slot_fill"] = round(tokens / slots, 4)  # non-pad share of the padded batches computed
+        if flops and self.peak_flops:
+            record["mfu"] = round(flops / seconds / (self.peak_flops * accelerator.num_processes), 4)
+        if self.grad_norm is not None:
+            record["grad_norm"] = float(self.grad_norm)
+        if accelerator.scaler is not None:  # fp16: the loss scale tells whether steps are being skipped
+            record["loss_scale"] = float(accelerator.scaler.get_scale())
+            record["overflow_steps"] = state["overflow_steps"]
+        self.logger.log(record)
+        if self.args.with_tracking:
+            accelerator.log({f"train/{k}": v for k, v in record.items() if k != "split"}, step=self.step)
+        self.bar.set_postfix(loss=f"{record['loss']:.4f}")
+        state["window"] = self._new_window()
+        self.window_started = time.perf_counter()
+
+    def results(self) -> dict[str, float]:
+        window = self._host_window()
+        if window["micro"]:  # the tail after the last log record (a resumed run that had nothing left to do)
+            self.state["loss_sum"] += window["loss"]
+            self.state["loss_batches"] += window["micro"]
+        results = {"train_loss": self.state["loss_sum"] / max(self.state["loss_batches"], 1),
+                   "train_steps": self.step, "train_runtime": round(time.perf_counter() - self.started, 2)}
+        if self.accelerator.scaler is not None:
+            results["train_fp16_skipped_updates"] = self.state["overflow_steps"]
+            results["train_fp16_loss_scale"] = self.accelerator.scaler.get_scale()
+        return results
+
+
+@contextmanager
+def rng_untouched():
+    """Every RNG a training step draws from (Python, NumPy, torch CPU, CUDA), restored on leaving the block,
+    also when it raises. Around an evaluation: creating its DataLoader iterator draws a seed from the torch RNG,
+    and a task may draw more; none of that may shift the dropout masks of the steps that follow."""
+    import numpy as np
+
+    states = (random.getstate(), np.random.get_state(), torch.get_rng_state(),
+              torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None)
+    try:
+        yield
+    finally:
+        random.setstate(states[0])
+        np.random.set_state(states[1])
+        torch.set_rng_state(states[2])
+        if states[3] is not None:
+            torch.cuda.set_rng_state_all(states[3])
+
+
+class PreservedRng:
+    """Iterate a DataLoader without letting it consume the global torch RNG.
+
+    Creating a DataLoader iterator draws a base seed from the global RNG. After a resume that draw would
+    happen after the restored RNG state, shifting every later dropout mask; here it never counts.
+    """
+
+    def __init__(self, dataloader):
+        self.dataloader = dataloader
+
+    def __iter__(self):
+        iterator = None
+        while True:
+            state = torch.get_rng_state()
+            try:
+                if iterator is None:
+                    iterator = iter(self.dataloader)
+                batch = next(iterator)
+            except StopIteration:
+                return
+            finally:
+                torch.set_rng_state(state)
+            yield batch
+
+
+def _progress(args, accelerator, total: int, initial: int):
+    from tqdm.auto import tqdm
+
+    # tqdm shows the rate and the time left; the bar closes on any exit, so an error starts on its own line.
+    return tqdm(total=total, initial=initial, desc="train", dynamic_ncols=True,
+                disable=args.disable_tqdm or not accelerator.is_local_main_process)
+
+
+def _flat(values: dict) -> dict:
+    return {k: v if isinstance(v, (int, float, str, bool)) else str(v) for k, v in values.items()}

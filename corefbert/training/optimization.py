@@ -1,0 +1,69 @@
+"""The optimizer and the schedule every run uses: AdamW over one decay rule (with per-prefix learning rates
+for a task head beside a pretrained encoder) and a transformers schedule or the step decay (as in
+``transformers.optimization``, kept apart from the loop in :mod:`corefbert.training.loop`)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from corefbert.training.arguments import TrainingArguments
+
+__all__ = ["build_optimizer", "build_scheduler", "parameter_groups"]
+
+
+def parameter_groups(model: torch.nn.Module, weight_decay: float,
+                     learning_rates: dict[str, float] | None = None) -> list[dict]:
+    """AdamW groups by one rule: decay on matrices, none on 1-D parameters (biases, LayerNorm/norm weights,
+    the copy vector V, scalar gates). BERT's recipe names biases and LayerNorm; every 1-D tensor of these
+    models is one of the two kinds or a per-dimension scale that decay would pull towards zero.
+
+    ``learning_rates``: ``{parameter-name prefix: learning rate}`` for parameters that train at a rate of their
+    own (task layers beside a pretrained encoder, as in Joshi et al. 2019); the longest matching prefix wins,
+    and ``""`` matches every name. Those parameters form groups of their own after the two above, whose layout
+    (what a checkpoint's optimizer state is saved in) stays as it was."""
+    groups: dict[tuple[bool, float | None], list] = {(False, None): [], (True, None): []}
+    for name, param in model.named_parameters():
+        if not param.requires_grad:
+            continue
+        prefix = max((p for p in learning_rates or {} if name.startswith(p)), key=len, default=None)
+        rate = learning_rates[prefix] if prefix is not None else None
+        groups.setdefault((param.ndim < 2, rate), []).append(param)
+    out = []
+    for (no_decay, rate), params in groups.items():
+        if params or rate is None:
+            out.append({"params": params, "weight_decay": 0.0 if no_decay else weight_decay,
+                        **({"lr": rate} if rate is not None else {})})
+    return out
+
+
+def build_scheduler(optimizer, args: TrainingArguments, total_steps: int):
+    """``transformers.get_scheduler`` with ``--warmup_steps`` (else ``--warmup_ratio`` of the steps).
+
+    ``--lr_scheduler_type step`` (the Coref-GRU bAbI recipe halves the LR every 120 updates; transformers has no
+    such schedule): linear warm-up, then the LR times ``--lr_decay_factor`` every ``--lr_decay_steps`` steps."""
+    from transformers import get_scheduler
+
+    warmup = args.warmup_steps if args.warmup_steps > 0 else math.ceil(args.warmup_ratio * total_steps)
+    if args.lr_scheduler_type == "step":
+        decay_steps, factor = args.lr_decay_steps, args.lr_decay_factor
+
+        def step_decay(step: int) -> float:  # a function: LambdaLR's state_dict leaves it out (step count only)
+            if step < warmup:
+                return (step + 1) / warmup
+            return factor ** ((step - warmup) // decay_steps)
+
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, step_decay)
+    return get_scheduler(args.lr_scheduler_type, optimizer, num_warmup_steps=warmup,
+                         num_training_steps=total_steps)
+
+
+def build_optimizer(model: torch.nn.Module, args: TrainingArguments,
+                    learning_rates: dict[str, float] | None = None) -> torch.optim.Optimizer:
+    """AdamW over :func:`parameter_groups` (``learning_rates``: per-prefix rates, see there); the fused CUDA
+    kernel when a GPU is present (one launch for all parameters instead of several per tensor group; the same
+    update up to float rounding). The schedule scales every group's rate alike."""
+    return torch.optim.AdamW(parameter_groups(model, args.weight_decay, learning_rates), lr=args.learning_rate,
+                             betas=(args.adam_beta1, args.adam_beta2), eps=args.adam_epsilon,
+                             fused=True if torch.cuda.is_available() else None)

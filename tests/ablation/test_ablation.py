@@ -1,0 +1,218 @@
+"""The ablation study (pretrain/run_ablation.py, corefbert/ablation*.py) on a tiny BERT and a synthetic corpus:
+end to end, reproducible, resumable after a kill, and its bootstrap against a literal reference."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import FIXTURES, load_cli
+
+sys.path.insert(0, str(FIXTURES / "pretraining"))
+from synthetic_corpus import synthetic_corpus  # noqa: E402
+
+from corefbert.ablation.probes import (  # noqa: E402
+    GAP_F1,
+    RATIO,
+    paired_bootstrap,
+    paired_bootstrap_reference,
+    statistic,
+)
+
+pytestmark = pytest.mark.usefixtures("fresh_accelerate_state")
+COREF = FIXTURES / "coref"
+ARMS = ("corefbert", "mrm", "wwm")
+SEEDS = (7, 8)
+
+
+@pytest.fixture(scope="module")
+def corpus_dir(tmp_path_factory, tiny_bert_dir):
+    from transformers import AutoTokenizer
+
+    out = tmp_path_factory.mktemp("ablation_corpus") / "corpus"
+    synthetic_corpus(AutoTokenizer.from_pretrained(tiny_bert_dir), n_train=16, n_eval=6).save_to_disk(str(out))
+    return out
+
+
+def _argv(model_dir, corpus_dir, out, *extra) -> list[str]:
+    return ["--model_name_or_path", str(model_dir), "--dataset_dir", str(corpus_dir), "--output_dir", str(out),
+            "--arms", ",".join(ARMS), "--seeds", str(len(SEEDS)), "--seed", str(SEEDS[0]), "--max_steps", "3",
+            "--per_device_train_batch_size", "4", "--per_device_eval_batch_size", "8", "--learning_rate", "1e-3",
+            "--eval_steps", "2", "--checkpointing_steps", "1", "--logging_steps", "1", "--max_eval_samples", "6",
+            "--probe_sequences", "6", "--bootstrap_samples", "200",
+            "--zero_shot_file", str(COREF / "blocks.txt"), str(COREF / "gap.tsv"),
+            "--finetune", f"{COREF / 'blocks.txt'}={COREF / 'blocks.txt'},{COREF / 'gap.tsv'}",
+            "--finetune_max_steps", "2", "--finetune_batch_size", "2", "--finetune_learning_rate", "1e-3", *extra]
+
+
+def _run(argv):
+    return load_cli("pretrain/run_ablation.py").main(argv)
+
+
+def _probes(out: Path) -> dict:
+    return json.loads((out / "study.json").read_text())["probes"]
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory, tiny_bert_dir, corpus_dir):
+    from accelerate.state import AcceleratorState, GradientState
+
+    out = tmp_path_factory.mktemp("study") / "study"
+    result = _run(_argv(tiny_bert_dir, corpus_dir, out))
+    AcceleratorState._reset_state(True)
+    GradientState._reset_state()
+    return out, result
+
+
+def test_the_study_writes_table_json_and_plot(study):
+    out, result = study
+    assert (out / "curves.png").stat().st_size > 10_000
+    table = (out / "study.md").read_text()
+    for arm in ARMS:
+        for seed in SEEDS:
+            assert (out / arm / f"seed_{seed}" / "final" / "model.safetensors").is_file()
+    probes = result["probes"]
+    expected = {"held-out MLM accuracy", "held-out MRP accuracy", "zero-shot: blocks accuracy", "zero-shot: gap F1",
+                "eq. 5 on blocks: blocks accuracy", "eq. 5 on blocks: gap F1"}
+    assert set(probes) == expected and result["missing"] == []
+    for name, entry in probes.items():
+        assert name in table
+        arms = ["corefbert"] if "MRP" in name else ["backbone", *ARMS]  # MRP only where the copy head trained
+        assert sorted(entry["arms"]) == sorted(arms), name
+        for arm in arms:
+            per_seed = entry["arms"][arm]["per_seed"]
+            assert sorted(map(int, per_seed)) == list(SEEDS)
+            assert entry["arms"][arm]["mean"] == pytest.approx(np.mean(list(per_seed.values())))
+            assert entry["arms"][arm]["std"] == pytest.approx(np.std(list(per_seed.values()), ddof=1))
+        if "MRP" not in name:
+            ci = entry["ci"]
+            assert ci["ci_low"] <= ci["difference"] <= ci["ci_high"] and ci["seeds"] == len(SEEDS)
+    assert probes["eq. 5 on blocks: gap F1"]["ci"]["examples"] == 4  # the GAP fixture's 4 rows
+    models = (len(ARMS) + 1) * len(SEEDS)  # each arm's runs and the backbone, 4 probes each
+    assert result["runs"] == {"trained": len(ARMS) * len(SEEDS), "resumed": 0, "finished_before": 0,
+                              "probes_run": 4 * models, "probes_reused": 0}
+    # The arms trained the same tokens (same data order and budget) and only the copy-trained arm has MRP mentions.
+    tokens = {arm: {r["train_tokens"] for r in runs.values()} for arm, runs in result["pretraining"].items()}
+    assert tokens["corefbert"] == tokens["mrm"] == tokens["wwm"]
+
+
+def test_the_held_out_probe_record_names_the_rows_it_probed(study):
+    """Issue 23: the record said "6 train + 6 held-out rows" of rows that were the held-out split alone."""
+    out, _ = study
+    records = [json.loads(p.read_text())["settings"] for p in out.glob("*/seed_*/probes/heldout.json")]
+    assert len(records) == len(ARMS) * len(SEEDS) + len(SEEDS)  # every run and the backbone of each seed
+    for settings in records:
+        assert settings["corpus"].startswith(f"{settings['sequences']} held-out rows, sha256 "), settings["corpus"]
+        assert "train" not in settings["corpus"]
+
+
+def test_probe_counts_give_the_task_reported_metrics(study):
+    out, _ = study
+    for path in out.glob("*/seed_*/probes/*_*.json"):
+        for stem, probe in json.loads(path.read_text())["results"].items():
+            counts = np.array(probe["counts"]).sum(axis=0)
+            assert statistic(probe["kind"], counts) == pytest.approx(probe["reported"]), (path, stem)
+
+
+def test_a_rerun_skips_everything_and_gives_the_same_study(study, tiny_bert_dir, corpus_dir):
+    out, first = study
+    again = _run(_argv(tiny_bert_dir, corpus_dir, out))
+    assert again["runs"] == {"trained": 0, "resumed": 0, "finished_before": len(ARMS) * len(SEEDS),
+                             "probes_run": 0, "probes_reused": 4 * (len(ARMS) + 1) * len(SEEDS)}
+    assert again["probes"] == first["probes"]
+
+
+def test_a_killed_study_resumes_where_it_stopped_and_reproduces_the_study(study, tmp_path, tiny_bert_dir,
+                                                                           corpus_dir, monkeypatch):
+    """Killed in the second run (corefbert seed 7 finished, mrm seed 7 at step 2 with a checkpoint): the rerun
+    skips the first, resumes the second, trains the rest, and every figure equals the uninterrupted study's."""
+    from corefbert.pretraining.run import PretrainingJob
+
+    out = tmp_path / "study"
+    calls = {"n": 0}
+    step = PretrainingJob.training_step
+
+    def crash_in_second_run(self, model, batch):
+        calls["n"] += 1
+        if calls["n"] == 3 + 2:  # run 1 takes 3 steps; die at step 2 of run 2, after its checkpoint of step 1
+            raise RuntimeError("killed")
+        return step(self, model, batch)
+
+    monkeypatch.setattr(PretrainingJob, "training_step", crash_in_second_run)
+    with pytest.raises(RuntimeError, match="killed"):
+        _run(_argv(tiny_bert_dir, corpus_dir, out))
+    first_final = out / "corefbert" / f"seed_{SEEDS[0]}" / "all_results.json"
+    written = first_final.stat().st_mtime_ns
+    assert (out / "mrm" / f"seed_{SEEDS[0]}" / "checkpoints").is_dir()
+    assert not (out / "mrm" / f"seed_{SEEDS[0]}" / "final").exists()
+    monkeypatch.setattr(PretrainingJob, "training_step", step)
+    result = _run(_argv(tiny_bert_dir, corpus_dir, out))
+    runs = {k: result["runs"][k] for k in ("trained", "resumed", "finished_before")}
+    assert runs == {"trained": len(ARMS) * len(SEEDS) - 2, "resumed": 1, "finished_before": 1}
+    assert result["runs"]["probes_reused"] == 4 + 4  # the backbone's and corefbert's of seed 7
+    assert first_final.stat().st_mtime_ns == written
+    assert result["probes"] == study[1]["probes"]
+
+
+def test_collect_only_counts_what_is_missing(study, tmp_path, tiny_bert_dir, corpus_dir):
+    out = tmp_path / "copy"
+    shutil.copytree(study[0], out)
+    shutil.rmtree(out / "wwm" / f"seed_{SEEDS[1]}")
+    result = _run(_argv(tiny_bert_dir, corpus_dir, out, "--collect_only", "--arms", "corefbert,wwm,official_loss"))
+    assert f"wwm/seed_{SEEDS[1]}: no probe results" in result["missing"]
+    assert f"official_loss/seed_{SEEDS[0]}: no probe results" in result["missing"]
+    assert result["probes"]["zero-shot: blocks accuracy"]["ci"]["seeds"] == 1  # only seed 7 has both arms
+    assert "Missing (" in (out / "study.md").read_text()
+
+
+def test_a_finished_run_with_other_settings_is_refused(study, tmp_path, tiny_bert_dir, corpus_dir, capsys):
+    out = tmp_path / "copy"
+    shutil.copytree(study[0], out)
+    with pytest.raises(SystemExit) as exit_info:
+        _run(_argv(tiny_bert_dir, corpus_dir, out, "--max_steps", "4"))
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "trained with other settings (max_steps: 3 then, 4 now)" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--arms", "corefbert,nsp"], "unknown arm(s) nsp"),
+    (["--finetune", str(COREF / "blocks.txt")], "is not TRAIN=DEV"),
+    (["--zero_shot_file", "nowhere.txt"], "probe file not found"),
+    (["--seeds", "0"], "--seeds must be at least 1"),
+    (["--preset", "tpu"], "--preset 'tpu' is not one of cpu, gpu"),
+])
+def test_bad_study_flags_are_one_line(tmp_path, tiny_bert_dir, corpus_dir, capsys, extra, message):
+    with pytest.raises(SystemExit) as exit_info:
+        _run(_argv(tiny_bert_dir, corpus_dir, tmp_path / "out", *extra))
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: ") and message in err[-1], err
+
+
+@pytest.mark.parametrize("kind, components", [(RATIO, 2), (GAP_F1, 3)])
+def test_paired_bootstrap_matches_the_literal_reference(kind, components):
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 3, size=(3, 9, components)).astype(float)
+    b = rng.integers(0, 3, size=(3, 9, components)).astype(float)
+    fast = paired_bootstrap(kind, a, b, n_samples=300, seed=5)
+    slow = paired_bootstrap_reference(kind, a, b, n_samples=300, seed=5)
+    assert fast == pytest.approx(slow)
+    assert fast["ci_low"] < fast["difference"] < fast["ci_high"]
+
+
+def test_paired_bootstrap_on_hand_computed_cases():
+    right = np.array([[[1, 1], [1, 1], [0, 1], [1, 1]]], dtype=float)  # one seed, 4 problems: 75%
+    wrong = np.array([[[0, 1], [1, 1], [0, 1], [0, 1]]], dtype=float)  # 25%
+    ci = paired_bootstrap(RATIO, right, wrong, n_samples=500)
+    assert ci["difference"] == pytest.approx(50.0)
+    # Per problem the difference is +100, 0, 0, +100: a resample's mean lies in [0, 100].
+    assert 0.0 <= ci["ci_low"] < 50.0 < ci["ci_high"] <= 100.0
+    same = paired_bootstrap(RATIO, right, right, n_samples=50)
+    assert (same["difference"], same["ci_low"], same["ci_high"]) == (0.0, 0.0, 0.0)
+    # GAP F1 = 2tp / (2tp + fp + fn) in percent: tp 2, fp 1, fn 1 -> 66.7
+    assert statistic(GAP_F1, np.array([2, 1, 1])) == pytest.approx(200 / 3)

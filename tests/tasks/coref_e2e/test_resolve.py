@@ -1,0 +1,212 @@
+"""``python -m corefbert.tasks.coref_e2e.resolve``: raw text -> clusters as character spans (JSON) and an HTML view."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from conftest import load_cli, run_under_memory_cap
+from helpers import FIXTURES
+
+from corefbert.tasks.coref_e2e.resolve import main, render_html, tokenize
+
+FIXTURE = FIXTURES / "coref_e2e" / "two_docs.conll"
+TEXT = "Anna met Tom at the station. She gave him a letter.\n\nThe letter was from her mother."
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    from accelerate.state import AcceleratorState, GradientState
+
+    out = tmp_path_factory.mktemp("resolve_model")
+    load_cli("finetune/run_coref_e2e.py").main([
+        "--encoder", "lsl", "--train_file", str(FIXTURE), "--do_train", "--num_train_epochs", "20",
+        "--learning_rate", "1e-2", "--embedding_dim", "32", "--lstm_size", "32", "--ffnn_size", "32",
+        "--char_filters", "8", "--dropout", "0", "--lexical_dropout", "0", "--max_span_width", "3",
+        "--top_span_ratio", "3", "--allow_crossing_spans", "--disable_tqdm", "--output_dir", str(out)])
+    AcceleratorState._reset_state(True)
+    GradientState._reset_state()
+    return out / "last"
+
+
+def test_tokenize_offsets_and_sentences():
+    sentences = tokenize('Anna met Tom. "She smiled!" Then he left.\n\nThe end')
+    assert [[w for w, _, _ in s] for s in sentences] == [
+        ["Anna", "met", "Tom", "."], ['"', "She", "smiled", "!", '"'], ["Then", "he", "left", "."], ["The", "end"]]
+    text = "It's well-known, isn't it?"
+    assert [(w, text[s:e]) for w, s, e in tokenize(text)[0]][:3] == [("It's", "It's"), ("well-known", "well-known"),
+                                                                      (",", ",")]
+
+
+def test_resolve_writes_json_and_html(model_dir, tmp_path, capsys):
+    result = main(["--model", str(model_dir), "--text", TEXT, "--output_dir", str(tmp_path)])
+    printed = json.loads(capsys.readouterr().out.rsplit("\nwrote", 1)[0])
+    saved = json.loads((tmp_path / "text.json").read_text(encoding="utf-8"))
+    assert saved == result and printed == result["clusters"] and saved["text"] == TEXT
+    assert result["clusters"], "a model that fits the fixture links its pronouns"
+    for cluster in result["clusters"]:
+        assert len(cluster) >= 2
+        for mention in cluster:
+            assert TEXT[mention["start"]:mention["end"]] == mention["text"]
+    names = {m["text"] for c in result["clusters"] for m in c}
+    assert {"Anna", "She"} <= names or {"Tom", "him"} <= names
+    page = (tmp_path / "text.html").read_text(encoding="utf-8")
+    assert page.count('<span class="mention"') == sum(len(c) for c in result["clusters"])
+    assert page.count("</span>") == page.count("<span") and "<br>" in page
+
+
+def test_resolve_input_file(model_dir, tmp_path):
+    story = tmp_path / "story.txt"
+    story.write_text(TEXT, encoding="utf-8")
+    main(["--model", str(model_dir), "--input_file", str(story), "--output_dir", str(tmp_path / "out")])
+    assert (tmp_path / "out" / "story.json").is_file() and (tmp_path / "out" / "story.html").is_file()
+
+
+def test_html_nests_mentions_and_escapes():
+    text = "<Her> own mother"
+    result = {"text": text, "clusters": [[{"start": 0, "end": 16, "text": text}, {"start": 1, "end": 4, "text": "Her"}]]}
+    body = render_html(result).split("<p>")[2]
+    assert body.index('<span class="mention"') < body.index("&lt;") < body.rindex('<span class="mention"')
+
+
+@pytest.mark.parametrize("argv_tail, message", [
+    (["--text", "  \n "], "the text is empty"),
+    (["--text", "... !!"], None),  # punctuation only still has tokens: resolves to no cluster
+    (["--input_file", "{binary}"], "a binary file"),
+    (["--input_file", "{latin1}"], "not UTF-8 text"),
+    (["--input_file", "{missing}"], "no such file"),
+])
+def test_bad_input_is_one_line(model_dir, tmp_path, capsys, argv_tail, message):
+    (tmp_path / "binary.bin").write_bytes(b"\x00\x01\x02text")
+    (tmp_path / "latin1.txt").write_bytes("café".encode("latin-1"))
+    paths = {"binary": tmp_path / "binary.bin", "latin1": tmp_path / "latin1.txt", "missing": tmp_path / "nope.txt"}
+    argv = ["--model", str(model_dir)] + [a.format(**paths) for a in argv_tail]
+    if message is None:
+        assert main(argv)["clusters"] == []
+        return
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1 and message in err
+
+
+def test_not_a_model_folder_is_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["--model", str(tmp_path), "--text", "Anna met Tom."])
+    assert "not a coreference model folder" in capsys.readouterr().err
+
+
+class _TagChecker(HTMLParser):
+    """Checks that tags nest and collects each mention's fragments: ``data-mention`` -> cluster ids seen, plus
+    the cluster numbers written in ``<sub>`` labels and which mention's fragment holds each."""
+
+    def __init__(self):
+        super().__init__()
+        self.stack: list[tuple[str, dict]] = []
+        self.clusters_of: dict[str, set[str]] = {}
+        self.labels: list[tuple[str, str]] = []  # (label text, cluster id of the span holding it)
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag in ("meta", "br"):  # void elements: no end tag
+            return
+        attributes = dict(attrs)
+        self.stack.append((tag, attributes))
+        if tag == "span":
+            self.clusters_of.setdefault(attributes["data-mention"], set()).add(attributes["data-cluster"])
+
+    def handle_endtag(self, tag):
+        assert self.stack and self.stack[-1][0] == tag, f"</{tag}> closes <{self.stack[-1][0]}>: not well-formed"
+        self.stack.pop()
+
+    def handle_data(self, data):
+        if self.stack and self.stack[-1][0] == "sub":
+            self.labels.append((data, self.stack[-2][1].get("data-cluster")))
+
+
+@pytest.mark.parametrize("clusters, label", [
+    # crossing: [Anna met [Tom] and she] ... him: cluster 1 "Anna met Tom" crosses cluster 2 "Tom and she"
+    ([[(0, 12), (17, 20)], [(9, 20), (25, 28)]], "crossing"),
+    ([[(0, 4), (17, 20)], [(0, 12)], [(9, 12), (25, 28)]], "nested and sharing a start"),
+    ([[(0, 4)]], "one cluster"),
+])
+def test_html_is_well_formed_and_labels_each_mention_with_its_own_cluster(clusters, label):
+    text = "Anna met Tom and she saw him."
+    result = {"text": text, "clusters": [[{"start": s, "end": e, "text": text[s:e]} for s, e in c] for c in clusters]}
+    page = render_html(result)
+    checker = _TagChecker()
+    checker.feed(page)
+    checker.close()
+    assert not checker.stack, "every tag is closed"
+    mentions = [(s, e, number + 1) for number, cluster in enumerate(clusters) for s, e in cluster]
+    assert sorted(checker.clusters_of) == sorted(str(i) for i in range(len(mentions))), "every mention is shown"
+    for index, (_, _, number) in enumerate(mentions):
+        assert checker.clusters_of[str(index)] == {str(number)}, "one mention's fragments carry one cluster id"
+    assert sorted(checker.labels) == sorted((str(n), str(n)) for _, _, n in mentions), "labels sit in their spans"
+    count = len(clusters)
+    assert f"<p>{count} cluster{'s' if count != 1 else ''}</p>" in page
+
+
+def test_resolve_on_500_kb_without_sentence_breaks_stays_under_a_memory_cap(tmp_path):
+    story = tmp_path / "unbroken.txt"
+    story.write_text(("Anna met Tom and she gave him a letter then " * 12_000)[:500_000], encoding="utf-8")
+    train = ["--encoder", "lsl", "--train_file", str(FIXTURE), "--do_train", "--max_steps", "1",
+             "--max_antecedents", "50", "--embedding_dim", "32", "--lstm_size", "32", "--ffnn_size", "32",
+             "--char_filters", "8", "--max_span_width", "3", "--disable_tqdm", "--output_dir", str(tmp_path / "m")]
+    setup = f"""
+        import json
+        from conftest import load_cli
+        from corefbert.tasks.coref_e2e.resolve import main
+        load_cli("finetune/run_coref_e2e.py").main({train!r})
+        main(["--model", {str(tmp_path / "m" / "last")!r}, "--text", "Anna met Tom. She gave him a letter."])
+    """
+    # About 100,000 words in one sentence: the model's default bounds (sentences of 250 words, segments of
+    # 5,000) hold each forward pass to a few MB of spans and antecedent scores.
+    work = f"""
+        result = main(["--model", {str(tmp_path / "m" / "last")!r}, "--input_file", {str(story)!r},
+                       "--output_dir", {str(tmp_path / "view")!r}])
+        print("CLUSTERS", len(result["clusters"]))
+    """
+    done = run_under_memory_cap(textwrap.dedent(setup) + "cap_memory()\n" + textwrap.dedent(work), headroom_mb=500)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "CLUSTERS" in done.stdout.splitlines()[-1]
+    saved = json.loads((tmp_path / "view" / "unbroken.json").read_text(encoding="utf-8"))
+    for cluster in saved["clusters"]:
+        for mention in cluster:
+            assert saved["text"][mention["start"]:mention["end"]] == mention["text"]
+
+
+def test_long_text_is_resolved_segment_by_segment(model_dir):
+    from corefbert.tasks.coref_e2e.resolve import Resolver
+
+    # Within the bounds: one segment, the same clusters as before; with one-sentence segments every cluster
+    # lies inside one sentence, and offsets still point into the whole text.
+    whole = Resolver(str(model_dir)).resolve(TEXT)
+    assert whole["clusters"], "the fixture model links something in TEXT"
+    pieces = Resolver(str(model_dir), max_segment_words=12).resolve(TEXT)  # each sentence (6-7 words) alone
+    sentences = [(s[0][1], s[-1][2]) for s in tokenize(TEXT)]
+    for cluster in pieces["clusters"]:
+        inside = {next(i for i, (lo, hi) in enumerate(sentences) if lo <= m["start"] and m["end"] <= hi)
+                  for m in cluster}
+        assert len(inside) == 1
+        for mention in cluster:
+            assert TEXT[mention["start"]:mention["end"]] == mention["text"]
+
+
+def _output_dir_is_a_file(work: Path) -> list[str]:
+    (work / "taken").write_text("x", encoding="utf-8")
+    return ["--text", "Anna met Tom.", "--output_dir", str(work / "taken")]
+
+
+@pytest.mark.parametrize("make, message", [
+    (_output_dir_is_a_file, "--output_dir names an existing file"),
+    (lambda d: ["--input_file", str(d)], "a folder, not a file"),
+])
+def test_output_file_and_input_folder_are_one_line_before_the_model_loads(tmp_path, capsys, make, message):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--model", str(tmp_path / "no_model"), *make(tmp_path)])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1 and message in err, err

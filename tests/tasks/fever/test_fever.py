@@ -1,0 +1,228 @@
+"""FEVER: FEVER score and label metrics by hand, readers and bad input, KGAT kernels and model, the CLI."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+import torch
+from conftest import FIXTURES, shared_data
+from helpers import ROOT
+
+from corefbert.errors import CorefBertError
+from corefbert.metrics.fever import fever_score, label_scores
+from corefbert.tasks.fever.kgat import KgatModel, kernel_features, kernel_mus, kernel_sigmas
+from corefbert.tasks.fever.task import attach_retrieved, attach_wiki_evidence, clean_text, read_claims
+
+FEVER = FIXTURES / "fever"
+
+
+def _gold(*pairs):
+    return [[0, 0, page, sentence] for page, sentence in pairs]
+
+
+def test_fever_score_needs_a_complete_evidence_set_in_the_first_five():
+    instances = [
+        # right label, only half of the one gold set: does not count
+        {"label": "SUPPORTS", "predicted_label": "SUPPORTS", "evidence": [_gold(("A", 1), ("A", 2))],
+         "predicted_evidence": [["A", 1]]},
+        # right label, the set complete (order and extra sentences do not matter): counts
+        {"label": "SUPPORTS", "predicted_label": "SUPPORTS", "evidence": [_gold(("A", 1), ("A", 2))],
+         "predicted_evidence": [["A", 2], ["B", 0], ["A", 1]]},
+        # NOT ENOUGH INFO needs only the label
+        {"label": "NOT ENOUGH INFO", "predicted_label": "NOT ENOUGH INFO", "evidence": [[[9, None, None, None]]],
+         "predicted_evidence": []},
+        # complete evidence, wrong label: does not count
+        {"label": "REFUTES", "predicted_label": "SUPPORTS", "evidence": [_gold(("C", 0))],
+         "predicted_evidence": [["C", 0]]},
+        # the gold sentence is sixth: beyond the first five
+        {"label": "REFUTES", "predicted_label": "REFUTES", "evidence": [_gold(("C", 0))],
+         "predicted_evidence": [["X", i] for i in range(5)] + [["C", 0]]},
+        # any one of the alternative gold sets is enough
+        {"label": "SUPPORTS", "predicted_label": "SUPPORTS", "evidence": [_gold(("C", 0)), _gold(("D", 1), ("D", 2))],
+         "predicted_evidence": [["D", 1], ["D", 2]]},
+    ]
+    assert fever_score(instances) == pytest.approx(100 * 3 / 6)
+    labels = label_scores([i["predicted_label"] for i in instances], [i["label"] for i in instances])
+    assert labels["accuracy"] == pytest.approx(100 * 5 / 6)
+
+
+def test_label_scores_by_hand():
+    scores = label_scores(["SUPPORTS", "SUPPORTS", "REFUTES", "NOT ENOUGH INFO"],
+                          ["SUPPORTS", "REFUTES", "REFUTES", "NOT ENOUGH INFO"])
+    assert scores["accuracy"] == pytest.approx(75.0)
+    assert scores["macro_f1"] == pytest.approx(100 * (2 / 3 + 2 / 3 + 1) / 3)
+    # Two-label sets average two classes only.
+    assert label_scores(["SUPPORTS", "REFUTES"], ["SUPPORTS", "SUPPORTS"])["macro_f1"] == pytest.approx(100 * (2 / 3) / 2)
+
+
+def test_readers_recognize_the_three_forms():
+    official, form = read_claims(str(FEVER / "train.jsonl"))
+    assert form == "fever" and [c.label for c in official][:3] == ["SUPPORTS", "REFUTES", "NOT ENOUGH INFO"]
+    assert attach_wiki_evidence(official, str(FEVER / "wiki-pages"), "train.jsonl") == 0
+    assert [e.text for e in official[0].candidates] == ["She was born in Oslo in 1950 ."]
+    assert [(e.page, e.sentence) for e in official[3].candidates] == [("Lake_Tana", 0), ("Lake_Tana", 1)]
+    assert official[2].candidates == []  # NOT ENOUGH INFO: no gold sentence
+    retrieved, form = read_claims(str(FEVER / "retrieved_dev.jsonl"))
+    assert form == "retrieved" and len(retrieved[2].candidates) == 3 and retrieved[2].candidates[0].score == 0.8
+    dev, form = read_claims(str(FEVER / "dev.jsonl"))
+    attach_retrieved(dev, str(FEVER / "retrieved_dev.jsonl"))
+    assert dev[1].candidates[1].page == "Bergen_-LRB-city-RRB-" and dev[1].evidence_sets is not None
+    pairs, form = read_claims(str(FEVER / "pairs.jsonl"))
+    assert form == "pairs" and pairs[0].id == "101" and pairs[0].candidates[0].text.startswith("Oslo is")
+    assert clean_text("Bergen_-LRB-city-RRB-") == "Bergen (city)"
+
+
+def test_bad_label_is_one_line(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    rows = (FEVER / "pairs.jsonl").read_text().splitlines()
+    rows[2] = rows[2].replace('"gold_label": "SUPPORTS"', '"gold_label": "MAYBE"')
+    path.write_text("\n".join(rows) + "\n")
+    with pytest.raises(CorefBertError, match=r"bad.jsonl:3: label 'MAYBE' is not one of SUPPORTS, REFUTES"):
+        read_claims(str(path))
+
+
+def test_missing_wiki_page_is_skipped_and_counted(tmp_path, capsys):
+    claims, _ = read_claims(str(FEVER / "train.jsonl"))
+    claims[0].evidence_sets = [[[1, 2, "No_Such_Page", 0], [1, 3, "Anna_Berg", 1]]]
+    assert attach_wiki_evidence(claims, str(FEVER / "wiki-pages"), "train.jsonl") == 1
+    assert [e.page for e in claims[0].candidates] == ["Anna_Berg"]
+    err = capsys.readouterr().err
+    assert "skipped 1 evidence references" in err and "No_Such_Page" in err
+
+
+def test_kernels_as_published():
+    mus, sigmas = kernel_mus(21), kernel_sigmas(21)
+    assert len(mus) == len(sigmas) == 21
+    assert mus[0] == 1.0 and mus[1] == pytest.approx(0.95) and mus[-1] == pytest.approx(-0.95)
+    assert all(a - b == pytest.approx(0.1) for a, b in zip(mus[1:], mus[2:]))
+    assert sigmas[0] == 1e-3 and set(sigmas[1:]) == {0.1}
+
+
+def test_kernel_features_values_and_masking():
+    mus, sigmas = torch.tensor(kernel_mus(21)), torch.tensor(kernel_sigmas(21))
+    query = torch.tensor([[[1.0, 0.0]]])  # [1, 1, 2]
+    doc = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]])  # an exact match and an orthogonal token
+    features = kernel_features(query, doc, torch.tensor([[1.0, 0.0]]), mus, sigmas)  # orthogonal masked
+    assert features.shape == (1, 1, 21)
+    assert features[0, 0, 0] == pytest.approx(0.0, abs=1e-6)  # exact-match kernel: log(1)
+    assert features[0, 0, 1] == pytest.approx(-0.05**2 / (2 * 0.1**2), abs=1e-5)  # mu 0.95
+    assert features[0, 0, 10] == pytest.approx(torch.log(torch.tensor(1e-10)).item(), abs=1e-3)  # mu 0.05, masked
+    unmasked = kernel_features(query, doc, torch.ones(1, 2), mus, sigmas)
+    assert unmasked[0, 0, 10] == pytest.approx(-0.05**2 / (2 * 0.1**2), abs=1e-5)  # cos 0 meets mu 0.05
+
+
+def _task(tiny_bert_dir, **kwargs):
+    from corefbert.tasks.base import FinetuningArguments
+    from corefbert.tasks.fever.task import FeverArguments, FeverTask
+
+    options = dict(train_file=str(FEVER / "train.jsonl"), wiki_pages_dir=str(FEVER / "wiki-pages"),
+                   model_type="kgat", max_seq_length=32) | kwargs
+    return FeverTask(FeverArguments(**options), FinetuningArguments(model_name_or_path=str(tiny_bert_dir),
+                                                                    output_dir="unused", do_train=True))
+
+
+def test_kgat_masks_padded_nodes(tiny_bert_dir):
+    task = _task(tiny_bert_dir)
+    features = task.train_dataset()
+    torch.manual_seed(0)
+    model = task.build_model().eval()
+    assert isinstance(model, KgatModel)
+    single, mixed = task.collate([features[0]]), task.collate([features[0], features[3]])
+    assert mixed["node_mask"].tolist() == [[True, False], [True, True]] and mixed["input_ids"].shape[0] == 3
+    with torch.no_grad():
+        alone, together = model(**single), model(**mixed)
+    assert together.logits.shape == (2, 3) and torch.isfinite(together.loss)
+    assert together.select_prob[0].tolist() == pytest.approx([1.0, 0.0])
+    assert torch.allclose(alone.logits[0], together.logits[0], atol=1e-5)
+    assert together.logits.exp().sum(-1).tolist() == pytest.approx([1.0, 1.0], abs=1e-5)
+    model.train()
+    model(**mixed).loss.backward()  # every trained parameter is used: no DDP "unused parameter" error
+    assert [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None] == []
+    # The pooler is kept (the saved folder is a whole encoder checkpoint) but frozen, so DDP ignores it.
+    assert [n for n, p in model.named_parameters() if not p.requires_grad] == [
+        "encoder.pooler.dense.weight", "encoder.pooler.dense.bias"]
+
+
+def _run_fever(argv):
+    spec = importlib.util.spec_from_file_location("run_fever", ROOT / "finetune" / "run_fever.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.main(argv)
+
+
+@pytest.mark.slow
+def test_cli_kgat_end_to_end_with_wiki_pages_and_retrieved_evidence(tiny_bert_dir, tmp_path):
+    out = tmp_path / "out"
+    results = _run_fever([
+        "--model_name_or_path", str(tiny_bert_dir), "--model_type", "kgat", "--max_seq_length", "32",
+        "--train_file", str(FEVER / "train.jsonl"), "--wiki_pages_dir", str(FEVER / "wiki-pages"),
+        "--validation_file", str(FEVER / "dev.jsonl"), "--validation_evidence_file", str(FEVER / "retrieved_dev.jsonl"),
+        "--test_file", str(FEVER / "retrieved_dev.jsonl"), "--do_train", "--do_eval", "--do_predict",
+        "--output_dir", str(out), "--max_steps", "2", "--per_device_train_batch_size", "2",
+        "--gradient_accumulation_steps", "1", "--disable_tqdm", "true",
+    ])
+    for key in ("eval_accuracy", "eval_macro_f1", "eval_fever_score", "predict_accuracy", "train_loss"):
+        assert key in results
+    assert "predict_fever_score" not in results  # a retrieved file alone has no gold evidence sets
+    rows = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in rows] == [5, 6, 7]
+    assert rows[2]["predicted_evidence"] == [["Lake_Tana", 0], ["Lake_Tana", 1], ["Oslo", 0]]
+    assert all(r["predicted_label"] in ("SUPPORTS", "REFUTES", "NOT ENOUGH INFO") for r in rows)
+    again = _run_fever(["--model_name_or_path", str(out / "best"), "--test_file", str(FEVER / "retrieved_dev.jsonl"),
+                        "--do_predict", "--output_dir", str(tmp_path / "again"), "--max_seq_length", "32"])
+    assert again["predict_accuracy"] == pytest.approx(results["eval_accuracy"])  # same claims, best model
+
+
+@pytest.mark.slow
+def test_cli_concat_on_pairs_with_a_seeded_split(tiny_bert_dir, tmp_path):
+    results = _run_fever([
+        "--model_name_or_path", str(tiny_bert_dir), "--train_file", str(FEVER / "pairs.jsonl"), "--split_seed", "3",
+        "--validation_split_percentage", "25", "--do_train", "--do_eval", "--output_dir", str(tmp_path / "out"),
+        "--max_steps", "2", "--per_device_train_batch_size", "4", "--disable_tqdm", "true",
+    ])
+    assert results["train_steps"] == 2 and "eval_fever_score" not in results
+    rows = (tmp_path / "out" / "eval_predictions.jsonl").read_text().splitlines()
+    assert len(rows) == 2 and json.loads(rows[0])["predicted_evidence"] == []
+
+
+def test_cli_official_file_without_evidence_text_is_one_line(tiny_bert_dir, tmp_path, capsys):
+    with pytest.raises(SystemExit) as info:
+        _run_fever(["--model_name_or_path", str(tiny_bert_dir), "--train_file", str(FEVER / "train.jsonl"),
+                    "--do_train", "--output_dir", str(tmp_path / "out")])
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "train.jsonl" in err and "--wiki_pages_dir" in err and "\n" not in err
+
+
+@pytest.mark.slow
+@pytest.mark.shared_data
+def test_real_fever_files_read_and_train_a_few_steps(tiny_bert_dir, tmp_path):
+    claims, form = read_claims(str(shared_data("fever", "paper_dev.jsonl")))
+    assert form == "fever" and len(claims) == 9999
+    assert {c.label for c in claims} == {"SUPPORTS", "REFUTES", "NOT ENOUGH INFO"}
+    symmetric = shared_data("fever", "fever_symmetric_v0.2_dev.no_paper_test.jsonl")
+    pairs, form = read_claims(str(symmetric))
+    assert form == "pairs" and len(pairs) == 681
+    results = _run_fever([
+        "--model_name_or_path", str(tiny_bert_dir), "--model_type", "kgat", "--max_seq_length", "48",
+        "--train_file", str(symmetric), "--split_seed", "1", "--validation_split_percentage", "20", "--do_train", "--do_eval",
+        "--output_dir", str(tmp_path / "out"), "--max_steps", "2", "--per_device_train_batch_size", "4",
+        "--gradient_accumulation_steps", "1", "--max_eval_samples", "16", "--disable_tqdm", "true",
+    ])
+    assert 0 <= results["eval_accuracy"] <= 100
+
+
+def test_fever_evaluate_module_loads_offline_and_matches():
+    from corefbert.metrics import load_metric
+
+    metric = load_metric("fever")
+    result = metric.compute(
+        predictions=[{"predicted_label": "SUPPORTS", "predicted_evidence": [{"page": "A", "sentence": 1}]},
+                     {"predicted_label": "SUPPORTS", "predicted_evidence": [{"page": "A", "sentence": 1},
+                                                                            {"page": "A", "sentence": 2}]}],
+        references=[{"label": "SUPPORTS", "evidence": [[{"page": "A", "sentence": 1}, {"page": "A", "sentence": 2}]]},
+                    {"label": "SUPPORTS", "evidence": [[{"page": "A", "sentence": 1}, {"page": "A", "sentence": 2}]]}],
+    )
+    assert result == pytest.approx({"accuracy": 100.0, "macro_f1": 100.0, "fever_score": 50.0})

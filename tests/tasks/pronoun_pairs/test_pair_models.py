@@ -1,0 +1,160 @@
+"""Pair classifiers (corefbert/tasks/pronoun_pairs/models.py, corefbert/tasks/pronoun_pairs/lstmn.py) and their metrics (pair_metrics.py)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from conftest import FIXTURES, load_cli
+
+from corefbert.metrics.pair_metrics import confusion, kappa_from_confusion, pair_metrics, pair_metrics_by_type
+from corefbert.tasks.pronoun_pairs.lstmn import LSTMN, lstmn_reference
+from corefbert.tasks.pronoun_pairs.models import (
+    PairModelConfig,
+    build_pair_model,
+    distance_buckets,
+    load_pair_config,
+    load_pair_weights,
+    save_pair_model,
+)
+
+PAIRS16 = FIXTURES / "pronoun_pairs" / "pairs16.jsonl"
+
+
+def _padded_batch(lengths, size, generator):
+    inputs = torch.randn(len(lengths), max(lengths), size, generator=generator)  # [batch, time, size]
+    mask = torch.tensor([[1] * n + [0] * (max(lengths) - n) for n in lengths])  # [batch, time]
+    return inputs, mask
+
+
+def test_batched_lstmn_agrees_with_the_literal_equations():
+    generator = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)
+    encoder, decoder = LSTMN(5, 4), LSTMN(5, 4, fusion=True)
+    source, source_mask = _padded_batch([6, 3, 1], 5, generator)
+    target, _ = _padded_batch([7, 7, 7], 5, generator)
+    hidden, memory = encoder(source)
+    decoded, decoded_memory = decoder(target, source=(hidden, memory, source_mask))
+    for b, n in enumerate([6, 3, 1]):
+        ref_hidden, ref_memory = lstmn_reference(encoder, source[b, :n])
+        torch.testing.assert_close(hidden[b, :n], ref_hidden, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(memory[b, :n], ref_memory, rtol=1e-5, atol=1e-6)
+        # the decoder attends over the real source steps only: padding of the source changes nothing
+        ref_decoded, ref_decoded_memory = lstmn_reference(decoder, target[b], (ref_hidden, ref_memory))
+        torch.testing.assert_close(decoded[b], ref_decoded, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(decoded_memory[b], ref_decoded_memory, rtol=1e-5, atol=1e-6)
+
+
+def test_lstmn_gradients_agree_with_the_literal_equations():
+    torch.manual_seed(1)
+    layer = LSTMN(3, 4)
+    inputs = torch.randn(1, 5, 3)
+    layer(inputs)[0].sum().backward()
+    batched = {name: p.grad.clone() for name, p in layer.named_parameters()}
+    layer.zero_grad()
+    lstmn_reference(layer, inputs[0])[0].sum().backward()
+    for name, p in layer.named_parameters():
+        torch.testing.assert_close(batched[name], p.grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_lstmn_first_step_reads_an_empty_tape():
+    """Eq. 6 sums over i < t: at t = 1 both summaries are zero, so h_1 is an LSTM step from a zero state."""
+    torch.manual_seed(2)
+    layer = LSTMN(3, 2)
+    x = torch.randn(1, 1, 3)
+    hidden, memory = layer(x)
+    i, f, o, c = layer.gates(torch.cat([torch.zeros(2), x[0, 0]])).chunk(4)
+    expected_memory = torch.sigmoid(i) * torch.tanh(c)
+    torch.testing.assert_close(memory[0, 0], expected_memory)
+    torch.testing.assert_close(hidden[0, 0], torch.sigmoid(o) * torch.tanh(expected_memory))
+
+
+def test_distance_bias_buckets():
+    buckets = distance_buckets(14, 10)
+    assert buckets[0, 0] == 10 and buckets[3, 1] == 12 and buckets[1, 3] == 8
+    assert buckets[12, 2] == 20 and buckets[2, 12] == 0  # |i - j| = 10: still its own bias
+    assert buckets[13, 1] == buckets[1, 13] == buckets[13, 0] == 21  # beyond 10: one shared bias
+
+
+@pytest.mark.parametrize("model_type,intra", [("da", False), ("da", True), ("lstmn", False), ("bilstm", False)])
+def test_padding_changes_no_prediction(model_type, intra):
+    torch.manual_seed(3)
+    config = PairModelConfig(model_type, 30, embedding_dim=8, hidden_size=6, intra_attention=intra, max_distance=2)
+    model = build_pair_model(config).eval()
+    source, target = torch.randint(2, 30, (1, 5)), torch.randint(2, 30, (1, 4))
+    alone = model(source, torch.ones_like(source), target, torch.ones_like(target)).logits
+    padded_source = torch.cat([source, torch.zeros(1, 3, dtype=torch.long)], 1)
+    padded_target = torch.cat([target, torch.zeros(1, 2, dtype=torch.long)], 1)
+    mask_source = (padded_source > 0).long()
+    mask_target = (padded_target > 0).long()
+    padded = model(padded_source, mask_source, padded_target, mask_target).logits
+    torch.testing.assert_close(alone, padded, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("model_type", ["da", "lstmn", "bilstm"])
+def test_save_and_load_give_the_same_model(tmp_path, model_type):
+    torch.manual_seed(4)
+    config = PairModelConfig(model_type, 30, embedding_dim=8, hidden_size=6, dropout=0.0)
+    model = build_pair_model(config).eval()
+    save_pair_model(model, config, str(tmp_path))
+    assert load_pair_config(str(tmp_path)) == config
+    twin = build_pair_model(load_pair_config(str(tmp_path))).eval()
+    load_pair_weights(twin, str(tmp_path))
+    ids, mask = torch.randint(1, 30, (2, 4)), torch.ones(2, 4, dtype=torch.long)
+    torch.testing.assert_close(model(ids, mask, ids, mask).logits, twin(ids, mask, ids, mask).logits)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model,extra", [("da", []), ("da", ["--intra_attention"]), ("lstmn", []), ("bilstm", [])])
+def test_each_model_overfits_the_16_pairs(tmp_path, fresh_accelerate_state, model, extra):
+    """Through the training core, as the CLI trains: 100 full-batch steps reach 100% on the training pairs."""
+    main = load_cli("finetune/run_pronoun_pairs.py").main
+    results = main(["--model", model, *extra, "--train_file", str(PAIRS16), "--validation_file", str(PAIRS16),
+                    "--do_train", "--do_eval", "--output_dir", str(tmp_path / model), "--num_train_epochs", "100",
+                    "--per_device_train_batch_size", "16", "--hidden_size", "32", "--embedding_dim", "16",
+                    "--dropout", "0", "--learning_rate", "1e-2", "--lr_scheduler_type", "constant",
+                    "--eval_steps", "1000", "--disable_tqdm", "true", "--seed", "0"])
+    assert results["train_loss"] < 0.5
+    assert results["eval_accuracy"] == 100.0
+    assert results["eval_kappa"] == pytest.approx(1.0)
+    assert (results["eval_tp"], results["eval_tn"], results["eval_fp"], results["eval_fn"]) == (6, 10, 0, 0)
+
+
+# ----- metrics, on confusion matrices computed by hand -----
+
+def test_metrics_of_a_hand_computed_confusion_matrix():
+    # tp 20, tn 50, fp 10, fn 20 (n = 100)
+    predictions = [1] * 20 + [0] * 50 + [1] * 10 + [0] * 20
+    references = [1] * 20 + [0] * 50 + [0] * 10 + [1] * 20
+    assert confusion(predictions, references) == {"tp": 20, "tn": 50, "fp": 10, "fn": 20}
+    metrics = pair_metrics(predictions, references)
+    assert metrics["accuracy"] == pytest.approx(70.0)
+    assert metrics["precision"] == pytest.approx(100 * 20 / 30)
+    assert metrics["recall"] == pytest.approx(50.0)
+    assert metrics["f1"] == pytest.approx(100 * 40 / 70)  # 2PR/(P+R) = 2 * (2/3) * (1/2) / (7/6) = 4/7
+    # p_o = 0.70; p_e = P(gold 1) P(pred 1) + P(gold 0) P(pred 0) = 0.40 * 0.30 + 0.60 * 0.70 = 0.54
+    assert metrics["kappa"] == pytest.approx((0.70 - 0.54) / (1 - 0.54))
+
+
+def test_kappa_cases_by_hand():
+    # Cohen's own style of example: 50 items, agreement 35 / 50, marginals 25/25 and 20/30
+    # tp 15, tn 20, fp 5, fn 10: p_o = 0.7, p_e = 0.5 * 0.4 + 0.5 * 0.6 = 0.5, κ = 0.4
+    assert kappa_from_confusion(15, 20, 5, 10) == pytest.approx(0.4)
+    assert kappa_from_confusion(10, 10, 0, 0) == pytest.approx(1.0)
+    assert kappa_from_confusion(0, 0, 10, 10) == pytest.approx(-1.0)
+    # always "not entailed" on a mixed set: p_o = p_e, κ = 0, F1 of "correct" 0
+    always_no = pair_metrics([0, 0, 0, 0], [1, 0, 0, 1])
+    assert always_no["kappa"] == 0.0 and always_no["f1"] == 0.0 and math.isnan(always_no["precision"])
+    # one label on both sides: κ = 0/0 and F1 0/0, left undefined rather than made up
+    constant = pair_metrics([0, 0], [0, 0])
+    assert math.isnan(constant["kappa"]) and math.isnan(constant["f1"]) and constant["accuracy"] == 100.0
+
+
+def test_metrics_per_pair_type():
+    metrics = pair_metrics_by_type([1, 1, 0, 1, 0], [1, 1, 0, 0, 0],
+                                   ["correct", "correct", "in_scope", "in_scope", "out_of_scope"])
+    assert metrics["correct_accuracy"] == 100.0 and metrics["correct_count"] == 2
+    assert metrics["in_scope_accuracy"] == 50.0 and metrics["in_scope_count"] == 2
+    assert metrics["out_of_scope_accuracy"] == 100.0
+    assert (metrics["tp"], metrics["tn"], metrics["fp"], metrics["fn"]) == (2, 2, 1, 0)

@@ -1,0 +1,259 @@
+"""DocRED: metrics on hand-computed cases, the reader's checks, features, the model, the CLI end to end."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import numpy as np
+import pytest
+import torch
+from conftest import FIXTURES, shared_data
+from helpers import ROOT
+
+from corefbert.errors import CorefBertError
+from corefbert.metrics.docred import best_threshold, docred_scores, training_facts
+from corefbert.tasks.docred import (
+    DocredDataset,
+    DocredModel,
+    distance_bucket,
+    docred_collate,
+    document_features,
+    load_relation_ids,
+    read_docred,
+)
+
+DOCRED = FIXTURES / "docred"
+
+
+def _load(name):
+    return json.loads((DOCRED / name).read_text(encoding="utf-8"))
+
+
+def test_ign_f1_ignores_a_fact_shared_with_train():
+    train, dev = _load("train.json"), _load("dev.json")
+    facts = training_facts(train)
+    assert ("Oslo", "Norway", "P17") in facts and ("She", "Norway", "P27") in facts
+    predictions = [
+        {"title": "Karl Dahl", "h_idx": 0, "t_idx": 1, "r": "P17"},  # correct, (Oslo, Norway, P17) in train
+        {"title": "Karl Dahl", "h_idx": 2, "t_idx": 1, "r": "P27"},  # correct, not in train
+        {"title": "Bergen", "h_idx": 1, "t_idx": 0, "r": "P17"},  # wrong direction
+        {"title": "Bergen", "h_idx": 1, "t_idx": 0, "r": "P17"},  # a duplicate counts once
+    ]
+    scores = docred_scores(predictions, dev, facts)
+    # 3 gold facts, 3 distinct predictions, 2 correct of which 1 in train.
+    assert scores["precision"] == pytest.approx(100 * 2 / 3)
+    assert scores["recall"] == pytest.approx(100 * 2 / 3)
+    assert scores["f1"] == pytest.approx(100 * 2 / 3)
+    assert scores["ign_precision"] == pytest.approx(100 * 1 / 2)  # (2 - 1) / (3 - 1)
+    assert scores["ign_f1"] == pytest.approx(100 * 4 / 7)  # 2 * 1/2 * 2/3 / (1/2 + 2/3)
+    assert docred_scores(predictions, dev)["ign_f1"] == pytest.approx(scores["f1"])
+
+
+def test_best_threshold_picks_the_best_realizable_cut():
+    threshold, f1 = best_threshold(np.array([0.9, 0.8, 0.8, 0.3]), np.array([1, 0, 1, 0]), num_gold=3)
+    assert threshold == pytest.approx(0.8) and f1 == pytest.approx(100 * 2 / 3)
+    # The cut after the first 0.8 would give F1 1.0 but ">= 0.8" predicts both tied facts.
+    threshold, f1 = best_threshold(np.array([0.9, 0.8, 0.8]), np.array([1, 1, 0]), num_gold=2)
+    assert threshold == pytest.approx(0.8) and f1 == pytest.approx(80.0)
+
+
+def test_distance_buckets_are_signed_log_buckets():
+    assert distance_bucket(np.array([0, 1, 2, 3, 4, 255, 256, 1000])).tolist() == [10, 11, 12, 12, 13, 18, 19, 19]
+    assert distance_bucket(np.array([-1, -3, -300])).tolist() == [9, 8, 1]
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda doc: doc["labels"].append({"h": 0, "t": 7, "r": "P17", "evidence": []}), "t=7 is not an entity"),
+        (lambda doc: doc["vertexSet"][1][0].update(pos=[4, 9]), "beyond sentence 0"),
+        (lambda doc: doc["vertexSet"][1][0].update(sent_id=5), "sent_id 5"),
+        (lambda doc: doc["labels"].append({"h": 0, "t": 1, "r": "P999", "evidence": []}), "unknown relation id"),
+    ],
+)
+def test_reader_rejects_bad_documents_with_one_line(tmp_path, edit, message):
+    docs = _load("train.json")
+    bad = copy.deepcopy(docs)
+    edit(bad[0])
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(bad), encoding="utf-8")
+    with pytest.raises(CorefBertError, match=message) as info:
+        read_docred(str(path), load_relation_ids(str(DOCRED / "rel_info.json")))
+    assert "bad.json" in str(info.value) and "document 0 ('Anna Berg')" in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_relation_ids_put_na_first():
+    assert load_relation_ids(str(DOCRED / "rel_info.json")) == ["Na", "P17", "P27", "P131"]
+
+
+def _features(tokenizer, doc, **kwargs):
+    relations = load_relation_ids(str(DOCRED / "rel_info.json"))
+    options = dict(max_seq_length=512, sliding_window=False, stride=4) | kwargs
+    return document_features(doc, tokenizer, relation_index={r: i for i, r in enumerate(relations)}, **options)
+
+
+def test_features_map_mentions_to_their_tokens(bert_tokenizer):
+    doc = _load("train.json")[0]
+    feature = _features(bert_tokenizer, doc)
+    words = [w for sent in doc["sents"] for w in sent]
+    tokens = [t for _, ids in feature["windows"] for t in ids]
+    for entity, spans in zip(doc["vertexSet"], feature["mention_spans"]):
+        for mention, (start, end) in zip(entity, spans):
+            mention_words = doc["sents"][mention["sent_id"]][slice(*mention["pos"])]
+            expected = bert_tokenizer(mention_words, is_split_into_words=True, add_special_tokens=False)["input_ids"]
+            assert tokens[start:end] == expected
+    assert feature["first_positions"] == [0, 4, 11]  # word offsets: sentences of 6 and 7 words
+    assert feature["labels"] == {(1, 2): [1], (0, 2): [2]}
+    assert len(words) == 20
+
+
+def test_truncation_drops_late_mentions_and_sliding_window_keeps_them(bert_tokenizer):
+    doc = _load("train.json")[0]
+    # A window of exactly sentence 0's subwords (plus [CLS]/[SEP]): Norway is only mentioned later.
+    first_sentence = len(bert_tokenizer(doc["sents"][0], is_split_into_words=True, add_special_tokens=False)["input_ids"])
+    short = _features(bert_tokenizer, doc, max_seq_length=first_sentence + 2)
+    assert short["num_tokens"] == first_sentence and short["truncated_entities"] == 1
+    assert [len(s) for s in short["mention_spans"]] == [1, 1, 0]
+    slid = _features(bert_tokenizer, doc, max_seq_length=first_sentence + 2, sliding_window=True, stride=4)
+    assert slid["truncated_entities"] == 0 and [len(s) for s in slid["mention_spans"]] == [2, 2, 2]
+    covered = set()
+    for offset, ids in slid["windows"]:
+        assert len(ids) <= first_sentence
+        covered.update(range(offset, offset + len(ids)))
+    assert covered == set(range(slid["num_tokens"]))
+
+
+def test_model_pools_tokens_and_is_window_invariant_on_short_documents(bert_tokenizer, tiny_bert_dir):
+    from transformers import AutoModel
+
+    torch.manual_seed(0)
+    model = DocredModel(AutoModel.from_pretrained(str(tiny_bert_dir), add_pooling_layer=False), num_relations=4,
+                        entity_hidden_size=8, distance_embedding_size=4).eval()
+    docs = _load("dev.json")
+    whole = [_features(bert_tokenizer, d) for d in docs]
+    slid = [_features(bert_tokenizer, d, sliding_window=True) for d in docs]
+    batch = docred_collate([DocredDataset(whole)[i] for i in range(2)], bert_tokenizer, 4)
+    assert batch["labels"].shape == (2, 6, 4) and batch["pair_mask"].sum() == 6 + 2
+    assert torch.allclose(batch["entity_weights"].sum(-1)[0], torch.ones(3))  # means of means sum to 1
+    with torch.no_grad():
+        out = model(**batch)
+        again = model(**docred_collate([DocredDataset(slid)[i] for i in range(2)], bert_tokenizer, 4))
+    assert out.logits.shape == (2, 6, 4) and torch.isfinite(out.loss)
+    assert torch.allclose(out.logits, again.logits, atol=1e-6)
+    # Gold labels: pair (0, 1) of "Karl Dahl" is P17 (column 1); NA pairs have column 0.
+    pairs = DocredDataset(whole)[0]["pairs"]
+    assert batch["labels"][0, pairs.index((0, 1))].tolist() == [0, 1, 0, 0]
+    assert batch["labels"][0, pairs.index((1, 0))].tolist() == [1, 0, 0, 0]
+    model.train()
+    model(**batch).loss.backward()  # every parameter is used: no DDP "unused parameter" error
+    assert [n for n, p in model.named_parameters() if p.grad is None] == []
+
+
+def test_na_pairs_are_sampled_per_document():
+    feature = {"mention_spans": [[(0, 1)]] * 4, "labels": {(0, 1): [1]}}
+    sampled = DocredDataset([feature], num_na_pairs=2, seed=0)[0]["pairs"]
+    assert len(sampled) == 3 and (0, 1) in sampled
+    assert len(DocredDataset([feature], num_na_pairs=-1, seed=0)[0]["pairs"]) == 12
+
+
+def _run_docred(argv):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("run_docred", ROOT / "finetune" / "run_docred.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.main(argv)
+
+
+@pytest.mark.slow
+def test_cli_end_to_end_on_fixtures(tiny_bert_dir, tmp_path):
+    out = tmp_path / "out"
+    results = _run_docred([
+        "--model_name_or_path", str(tiny_bert_dir), "--rel_info_file", str(DOCRED / "rel_info.json"),
+        "--train_file", str(DOCRED / "train.json"), "--validation_file", str(DOCRED / "dev.json"),
+        "--test_file", str(DOCRED / "dev.json"), "--do_train", "--do_eval", "--do_predict",
+        "--output_dir", str(out), "--max_steps", "3", "--per_device_train_batch_size", "2",
+        "--learning_rate", "1e-3", "--num_na_pairs", "2", "--disable_tqdm", "true", "--max_seq_length", "256",
+    ])
+    for key in ("eval_f1", "eval_ign_f1", "eval_threshold", "predict_f1", "train_loss"):
+        assert key in results
+    assert results["predict_threshold"] == results["eval_threshold"]  # chosen on dev, reused on test
+    predictions = json.loads((out / "result.json").read_text())
+    assert isinstance(predictions, list)
+    for p in predictions:
+        assert set(p) == {"title", "h_idx", "t_idx", "r"} and p["r"] in {"P17", "P27", "P131"}
+    head = json.loads((out / "best" / "docred_head.json").read_text())
+    assert head["relations"][0] == "Na"
+    # The fine-tuned model predicts alone: relation classes and the dev threshold come with it.
+    again = _run_docred(["--model_name_or_path", str(out / "best"), "--test_file", str(DOCRED / "dev.json"),
+                         "--do_predict", "--output_dir", str(tmp_path / "again"), "--disable_tqdm", "true",
+                         "--max_seq_length", "256"])
+    assert again["predict_threshold"] == pytest.approx(head["threshold"])
+    assert json.loads((tmp_path / "again" / "result.json").read_text()) == json.loads(
+        (out / "best" / "eval_result.json").read_text())
+
+
+def test_cli_reports_bad_input_in_one_line(tiny_bert_dir, tmp_path, capsys):
+    bad = _load("dev.json")
+    bad[1]["labels"][0]["h"] = 5
+    path = tmp_path / "dev.json"
+    path.write_text(json.dumps(bad), encoding="utf-8")
+    with pytest.raises(SystemExit) as info:
+        _run_docred(["--model_name_or_path", str(tiny_bert_dir), "--rel_info_file", str(DOCRED / "rel_info.json"),
+                     "--validation_file", str(path), "--do_eval", "--output_dir", str(tmp_path / "out")])
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "dev.json" in err and "h=5" in err and "\n" not in err
+
+
+@pytest.mark.slow
+@pytest.mark.shared_data
+def test_real_redocred_reads_and_trains_a_few_steps(tiny_bert_dir, tmp_path):
+    dev = shared_data("docred", "dev_revised.json")
+    rel_info = shared_data("docred", "rel_info.json")
+    relations = load_relation_ids(str(rel_info))
+    docs = read_docred(str(dev), relations)
+    assert len(relations) == 97 and len(docs) == 500
+    subset = tmp_path / "subset.json"
+    subset.write_text(json.dumps(docs[:6]), encoding="utf-8")
+    results = _run_docred([
+        "--model_name_or_path", str(tiny_bert_dir), "--rel_info_file", str(rel_info), "--train_file", str(subset),
+        "--split_seed", "1", "--validation_split_percentage", "34", "--do_train", "--do_eval",
+        "--output_dir", str(tmp_path / "out"), "--max_steps", "1", "--per_device_train_batch_size", "4",
+        "--num_na_pairs", "4", "--sliding_window", "true", "--max_seq_length", "256", "--disable_tqdm", "true",
+    ])
+    assert results["eval_num_gold"] > 0 and results["eval_truncated_entities"] == 0
+
+
+def test_bilinear_scores_equal_torch_bilinear():
+    from corefbert.tasks.docred import bilinear_scores
+
+    torch.manual_seed(0)
+    layer = torch.nn.Bilinear(6, 6, 5)
+    heads, tails = torch.randn(2, 3, 6), torch.randn(2, 3, 6)
+    assert torch.allclose(bilinear_scores(heads, tails, layer.weight, layer.bias), layer(heads, tails), atol=1e-5)
+
+
+def test_docred_evaluate_module_loads_offline_and_matches():
+    from corefbert.metrics import load_metric
+
+    train, dev = _load("train.json"), _load("dev.json")
+    references = [{"title": d["title"], "entity_names": [[m["name"] for m in e] for e in d["vertexSet"]],
+                   "h": [x["h"] for x in d["labels"]], "t": [x["t"] for x in d["labels"]],
+                   "r": [x["r"] for x in d["labels"]]} for d in dev]
+    predictions = [{"title": "Karl Dahl", "h_idx": [0, 2], "t_idx": [1, 1], "r": ["P17", "P27"]},
+                   {"title": "Bergen", "h_idx": [1], "t_idx": [0], "r": ["P17"]}]
+    result = load_metric("docred").compute(predictions=predictions, references=references,
+                                           train_facts=[list(f) for f in training_facts(train)])
+    assert result["f1"] == pytest.approx(100 * 2 / 3) and result["ign_f1"] == pytest.approx(100 * 4 / 7)
+
+
+def test_reader_turns_a_missing_field_into_one_line(tmp_path):
+    docs = _load("train.json")
+    del docs[1]["vertexSet"][2][0]["pos"]
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(docs), encoding="utf-8")
+    with pytest.raises(CorefBertError, match=r"bad.json:document 1 \('Lake Tana'\): malformed .*KeyError: 'pos'"):
+        read_docred(str(path), load_relation_ids(str(DOCRED / "rel_info.json")))

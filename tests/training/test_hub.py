@@ -1,0 +1,278 @@
+"""The Hub round trip without network: ``--push_to_hub`` stages a complete repository (weights, tokenizer, a
+model card with metadata and ``model-index``) and hands it to ``HfApi``, replaced here by a local stand-in
+that records what would be uploaded."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, load_cli
+from huggingface_hub import ModelCard
+
+from corefbert.errors import CorefBertError
+from corefbert.training import hub
+
+sys.path.insert(0, str(FIXTURES / "pretraining"))
+from synthetic_corpus import synthetic_corpus  # noqa: E402
+
+TOKEN = "hf_secret_token_never_on_disk"
+
+
+class RecordingHub:
+    """Stands in for ``huggingface_hub.HfApi``: records the token, the repository and every uploaded file."""
+
+    calls: list = []
+
+    def __init__(self, token=None):
+        self.token = token
+
+    def create_repo(self, repo_id, private=None, exist_ok=False, repo_type=None):
+        RecordingHub.calls.append(("create_repo", repo_id, private, exist_ok, self.token))
+        full = repo_id if "/" in repo_id else f"me/{repo_id}"  # the Hub puts a bare name under the token's user
+        return type("RepoUrl", (), {"repo_id": full})()
+
+    def upload_folder(self, *, repo_id, folder_path, repo_type=None, commit_message=None):
+        files = {str(p.relative_to(folder_path)): p.read_bytes() for p in Path(folder_path).rglob("*") if p.is_file()}
+        RecordingHub.calls.append(("upload_folder", repo_id, files))
+
+
+@pytest.fixture
+def recording_hub(monkeypatch):
+    RecordingHub.calls = []
+    monkeypatch.setattr(hub, "HfApi", RecordingHub)
+    return RecordingHub.calls
+
+
+def _uploaded(calls) -> tuple[str, dict]:
+    uploads = [c for c in calls if c[0] == "upload_folder"]
+    assert len(uploads) == 1
+    return uploads[0][1], uploads[0][2]
+
+
+def _no_local_path_or_token(files: dict, *local_dirs) -> None:
+    for name, content in files.items():
+        text = content.decode("utf-8", errors="ignore")
+        assert TOKEN not in text, name
+        for folder in local_dirs:
+            assert str(folder) not in text, f"{name} names the local folder {folder}"
+
+
+def _glue_argv(model_dir, out, *extra) -> list[str]:
+    return ["--model_name_or_path", str(model_dir), "--task_name", "rte", "--data_dir", str(FIXTURES / "glue" / "RTE"),
+            "--output_dir", str(out), "--do_train", "--do_eval", "--max_steps", "2", "--per_device_train_batch_size",
+            "4", "--max_seq_length", "48", "--disable_tqdm", "true", *extra]
+
+
+def test_fine_tuned_run_stages_and_uploads_a_complete_repository(tmp_path, tiny_bert_dir, recording_hub,
+                                                                  fresh_accelerate_state):
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from corefbert.tasks.base import parse_task_arguments
+    from corefbert.tasks.glue import GlueTask
+
+    out = tmp_path / "rte"
+    # The run, then the push its last line makes (called here, so the test holds before and after wiring).
+    results = load_cli("finetune/run_glue.py").main(_glue_argv(tiny_bert_dir, out))
+    task_args, args = parse_task_arguments(GlueTask, _glue_argv(tiny_bert_dir, out, "--push_to_hub", "--hub_model_id",
+                                                                "me/rte-tiny", "--hub_token", TOKEN))
+    staged = hub.push_finetuned(GlueTask(task_args, args), args, results)
+
+    assert ("create_repo", "me/rte-tiny", False, True, TOKEN) in recording_hub
+    repo_id, files = _uploaded(recording_hub)
+    assert repo_id == "me/rte-tiny" and staged == out / "hub"
+    assert {"model.safetensors", "config.json", "tokenizer.json", "README.md", "all_results.json"} <= set(files)
+    _no_local_path_or_token(files, tmp_path, tiny_bert_dir)
+    card = ModelCard.load(staged / "README.md")
+    assert card.data.license == "apache-2.0" and card.data.pipeline_tag == "text-classification"
+    assert card.data.datasets == ["nyu-mll/glue"] and card.data.base_model is None  # a local base has no Hub id
+    scores = {r.metric_type: r.metric_value for r in card.data.eval_results}
+    assert scores["accuracy"] == pytest.approx(results["eval_accuracy"], abs=1e-4)
+    assert all(r.dataset_config == "rte" and r.dataset_split == "validation" for r in card.data.eval_results)
+    assert "learning_rate" in card.text and "AutoModelForSequenceClassification.from_pretrained(\"me/rte-tiny\")" in card.text
+    model, info = AutoModelForSequenceClassification.from_pretrained(staged, output_loading_info=True)
+    assert not info["missing_keys"] and AutoTokenizer.from_pretrained(staged).is_fast
+    assert json.loads(files["all_results.json"]) == pytest.approx(results, nan_ok=True)
+
+
+def test_pretraining_final_card_and_push(tmp_path, tiny_bert_dir, recording_hub, fresh_accelerate_state):
+    """final/README.md is the card (written by every pretraining run); the push stages final/ as is."""
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    from corefbert.pretraining.arguments import PretrainingArguments
+    from corefbert.pretraining.run import run_pretraining
+
+    corpus = synthetic_corpus(AutoTokenizer.from_pretrained(tiny_bert_dir), n_train=8, n_eval=4)
+    args = PretrainingArguments(model_name_or_path=str(tiny_bert_dir), output_dir=str(tmp_path / "pre"), max_steps=2,
+                                per_device_train_batch_size=4, per_device_eval_batch_size=4, mixed_precision="no")
+    metrics = run_pretraining(args, splits=corpus)
+    # The push as run_pretraining's last line makes it (called here, so the test holds before and after wiring).
+    staged = hub.push_pretrained(replace(args, push_to_hub=True, hub_token=TOKEN), tmp_path / "pre" / "final")
+
+    assert ("create_repo", "pre", False, True, TOKEN) in recording_hub  # default: the output folder's name
+    repo_id, files = _uploaded(recording_hub)
+    assert repo_id == "me/pre"
+    assert {"model.safetensors", "config.json", "tokenizer.json", "README.md", "all_results.json"} <= set(files)
+    _no_local_path_or_token(files, tmp_path, tiny_bert_dir)
+    card = ModelCard.load(staged / "README.md")
+    assert card.data.pipeline_tag == "fill-mask" and card.data.license == "apache-2.0"
+    scores = {r.metric_type: r.metric_value for r in card.data.eval_results}
+    assert scores["mrp_accuracy"] == pytest.approx(metrics["mrp_accuracy"], abs=1e-4)
+    assert "mrp_ratio" in card.text and "AutoModel.from_pretrained" in card.text
+    _, info = AutoModelForMaskedLM.from_pretrained(staged, output_loading_info=True)
+    assert not info["missing_keys"]
+
+
+def test_run_glue_push_to_hub_end_to_end(tmp_path, tiny_bert_dir, recording_hub, fresh_accelerate_state,
+                                         monkeypatch):
+    """The CLI flag itself: the run pushes at its end, and the token reaches no file the run writes."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # the stand-in replaces the network; the offline check must pass
+    out = tmp_path / "rte"
+    load_cli("finetune/run_glue.py").main(_glue_argv(tiny_bert_dir, out, "--push_to_hub", "--hub_model_id",
+                                                     "me/rte-tiny", "--hub_token", TOKEN))
+    repo_id, files = _uploaded(recording_hub)
+    assert repo_id == "me/rte-tiny" and {"model.safetensors", "README.md"} <= set(files)
+    written = [p for p in out.rglob("*") if p.is_file() and p.suffix in (".json", ".jsonl", ".md", ".txt", ".yaml")]
+    assert written and not [p for p in written if TOKEN in p.read_text(encoding="utf-8", errors="replace")]
+
+
+def test_run_pretraining_push_to_hub_end_to_end(tmp_path, tiny_bert_dir, recording_hub, fresh_accelerate_state,
+                                                monkeypatch):
+    from transformers import AutoTokenizer
+
+    from corefbert.pretraining.arguments import PretrainingArguments
+    from corefbert.pretraining.run import run_pretraining
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    corpus = synthetic_corpus(AutoTokenizer.from_pretrained(tiny_bert_dir), n_train=8, n_eval=4)
+    args = PretrainingArguments(model_name_or_path=str(tiny_bert_dir), output_dir=str(tmp_path / "pre"), max_steps=2,
+                                per_device_train_batch_size=4, per_device_eval_batch_size=4, mixed_precision="no",
+                                push_to_hub=True, hub_model_id="me/corefbert-tiny", hub_token=TOKEN)
+    run_pretraining(args, splits=corpus)
+    repo_id, files = _uploaded(recording_hub)
+    assert repo_id == "me/corefbert-tiny" and {"model.safetensors", "README.md", "all_results.json"} <= set(files)
+    _no_local_path_or_token(files, tmp_path, tiny_bert_dir)
+
+
+def test_push_to_hub_offline_is_refused_before_training(tmp_path, tiny_bert_dir, monkeypatch, capsys,
+                                                        fresh_accelerate_state):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    out = tmp_path / "rte"
+    with pytest.raises(SystemExit) as exit_info:
+        load_cli("finetune/run_glue.py").main(_glue_argv(tiny_bert_dir, out, "--push_to_hub"))
+    assert exit_info.value.code == 2 and "HF_HUB_OFFLINE" in capsys.readouterr().err
+    assert not (out / "last").exists()
+
+
+def test_a_failed_upload_is_one_line_and_keeps_the_staging(tmp_path, recording_hub, monkeypatch):
+    class Unreachable(RecordingHub):
+        def create_repo(self, *args, **kwargs):
+            raise ConnectionError("Name or service not known")
+
+    monkeypatch.setattr(hub, "HfApi", Unreachable)
+    staging = tmp_path / "out" / "hub"
+    staging.mkdir(parents=True)
+    (staging / "config.json").write_text("{}")
+    args = type("Args", (), {"hub_model_id": "me/x", "hub_token": None, "hub_private_repo": True,
+                             "output_dir": str(tmp_path / "out")})()
+    with pytest.raises(CorefBertError, match=r"upload to the Hub failed \(ConnectionError.*hf upload me/x") as err:
+        hub.upload_staged(staging, args)
+    assert "\n" not in str(err.value) and (staging / "config.json").is_file()
+
+
+def _training_args(**values):
+    from corefbert.tasks.base import FinetuningArguments
+
+    return FinetuningArguments(output_dir="out", do_train=True, **values)
+
+
+def test_hub_arguments_are_checked_before_training(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(CorefBertError, match="HF_HUB_OFFLINE=1"):
+        hub.check_hub_arguments(_training_args(push_to_hub=True))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    hub.check_hub_arguments(_training_args(push_to_hub=True, hub_model_id="me/name"))
+    with pytest.raises(CorefBertError, match="not a Hub repository name"):
+        hub.check_hub_arguments(_training_args(push_to_hub=True, hub_model_id="me/a/b"))
+    with pytest.raises(CorefBertError, match="--hub_model_id given without --push_to_hub"):
+        hub.check_hub_arguments(_training_args(hub_model_id="me/name"))
+    from corefbert.tasks.base import FinetuningArguments
+
+    with pytest.raises(CorefBertError, match="add --do_train"):
+        hub.check_hub_arguments(FinetuningArguments(output_dir="out", do_eval=True, push_to_hub=True))
+
+
+def test_cards_name_no_local_path(tmp_path):
+    assert hub.model_reference("bert-base-cased") == ("bert-base-cased", "[bert-base-cased](https://huggingface.co/bert-base-cased)")
+    (tmp_path / "runs" / "base" / "final").mkdir(parents=True)
+    base, text = hub.model_reference(str(tmp_path / "runs" / "base" / "final"))
+    assert base is None and "base/final" in text and str(tmp_path) not in text
+    settings = hub.public_settings(_training_args(push_to_hub=True, hub_token=TOKEN))
+    assert settings["hub_token"] == "<redacted>" and TOKEN not in json.dumps(settings)
+
+
+# --- issue 23, item 3: no message shows a token --------------------------------------------------------------
+
+SECRET = "hf_SECRETwB7xQ2mZ9kLp4vR8tY1nC5dF3gH6jK"  # the shape of a real access token: hf_ and 34 letters/digits
+
+
+def _yaml(text):
+    def write(w):
+        (w / "run.yaml").write_text(text.replace("SECRET", SECRET), encoding="utf-8")
+        return str(w / "run.yaml")
+    return write
+
+
+TOKEN_LEAKS = {  # how a token reached an error line before: (CLI, argv builder(work folder))
+    "YAML token as a list": ("pretrain/run_mrp.py", lambda w: ["--config", _yaml("hub_token: [SECRET]\n")(w),
+                                                               "--dataset_dir", str(w)]),
+    "YAML token as a mapping": ("pretrain/run_mrp.py", lambda w: ["--config", _yaml("hub_token: {t: SECRET}\n")(w),
+                                                                  "--dataset_dir", str(w)]),
+    "YAML token beside an unconvertible value": (
+        "pretrain/run_mrp.py", lambda w: ["--config", _yaml("hub_token: SECRET\nmax_steps: ten\n")(w)]),
+    "token typed into a boolean flag": ("finetune/run_glue.py", lambda w: ["--push_to_hub", SECRET]),
+    "abbreviated flag (ambiguous)": ("pretrain/run_mrp.py", lambda w: [f"--hub={SECRET}"]),
+    "misspelt flag": ("pretrain/run_mrp.py", lambda w: ["--hub_tokn", SECRET]),
+    "--hub_token on a CLI without it": ("pretrain/prepare_corpus.py", lambda w: ["--hub_token", SECRET]),
+    "token given, another flag of the wrong type": (
+        "finetune/run_glue.py", lambda w: ["--hub_token", SECRET, "--max_steps", "ten"]),
+}
+
+
+@pytest.mark.parametrize("leak", list(TOKEN_LEAKS))
+def test_no_error_line_shows_a_hub_token(leak, tmp_path, capsys, fresh_accelerate_state):
+    cli, argv = TOKEN_LEAKS[leak]
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        load_cli(cli).main([*argv(tmp_path), "--output_dir", str(tmp_path / "out")])
+    out, err = capsys.readouterr()
+    assert exit_info.value.code == 2, err
+    assert SECRET not in out + err and SECRET[3:] not in out + err, err
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in err and "usage:" not in err, err
+
+
+def test_a_token_of_the_wrong_type_set_in_code_is_not_shown(capsys):
+    args = _training_args(push_to_hub=True, hub_token=[SECRET])
+    assert SECRET not in repr(args)
+    with pytest.raises(CorefBertError, match="--hub_token must be a string") as err:
+        args.validate()
+    assert SECRET not in str(err.value)
+
+
+def test_a_failed_upload_that_quotes_the_token_does_not_show_it(tmp_path, monkeypatch):
+    class Refused(RecordingHub):
+        def create_repo(self, *args, **kwargs):
+            raise PermissionError(f"401 Unauthorized: invalid token {SECRET} for https://huggingface.co/api/repos")
+
+    monkeypatch.setattr(hub, "HfApi", Refused)
+    staging = tmp_path / "out" / "hub"
+    staging.mkdir(parents=True)
+    args = type("Args", (), {"hub_model_id": "me/x", "hub_token": SECRET, "hub_private_repo": False,
+                             "output_dir": str(tmp_path / "out")})()
+    with pytest.raises(CorefBertError, match=r"upload to the Hub failed \(PermissionError: 401") as err:
+        hub.upload_staged(staging, args)
+    assert SECRET not in str(err.value) and "<redacted>" in str(err.value)
