@@ -436,6 +436,7 @@ def babi_file(data):
 GLUE_CLI, QUOREF_CLI, MRQA_CLI = "finetune/run_glue.py", "finetune/run_quoref.py", "finetune/run_mrqa.py"
 DOCRED_CLI, FEVER_CLI, COREF_CLI = "finetune/run_docred.py", "finetune/run_fever.py", "finetune/run_coref.py"
 PREP_CLI, MRP_CLI = "pretrain/prepare_corpus.py", "pretrain/run_mrp.py"
+ONE_CLI = "corefbert/cli.py"
 CONVERT_CLI, PAIRS_CLI = "corefbert/pretraining/convert.py", "corefbert/tasks/pronoun_pairs/builder.py"
 E2E_CLI, RESOLVE_CLI, PAIR_CLS_CLI = "finetune/run_coref_e2e.py", "corefbert/tasks/coref_e2e/resolve.py", "finetune/run_pronoun_pairs.py"
 ABLATION_CLI, BABI_CLI = "pretrain/run_ablation.py", "finetune/run_babi.py"
@@ -707,6 +708,9 @@ CASES = [
          lambda w, m: [*pairs(lambda _: str(PAIRS_CONLL))(w, m), "--validation_fraction", "0.15"]),
     Case(PAIRS_CLI, "--max_scope_words 1", lambda w, m: [*pairs(lambda _: str(PAIRS_CONLL))(w, m),
                                                          "--max_scope_words", "1"]),
+    # issue 23 (f): the one command (issue 24, corefbert <command>)
+    Case(ONE_CLI, "unknown command", lambda w, m: ["pretrian", "--output_dir", str(w)]),
+    Case(ONE_CLI, "unknown finetune task", lambda w, m: ["finetune", "gleu", "--model_name_or_path", str(m)]),
 ]
 
 
