@@ -10,6 +10,7 @@ transformers' Auto module is already loaded, and otherwise right after it loads:
 
 from __future__ import annotations
 
+import importlib
 import importlib.abc
 import importlib.machinery
 import sys
@@ -19,14 +20,30 @@ MODEL_MODULE = "corefbert.pretraining.modeling"
 
 
 def _register() -> None:
-    model_module = sys.modules.get(MODEL_MODULE)
-    if model_module is not None and getattr(model_module.__spec__, "_initializing", False):
-        return  # transformers' Auto module loads *while* our model module is imported: that one registers at its end
-    from corefbert.pretraining import (
-        modeling,
-    )  # registers on import (heavy: deferred until transformers loads)
+    """Registers at the first ``AutoModelForPreTraining.from_pretrained`` call, not while transformers imports.
 
-    modeling.register_auto_classes()
+    Importing our model module here, inside transformers' import of its Auto module, breaks a user's
+    ``from transformers import BertModel`` after ``import corefbert``: the Auto module loads while
+    ``modeling_bert`` is half initialized, and our module's ``from ...modeling_bert import BertModel`` then
+    fails as a circular import. A wrapper around ``from_pretrained`` imports it when a load actually asks."""
+    if MODEL_MODULE in sys.modules:
+        return  # imported (or being imported): the module registers at its end
+    auto = sys.modules[AUTO_MODULE].AutoModelForPreTraining
+    original = auto.__dict__.get("from_pretrained")  # transformers sets a per-class copy (its docstring)
+    if getattr(getattr(original, "__func__", None), "corefbert_registers", False):
+        return
+
+    def from_pretrained(cls, *args, **kwargs):
+        importlib.import_module(MODEL_MODULE)  # registers the CorefBERT classes (the module's last lines)
+        if original is None:
+            del auto.from_pretrained
+        else:
+            auto.from_pretrained = original
+        return cls.from_pretrained(*args, **kwargs)
+
+    from_pretrained.corefbert_registers = True
+    from_pretrained.__doc__ = getattr(getattr(original, "__func__", None), "__doc__", None)
+    auto.from_pretrained = classmethod(from_pretrained)
 
 
 class _RegisterAfterAutoImport(importlib.abc.MetaPathFinder):

@@ -4,11 +4,24 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import torch
+from huggingface_hub import ModelCard, ModelCardData
 
 from corefbert.training.checkpointing import raise_if_stopping, remove_folder, replace_folder, writing
+from corefbert.training.hub import (
+    CARD_SETTINGS,
+    LICENSE,
+    PAPER,
+    eval_results,
+    load_snippet,
+    model_reference,
+    render_card,
+    repo_name,
+    settings_table,
+)
 from corefbert.training.loop import PreservedRng
 
 
@@ -59,10 +72,8 @@ def load_lines(final_dir: str | Path) -> list[str]:
 
 def model_card(args, num_processes: int, precision: str, before: dict, after: dict) -> str:
     """The README.md of ``final/``: a ``huggingface_hub`` model card (base model, licence, pipeline tag,
-    settings, held-out metrics before/after as ``model-index``); see :func:`corefbert.training.hub.pretraining_card`.
+    settings, held-out metrics before/after as ``model-index``); see :func:`pretraining_card`.
     It names no local absolute path, so the folder can be published as is (``--push_to_hub``)."""
-    from corefbert.training.hub import pretraining_card
-
     return str(pretraining_card(args, before, after, num_processes, precision))
 
 
@@ -113,6 +124,57 @@ def mrp_counts(metrics: dict) -> str:
     correct = round(metrics["mrp_accuracy"] * total)  # accuracy is correct / total, so this is exact
     low, high = wilson_interval(correct, total)
     return f"{correct} of {total} ({metrics['mrp_accuracy']:.3f}, 95% CI {low:.2f}-{high:.2f})"
+
+
+def pretraining_card(args, before: dict, after: dict, num_processes: int, precision: str) -> ModelCard:
+    """The card of a pretraining ``final/``: MLM + MRP from ``--model_name_or_path``, the settings, the
+    held-out MLM/MRP metrics before and after, how to load. ``model-index`` holds the after-metrics."""
+    base, base_text = model_reference(args.model_name_or_path)
+    name = repo_name(args)
+    datasets = [args.dataset_name] if getattr(args, "dataset_name", None) else None
+    results = eval_results({k: v for k, v in after.items()}, "fill-mask", "text",
+                           "held-out split of the pretraining corpus", prefix="")
+    data = ModelCardData(model_name=name, base_model=base, datasets=datasets, license=LICENSE,
+                         pipeline_tag="fill-mask", library_name="transformers",
+                         tags=["corefbert", "coreference", "mention-reference-prediction", PAPER],
+                         eval_results=results or None)
+    rows = "\n".join(f"| {label} | {before[key]:.4f} | {after[key]:.4f} |" for key, label in (
+        ("mrp_accuracy", "MRP accuracy"), ("mrp_loss", "MRP loss"), ("mlm_accuracy", "MLM accuracy"),
+        ("mlm_loss", "MLM loss")))
+    batch = args.per_device_train_batch_size * args.gradient_accumulation_steps * num_processes
+    names = CARD_SETTINGS + ("mlm_probability", "mrp_ratio", "mrp_loss_weight", "mrp_official_loss")
+    body = f"""# CorefBERT checkpoint ({name})
+
+Pretrained with [corefbert](https://github.com/thunlp/CorefBERT) (CorefBERT, Ye et al., EMNLP 2020) from
+{base_text}: masked-language modelling plus Mention Reference Prediction, a copy-based objective over
+repeated nouns. An ordinary checkpoint of the backbone type: `AutoModel`, `AutoModelForMaskedLM`,
+`AutoModelForQuestionAnswering` and `AutoModelForSequenceClassification` load it; the MRP head
+(`mrp.copy_vector`) travels with it. With the MRP head: `import corefbert` first, then
+`AutoModelForPreTraining` gives the CorefBERT pretraining class (without that import, transformers returns
+its stock pretraining class with a random next-sentence head).
+
+## Settings
+
+Effective batch: {batch} sequences ({num_processes} process(es)); precision used: {precision}.
+
+{settings_table(args, names)}
+
+## Held-out metrics
+
+Masked positions are fixed across evaluations, so before and after are comparable
+({after.get('mrp_mentions', 0)} MRP-masked mentions). MRP-masked mentions copied right: {mrp_counts(before)} before,
+{mrp_counts(after)} after (Wilson intervals). This is the model after the last training step
+(step {args.max_steps}), not the best evaluation; `log.jsonl` of the run holds every evaluation.
+
+| metric | before | after |
+|---|---|---|
+{rows}
+
+## How to load
+
+{load_snippet(args.hub_model_id or f"{Path(os.path.abspath(args.output_dir)).name}/final")}
+"""
+    return render_card(data, body)
 
 
 def best_evaluation(log_path: Path) -> dict | None:

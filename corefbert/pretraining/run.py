@@ -21,6 +21,7 @@ from corefbert.pretraining.data import (
     load_prepared_corpus,
     pretraining_dataloader,
 )
+from corefbert.pretraining.modeling import load_pretraining_model
 from corefbert.pretraining.report import evaluate
 from corefbert.training import lock as run_lock
 from corefbert.training.hub import push_pretrained
@@ -109,7 +110,6 @@ def _run(args: PretrainingArguments, data_args, splits, accelerator) -> dict[str
 
     from corefbert.corpus.prepare import load_tokenizer
     from corefbert.pretraining.collator import DataCollatorForMentionReferencePrediction
-    from corefbert.pretraining.modeling import load_pretraining_model
     from corefbert.pretraining.report import final_save, print_summary
 
     set_seed(args.seed)

@@ -134,58 +134,6 @@ def load_snippet(where: str, auto_class: str = "AutoModel") -> str:
             f'model = {auto_class}.from_pretrained("{where}")\n```')
 
 
-def pretraining_card(args, before: dict, after: dict, num_processes: int, precision: str) -> ModelCard:
-    """The card of a pretraining ``final/``: MLM + MRP from ``--model_name_or_path``, the settings, the
-    held-out MLM/MRP metrics before and after, how to load. ``model-index`` holds the after-metrics."""
-    from corefbert.pretraining.report import mrp_counts
-    base, base_text = model_reference(args.model_name_or_path)
-    name = repo_name(args)
-    datasets = [args.dataset_name] if getattr(args, "dataset_name", None) else None
-    results = eval_results({k: v for k, v in after.items()}, "fill-mask", "text",
-                           "held-out split of the pretraining corpus", prefix="")
-    data = ModelCardData(model_name=name, base_model=base, datasets=datasets, license=LICENSE,
-                         pipeline_tag="fill-mask", library_name="transformers",
-                         tags=["corefbert", "coreference", "mention-reference-prediction", PAPER],
-                         eval_results=results or None)
-    rows = "\n".join(f"| {label} | {before[key]:.4f} | {after[key]:.4f} |" for key, label in (
-        ("mrp_accuracy", "MRP accuracy"), ("mrp_loss", "MRP loss"), ("mlm_accuracy", "MLM accuracy"),
-        ("mlm_loss", "MLM loss")))
-    batch = args.per_device_train_batch_size * args.gradient_accumulation_steps * num_processes
-    names = CARD_SETTINGS + ("mlm_probability", "mrp_ratio", "mrp_loss_weight", "mrp_official_loss")
-    body = f"""# CorefBERT checkpoint ({name})
-
-Pretrained with [corefbert](https://github.com/thunlp/CorefBERT) (CorefBERT, Ye et al., EMNLP 2020) from
-{base_text}: masked-language modelling plus Mention Reference Prediction, a copy-based objective over
-repeated nouns. An ordinary checkpoint of the backbone type: `AutoModel`, `AutoModelForMaskedLM`,
-`AutoModelForQuestionAnswering` and `AutoModelForSequenceClassification` load it; the MRP head
-(`mrp.copy_vector`) travels with it. With the MRP head: `import corefbert.pretraining.modeling` first, then
-`AutoModelForPreTraining` gives the CorefBERT pretraining class (without that import, transformers returns
-its stock pretraining class with a random next-sentence head).
-
-## Settings
-
-Effective batch: {batch} sequences ({num_processes} process(es)); precision used: {precision}.
-
-{settings_table(args, names)}
-
-## Held-out metrics
-
-Masked positions are fixed across evaluations, so before and after are comparable
-({after.get('mrp_mentions', 0)} MRP-masked mentions). MRP-masked mentions copied right: {mrp_counts(before)} before,
-{mrp_counts(after)} after (Wilson intervals). This is the model after the last training step
-(step {args.max_steps}), not the best evaluation; `log.jsonl` of the run holds every evaluation.
-
-| metric | before | after |
-|---|---|---|
-{rows}
-
-## How to load
-
-{load_snippet(args.hub_model_id or f"{Path(os.path.abspath(args.output_dir)).name}/final")}
-"""
-    return render_card(data, body)
-
-
 def conversion_card(record: dict) -> ModelCard:
     """The card of a folder ``corefbert.pretraining.convert`` wrote from a released CorefBERT checkpoint (``record``: its
     ``conversion.json``): what it is, what the conversion kept and what is missing."""

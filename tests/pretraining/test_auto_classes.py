@@ -50,3 +50,12 @@ def test_without_corefbert_transformers_gives_its_stock_class(coref_checkpoint):
 def test_import_corefbert_stays_light():
     code = "import sys, corefbert; print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))"
     assert _fresh(code) == "[]"
+
+
+def test_import_corefbert_then_any_transformers_model_import_works():
+    """The registration must not run inside transformers' own imports: with ``import corefbert`` first, a
+    plain ``from transformers import BertModel`` was a circular ImportError (the Auto module loads while
+    ``modeling_bert`` is half initialized)."""
+    code = ("import corefbert\nfrom transformers import BertModel, RobertaModel\n"
+            "from transformers import AutoModel\nprint(BertModel.__name__, RobertaModel.__name__)")
+    assert _fresh(code) == "BertModel RobertaModel"

@@ -47,7 +47,7 @@ def test_the_summary_shows_counts_intervals_and_that_final_is_the_last_step(tmp_
 
 
 def test_the_model_card_says_the_counts_and_the_last_step(tmp_path):
-    from corefbert.training.hub import pretraining_card
+    from corefbert.pretraining.report import pretraining_card
 
     args = PretrainingArguments(output_dir=str(tmp_path / "demo"), max_steps=120)
     card = str(pretraining_card(args, _metrics(8), _metrics(11), 1, "no"))

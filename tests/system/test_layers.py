@@ -80,7 +80,6 @@ KNOWN_LOCAL_IMPORTS = {
     ("pretraining.data", "corpus.packing"),
     ("pretraining.data", "text.positions"),
     ("pretraining.data", "pretraining.length_grouping"),
-    ("pretraining.report", "training.hub"),
     ("pretraining.report", "pretraining.plotting"),
     ("pretraining.run", "corpus.prepare"),
     ("pretraining.run", "pretraining.collator"),
