@@ -45,9 +45,9 @@ def _holding(lock: Path, seconds: float, release: bool = False) -> subprocess.Po
         fd = os.open({str(lock)!r}, os.O_CREAT | os.O_RDONLY)
         print("holding", flush=True)
         time.sleep({seconds})
-        os.close(fd)
-        if {release}:
+        if {release}:  # removed before it is closed: with stale_after 0 an open-but-unheld moment reads as stale
             os.remove({str(lock)!r})
+        os.close(fd)
     ''')
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "holding"
@@ -69,7 +69,7 @@ def test_a_stale_lock_is_one_line_naming_it_and_the_rm(tmp_path):
 def test_a_lock_a_live_build_holds_is_waited_for_saying_so_until_it_is_released(tmp_path):
     lock = tmp_path / "deepspeed_shm_comm" / "lock"
     lock.parent.mkdir()
-    holder = _holding(lock, seconds=2, release=True)
+    holder = _holding(lock, seconds=5, release=True)  # long enough for the /proc scan on a loaded machine
     assert lock_holders(lock) == [holder.pid]
     said = []
     started = time.monotonic()
