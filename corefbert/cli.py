@@ -3,66 +3,47 @@ that its script or ``python -m`` module runs.
 
     corefbert --help                          the commands
     corefbert prepare --train_file wiki/ --output_dir corpus/
-    corefbert pretrain [--config pretrain/configs/corefbert_base.yaml ...]
+    corefbert pretrain [--config "$(corefbert config-path corefbert_base)" ...]
     corefbert finetune glue --model_name_or_path CKPT --task_name rte --data_dir glue/RTE --do_train ...
     corefbert convert --model_dir released/ --output_dir converted/
     accelerate launch -m corefbert.cli pretrain ...          several processes
 
-``prepare``, ``pretrain``, ``ablation`` and ``finetune <task>`` run the repository's scripts
-(``pretrain/*.py``, ``finetune/run_*.py``), found beside the package; the other commands are modules of the
-package. Arguments after the command go to that ``main`` unchanged (``--help`` included).
+Every command is a function of the package (the scripts in ``pretrain/`` and ``finetune/`` import the same
+ones), so an installed package needs no checkout. Arguments after the command go to that ``main``
+unchanged (``--help`` included).
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from corefbert.errors import CorefBertError, cli_entry
-
-REPOSITORY = Path(__file__).resolve().parents[1]
 
 
 @dataclass(frozen=True)
 class Command:
-    """Where a command's ``main(argv)`` lives: ``module`` (a dotted name) or ``script`` (below the repository)."""
+    """A command: its one-line summary and the module whose ``main(argv)`` runs it."""
 
     summary: str
-    module: str | None = None
-    script: str | None = None
+    module: str | None = None  # None only for ``finetune``, which dispatches on its task
 
     def load(self) -> Callable[[list[str]], object]:
-        if self.module is not None:
-            return importlib.import_module(self.module).main
-        path = REPOSITORY / self.script
-        if not path.is_file():
-            raise CorefBertError(
-                f"{self.script} is not beside the installed package; run this command from a "
-                "checkout of the repository (pip install -e .)",
-                path=path,
-            )
-        # A unique module name per script: two scripts loaded in one process never share a module object.
-        name = "corefbert_script_" + path.stem
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-        return module.main
+        # Imported on use: ``corefbert --help`` and each command load only what that command needs.
+        return importlib.import_module(self.module).main
 
 
 COMMANDS = {
     "prepare": Command(
-        "raw text -> a prepared (packed, cached) pretraining corpus", script="pretrain/prepare_corpus.py"
+        "raw text -> a prepared (packed, cached) pretraining corpus", module="corefbert.corpus.cli"
     ),
     "pretrain": Command(
-        "pretrain CorefBERT (MLM + MRP); the demo without arguments", script="pretrain/run_mrp.py"
+        "pretrain CorefBERT (MLM + MRP); the demo without arguments", module="corefbert.pretraining.cli"
     ),
     "ablation": Command(
-        "the paper's ablation study: arms x seeds, probes, report", script="pretrain/run_ablation.py"
+        "the paper's ablation study: arms x seeds, probes, report", module="corefbert.ablation.cli"
     ),
     "finetune": Command(
         "fine-tune on a benchmark: corefbert finetune <task> ... (see corefbert finetune --help)"
@@ -86,22 +67,34 @@ COMMANDS = {
         "computed-slot fill of a prepared corpus, length-grouped vs random batches",
         module="corefbert.pretraining.length_grouping",
     ),
+    "config-path": Command(
+        "where a shipped config is (pretraining recipes, accelerate configs); all of them without a name",
+        module="corefbert.configs",
+    ),
 }
+# task -> (summary, the family module whose main runs it; finetune/run_<task>.py imports the same main)
 FINETUNE_TASKS = {
-    "glue": "GLUE from the official TSV files",
-    "quoref": "QUOREF extractive QA (multi-span)",
-    "mrqa": "MRQA 2019 / SQuAD v1.1 extractive QA",
-    "docred": "DocRED document-level relation extraction",
-    "fever": "FEVER fact verification (BERT-concat or KGAT)",
-    "coref": "pronoun coreference (DPR/WSC/GAP/...): MLM or copy-head candidate scoring",
-    "babi": "bAbI-1k with the GA reader and Coref-GRU",
-    "coref-e2e": "end-to-end coreference (Lee et al. 2017) on CoNLL-2012 files",
-    "pronoun-pairs": "pronoun-pair entailment classifiers",
+    "glue": ("GLUE from the official TSV files", "corefbert.tasks.glue"),
+    "quoref": ("QUOREF extractive QA (multi-span)", "corefbert.tasks.qa.quoref"),
+    "mrqa": ("MRQA 2019 / SQuAD v1.1 extractive QA", "corefbert.tasks.qa.mrqa"),
+    "docred": ("DocRED document-level relation extraction", "corefbert.tasks.docred"),
+    "fever": ("FEVER fact verification (BERT-concat or KGAT)", "corefbert.tasks.fever.task"),
+    "coref": (
+        "pronoun coreference (DPR/WSC/GAP/...): MLM or copy-head candidate scoring",
+        "corefbert.tasks.coref.task",
+    ),
+    "babi": ("bAbI-1k with the GA reader and Coref-GRU", "corefbert.tasks.babi.task"),
+    "coref-e2e": (
+        "end-to-end coreference (Lee et al. 2017) on CoNLL-2012 files",
+        "corefbert.tasks.coref_e2e.task",
+    ),
+    "pronoun-pairs": ("pronoun-pair entailment classifiers", "corefbert.tasks.pronoun_pairs.task"),
 }
 
 
 def finetune_command(task: str) -> Command:
-    return Command(FINETUNE_TASKS[task], script=f"finetune/run_{task.replace('-', '_')}.py")
+    summary, module = FINETUNE_TASKS[task]
+    return Command(summary, module=module)
 
 
 def _listing(title: str, entries: dict[str, str]) -> str:
@@ -121,7 +114,10 @@ def usage() -> str:
 
 def finetune_usage() -> str:
     return (
-        _listing("usage: corefbert finetune <task> [arguments]\n\ntasks:", FINETUNE_TASKS)
+        _listing(
+            "usage: corefbert finetune <task> [arguments]\n\ntasks:",
+            {task: summary for task, (summary, _) in FINETUNE_TASKS.items()},
+        )
         + "\n\n`corefbert finetune <task> --help` shows a task's arguments."
     )
 

@@ -8,13 +8,7 @@ The plain-GRU reader: --model ga_gru. Clusters from a JSONL file of character sp
 Resume an interrupted table (finished runs are kept): add --resume_from_checkpoint latest.
 """
 
-from corefbert.tasks.babi.task import BabiTask
-from corefbert.tasks.base import main as run_task
-
-
-def main(argv: list[str] | None = None) -> dict[str, float]:
-    return run_task(BabiTask, argv, prog="run_babi.py")
-
+from corefbert.tasks.babi.task import main
 
 if __name__ == "__main__":
     main()

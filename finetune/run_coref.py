@@ -23,13 +23,7 @@ score, and for GAP files ``<split>_<file>_gap.tsv`` in the official system forma
 is read as WSC273 (its first 273 of 285 schemas; ``--wsc_schemas all`` for every one).
 """
 
-from corefbert.tasks.base import main as run_task
-from corefbert.tasks.coref.task import CorefTask
-
-
-def main(argv: list[str] | None = None) -> dict[str, float]:
-    return run_task(CorefTask, argv, prog="run_coref.py")
-
+from corefbert.tasks.coref.task import main
 
 if __name__ == "__main__":
     main()

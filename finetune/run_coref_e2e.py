@@ -13,13 +13,7 @@ Evaluate a trained model again, or resolve raw text with it:
     python -m corefbert.tasks.coref_e2e.resolve --model out/asl/best --text "Anna met Tom. She liked him."
 """
 
-from corefbert.tasks.base import main as run_task
-from corefbert.tasks.coref_e2e.task import CorefE2ETask
-
-
-def main(argv: list[str] | None = None) -> dict[str, float]:
-    return run_task(CorefE2ETask, argv, prog="run_coref_e2e.py")
-
+from corefbert.tasks.coref_e2e.task import main
 
 if __name__ == "__main__":
     main()

@@ -16,13 +16,7 @@ only read, for Ign F1, which is left out without it):
         --train_file train_annotated.json --do_predict --output_dir out/docred_test
 """
 
-from corefbert.tasks.base import main as run_task
-from corefbert.tasks.docred import DocredTask
-
-
-def main(argv: list[str] | None = None) -> dict[str, float]:
-    return run_task(DocredTask, argv, prog="run_docred.py")
-
+from corefbert.tasks.docred import main
 
 if __name__ == "__main__":
     main()

@@ -17,13 +17,7 @@ N GPUs:
     accelerate launch --num_processes N finetune/run_fever.py ...same flags...
 """
 
-from corefbert.tasks.base import main as run_task
-from corefbert.tasks.fever.task import FeverTask
-
-
-def main(argv: list[str] | None = None) -> dict[str, float]:
-    return run_task(FeverTask, argv, prog="run_fever.py")
-
+from corefbert.tasks.fever.task import main
 
 if __name__ == "__main__":
     main()

@@ -10,13 +10,7 @@ Test predictions in the GLUE submission format (``<TASK>.tsv``; MNLI writes MNLI
         --do_predict --output_dir out/rte-test
 """
 
-from corefbert.tasks.base import main as run_task
-from corefbert.tasks.glue import GlueTask
-
-
-def main(argv: list[str] | None = None) -> dict[str, float]:
-    return run_task(GlueTask, argv, prog="run_glue.py")
-
+from corefbert.tasks.glue import main
 
 if __name__ == "__main__":
     main()

@@ -15,13 +15,7 @@ Without a dev file, ``--validation_split_percentage 10`` holds out 10% of the tr
 Writes ``all_results.json`` and ``eval_predictions.json`` ``{qid: answer}`` (the official format).
 """
 
-from corefbert.tasks.base import main as run_task
-from corefbert.tasks.qa.mrqa import MRQATask
-
-
-def main(argv: list[str] | None = None) -> dict[str, float]:
-    return run_task(MRQATask, argv, prog="run_mrqa.py")
-
+from corefbert.tasks.qa.mrqa import main
 
 if __name__ == "__main__":
     main()

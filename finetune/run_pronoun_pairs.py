@@ -11,13 +11,7 @@ The ablation the paper warns about (no in-scope negatives in training, tested on
         --eval_types correct,in_scope ... --do_train --do_eval --output_dir out/da-ablation
 """
 
-from corefbert.tasks.base import main as run_task
-from corefbert.tasks.pronoun_pairs.task import PronounPairsTask
-
-
-def main(argv: list[str] | None = None) -> dict[str, float]:
-    return run_task(PronounPairsTask, argv, prog="run_pronoun_pairs.py")
-
+from corefbert.tasks.pronoun_pairs.task import main
 
 if __name__ == "__main__":
     main()

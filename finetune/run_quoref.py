@@ -14,13 +14,7 @@ Writes ``all_results.json`` (EM/F1 by the official DROP-style metric), ``eval_pr
 ``{question_id: [answer strings]}`` and, with ``--do_predict --test_file``, ``predict_predictions.json``.
 """
 
-from corefbert.tasks.base import main as run_task
-from corefbert.tasks.qa.quoref import QuorefTask
-
-
-def main(argv: list[str] | None = None) -> dict[str, float]:
-    return run_task(QuorefTask, argv, prog="run_quoref.py")
-
+from corefbert.tasks.qa.quoref import main
 
 if __name__ == "__main__":
     main()

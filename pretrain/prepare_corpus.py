@@ -14,24 +14,10 @@ was killed resumes when started again with the same command: chunks of ``--docum
 documents finished before the kill (kept in ``<output_dir>.resume/``) are reused, the rest is tagged.
 The output loads with ``datasets.load_from_disk(output_dir)``; ``pretrain/run_mrp.py`` accepts the same
 corpus flags and calls the same function.
+The code is :mod:`corefbert.corpus.cli`.
 """
 
-from __future__ import annotations
-
-from corefbert.arguments import parse_args
-from corefbert.corpus.prepare import PrepareArguments, prepare_corpus
-from corefbert.errors import CorefBertError, cli_entry
-
-
-@cli_entry
-def main(argv: list[str] | None = None) -> None:
-    (args,) = parse_args([PrepareArguments], argv, prog="prepare_corpus.py")
-    if not args.output_dir:
-        raise CorefBertError("pass --output_dir: the prepared corpus is saved there")
-    data = prepare_corpus(args)
-    print(f"saved {', '.join(f'{name}: {len(split)} sequences' for name, split in data.items())} "
-          f"to {args.output_dir}; load it with datasets.load_from_disk")
-
+from corefbert.corpus.cli import main
 
 if __name__ == "__main__":
     main()

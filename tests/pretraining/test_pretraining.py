@@ -427,12 +427,13 @@ def test_bad_input_is_one_line(tmp_path, tiny_bert_dir, corpus_dir, capsys):
 
 
 def test_paper_configs_set_the_paper_schedule(tiny_bert_dir):
-    run_mrp = _run_mrp()
+    from corefbert.pretraining.cli import parse
+
     for name, lr, batch in (("corefbert_base", 5e-5, 256), ("corefroberta_large", 1e-5, 256)):
         path = ROOT / "pretrain" / "configs" / f"{name}.yaml"
         assert path.read_text().startswith("# accelerate launch ")
-        args, prep = run_mrp.parse(["--config", str(path), "--model_name_or_path", str(tiny_bert_dir),
-                                    "--train_file", "wiki.txt"])
+        args, prep = parse(["--config", str(path), "--model_name_or_path", str(tiny_bert_dir),
+                            "--train_file", "wiki.txt"])
         processes = 8 if name == "corefroberta_large" else 1
         assert args.per_device_train_batch_size * args.gradient_accumulation_steps * processes == batch
         assert (args.max_steps, args.learning_rate, args.warmup_ratio) == (33000, lr, 0.2)

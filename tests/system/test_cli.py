@@ -40,21 +40,68 @@ def test_finetune_help_lists_every_task(capsys):
         assert f"\n  {task} " in out, out
 
 
-def test_every_command_and_task_reaches_a_main():
-    """Each entry of the tables loads, and is the very function its script or module runs."""
+def test_every_command_and_task_runs_a_main_of_the_package():
+    """Each entry of the tables loads a ``main`` of the package, never a file of the checkout: an installed
+    (non-editable) package has no ``pretrain/`` or ``finetune/`` folder."""
+    assert cli.COMMANDS["finetune"].module is None
     for name, command in cli.COMMANDS.items():
-        if name == "finetune":
-            continue
-        main = command.load()
-        assert callable(main), name
-        if command.module is not None:
-            assert main is sys.modules[command.module].main
+        if name != "finetune":
+            assert command.module.startswith("corefbert."), name
+            assert command.load() is sys.modules[command.module].main, name
     for task in cli.FINETUNE_TASKS:
         command = cli.finetune_command(task)
-        assert (ROOT / command.script).is_file(), command.script
-        # the script's own main: the same source file and function (each load compiles it anew)
-        code = command.load().__code__
-        assert (code.co_filename, code.co_name) == (str(ROOT / command.script), "main")
+        assert command.module.startswith("corefbert.tasks."), task
+        assert command.load() is sys.modules[command.module].main, task
+
+
+# Each script of the checkout and the command that runs the same main.
+SCRIPTS = {
+    "pretrain/prepare_corpus.py": ["prepare"],
+    "pretrain/run_mrp.py": ["pretrain"],
+    "pretrain/run_ablation.py": ["ablation"],
+    **{f"finetune/run_{task.replace('-', '_')}.py": ["finetune", task] for task in cli.FINETUNE_TASKS},
+}
+
+
+def test_every_script_is_a_shim_over_its_commands_main():
+    """``pretrain/*.py`` and ``finetune/run_*.py`` hold a docstring, one import of ``main`` from the package
+    and the ``__main__`` guard: the code lives in the package, and the script runs the very same function."""
+    import ast
+
+    from conftest import load_cli
+
+    scripts = sorted(p.relative_to(ROOT).as_posix() for p in [*ROOT.glob("pretrain/*.py"), *ROOT.glob("finetune/*.py")])
+    assert scripts == sorted(SCRIPTS)
+    for script, argv in SCRIPTS.items():
+        tree = ast.parse((ROOT / script).read_text(encoding="utf-8"))
+        kinds = [type(node).__name__ for node in tree.body]
+        assert kinds == ["Expr", "ImportFrom", "If"], (script, kinds)
+        docstring, imported, guard = tree.body
+        assert "python " in ast.get_docstring(tree) or "accelerate launch" in ast.get_docstring(tree), script
+        assert imported.module.startswith("corefbert.") and [a.name for a in imported.names] == ["main"], script
+        assert ast.unparse(guard) == "if __name__ == '__main__':\n    main()", script
+        command, _, _ = cli.resolve_command([*argv, "--help"])
+        assert load_cli(script).main is command.load(), script
+
+
+@pytest.mark.parametrize("task", list(cli.FINETUNE_TASKS))
+def test_every_task_gives_its_scripts_help(task, capsys):
+    """The family's main keeps the script's name in its messages (the bad-input table pins them)."""
+    code, out, _ = _run(["finetune", task, "--help"], capsys)
+    assert code == 0
+    assert out.startswith(f"usage: run_{task.replace('-', '_')}.py "), out[:200]
+    assert "--output_dir" in out
+
+
+@pytest.mark.parametrize(
+    ("command", "prog", "flag"),
+    [("prepare", "prepare_corpus.py", "--num_shards"), ("pretrain", "run_mrp.py", "--mrp_ratio"),
+     ("ablation", "run_ablation.py", "--preset")],
+)
+def test_the_pretraining_commands_give_their_scripts_help(command, prog, flag, capsys):
+    code, out, _ = _run([command, "--help"], capsys)
+    assert code == 0
+    assert out.startswith(f"usage: {prog} ") and flag in out, out[:300]
 
 
 def test_finetune_glue_help_is_the_scripts_help(capsys):

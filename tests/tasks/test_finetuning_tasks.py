@@ -1,6 +1,6 @@
 """One way to declare a task (issue 12 item 5): every task is ``Task(task_args, training_args)`` with its
-arguments dataclass and paper defaults on the class, one ``corefbert.tasks.base.main`` is every CLI, and
-the held-out split is one pair of flags for QA, DocRED and FEVER."""
+arguments dataclass and paper defaults on the class, one ``corefbert.tasks.base.main`` is every CLI (each
+family's ``main`` passes it its task), and the held-out split is one pair of flags for QA, DocRED and FEVER."""
 
 from __future__ import annotations
 
@@ -35,11 +35,23 @@ def test_every_finetuning_cli_is_a_few_lines_over_the_one_main():
         tree = ast.parse(source)
         imported = {(node.module, alias.name) for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
                     for alias in node.names}
-        assert ("corefbert.tasks.base", "main") in imported, path.name
-        task = TASKS[path.stem]
-        assert (task.__module__, task.__name__) in imported, path.name
-        # No argument classes, defaults or wiring of its own: one function, its task passed to main.
-        assert [type(n).__name__ for n in tree.body if isinstance(n, ast.ClassDef | ast.Assign)] == [], path.name
+        # The script imports its family's main, which lives beside the task class (an installed package
+        # has no finetune/ folder, and `corefbert finetune <task>` runs that same main).
+        assert imported == {(TASKS[path.stem].__module__, "main")}, path.name
+        # No argument classes, defaults, wiring or functions of its own.
+        assert [type(n).__name__ for n in tree.body if isinstance(n, ast.ClassDef | ast.Assign | ast.FunctionDef)] == [], path.name
+
+
+@pytest.mark.parametrize("script", sorted(TASKS))
+def test_every_family_main_is_the_one_main_with_its_task(script, monkeypatch):
+    """A family's ``main`` passes its task class, the argv and the script's name to ``tasks.base.main``."""
+    import importlib
+
+    module = importlib.import_module(TASKS[script].__module__)
+    calls = []
+    monkeypatch.setattr(module, "run_task", lambda *args, **kwargs: calls.append((args, kwargs)) or {})
+    assert module.main(["--flag"]) == {}
+    assert calls == [((TASKS[script], ["--flag"]), {"prog": f"{script}.py"})]
 
 
 @pytest.mark.parametrize("task", list(TASKS.values()), ids=lambda t: t.__name__)

@@ -22,6 +22,7 @@ from corefbert.errors import CorefBertError
 from corefbert.metrics.gap import accuracy, gap_metrics
 from corefbert.pretraining.modeling import load_quietly
 from corefbert.tasks.base import FinetuningArguments, FinetuningTask
+from corefbert.tasks.base import main as run_task
 from corefbert.tasks.coref.copy_scoring import (
     COPY_SPANS,
     CopyHeadScorer,
@@ -335,3 +336,9 @@ def _copy_match_counts(path: str, rows: list) -> dict[str, int]:
 
 def _stem(path: str) -> str:
     return os.path.splitext(os.path.basename(path))[0].replace(".", "_")
+
+
+def main(argv: list[str] | None = None) -> dict[str, float]:
+    """``finetune/run_coref.py`` and ``corefbert finetune coref``: pronoun coreference.
+    ``argv`` defaults to ``sys.argv[1:]``; messages name the script, as they always have."""
+    return run_task(CorefTask, argv, prog="run_coref.py")

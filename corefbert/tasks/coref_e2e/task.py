@@ -30,6 +30,7 @@ from corefbert.tasks.base import (
     check_data_flags,
     held_out_split,
 )
+from corefbert.tasks.base import main as run_task
 from corefbert.tasks.coref_e2e.documents import (
     Vocabulary,
     crop_document,
@@ -352,3 +353,9 @@ class CorefE2ETask(FinetuningTask):
     def load_weights(self, model, directory: str) -> None:
         loaded, _, _ = load_model(directory)
         model.load_state_dict(loaded.state_dict())
+
+
+def main(argv: list[str] | None = None) -> dict[str, float]:
+    """``finetune/run_coref_e2e.py`` and ``corefbert finetune coref-e2e``: end-to-end coreference.
+    ``argv`` defaults to ``sys.argv[1:]``; messages name the script, as they always have."""
+    return run_task(CorefE2ETask, argv, prog="run_coref_e2e.py")

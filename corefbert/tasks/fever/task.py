@@ -35,6 +35,7 @@ from corefbert.tasks.base import (
     check_data_flags,
     held_out_split,
 )
+from corefbert.tasks.base import main as run_task
 from corefbert.tasks.fever.kgat import KgatModel
 from corefbert.tasks.heads import (
     check_head_weights,
@@ -426,3 +427,9 @@ class FeverTask(FinetuningTask):
             super().load_weights(model, directory)
         else:
             load_encoder_and_head(model, directory, HEAD)
+
+
+def main(argv: list[str] | None = None) -> dict[str, float]:
+    """``finetune/run_fever.py`` and ``corefbert finetune fever``: FEVER fact verification.
+    ``argv`` defaults to ``sys.argv[1:]``; messages name the script, as they always have."""
+    return run_task(FeverTask, argv, prog="run_fever.py")

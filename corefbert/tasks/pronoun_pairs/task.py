@@ -24,6 +24,7 @@ from corefbert.arguments import peek_argument
 from corefbert.errors import CorefBertError
 from corefbert.metrics.pair_metrics import pair_metrics_by_type
 from corefbert.tasks.base import FinetuningArguments, FinetuningTask, check_data_flags
+from corefbert.tasks.base import main as run_task
 from corefbert.tasks.pronoun_pairs.models import (
     MODEL_TYPES,
     PairModelConfig,
@@ -349,3 +350,9 @@ def _load_tokenizer(path: str | None):
 def _pad(rows: list[list[int]], value: int) -> torch.Tensor:
     longest = max(len(r) for r in rows)
     return torch.tensor([r + [value] * (longest - len(r)) for r in rows])  # [batch, longest]
+
+
+def main(argv: list[str] | None = None) -> dict[str, float]:
+    """``finetune/run_pronoun_pairs.py`` and ``corefbert finetune pronoun-pairs``: pronoun-pair entailment classifiers.
+    ``argv`` defaults to ``sys.argv[1:]``; messages name the script, as they always have."""
+    return run_task(PronounPairsTask, argv, prog="run_pronoun_pairs.py")
