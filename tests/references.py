@@ -11,6 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
+import torch
+from torch import nn
+
+from corefbert.tasks.coref_e2e.encoders import AttentionalSentenceLinking, LinearSentenceLinking
+from corefbert.tasks.coref_e2e.span_ranking import SpanRanker, bucket_distance
 
 # ---------------------------------------------------------------- CorefBERT's MLM + MRP masking (Ye et al. 2020, 3.2)
 
@@ -110,3 +115,106 @@ def mrp_masking_reference(row: Mapping, rng: np.random.Generator, random_token_i
             elif draw < mask_replace_prob + random_replace_prob:
                 masked_ids[position] = random_token_ids[int(rng.integers(len(random_token_ids)))]
     return {"mrp_words": mrp_words, "mlm_words": mlm_words, "input_ids": masked_ids}
+
+
+# ---------------------------------------------------------------- the GA reader's attention sum (Dhingra et al. 2017, 3.2)
+
+
+def reference_attention_sum(attention: torch.Tensor, doc_ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """``corefbert.tasks.babi.ga_reader.attention_sum`` literally, one position at a time."""
+    result = torch.zeros(attention.size(0), vocab_size, dtype=attention.dtype)
+    for b in range(attention.size(0)):
+        for i in range(attention.size(1)):
+            result[b, doc_ids[b, i]] += attention[b, i]
+    return result
+
+
+# ---------------------------------------------------------------- the recurrent encoders of Luo & Glass (2018)
+
+
+# ------------------------------------------------------------------ literal references (tests only)
+
+
+def lstm_reference(lstm: nn.LSTM, layer: int, inputs: list[torch.Tensor], h0=None) -> list[torch.Tensor]:
+    """One bidirectional layer of ``lstm`` run word by word with its own weights (the LSTM equations):
+    ``inputs`` one [dim] per word; ``h0`` (forward, backward) [hidden] each or None -> [2 * hidden] per word."""
+    hidden = lstm.hidden_size
+    outputs = [[None, None] for _ in inputs]
+    for direction, suffix in enumerate(("", "_reverse")):
+        w_ih, w_hh = getattr(lstm, f"weight_ih_l{layer}{suffix}"), getattr(lstm, f"weight_hh_l{layer}{suffix}")
+        bias = getattr(lstm, f"bias_ih_l{layer}{suffix}") + getattr(lstm, f"bias_hh_l{layer}{suffix}")
+        h = torch.zeros(hidden) if h0 is None else h0[direction]
+        c = torch.zeros(hidden)
+        order = range(len(inputs)) if direction == 0 else reversed(range(len(inputs)))
+        for t in order:
+            i, f, g, o = (w_ih @ inputs[t] + w_hh @ h + bias).chunk(4)
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            h = torch.sigmoid(o) * torch.tanh(c)
+            outputs[t][direction] = h
+    return [torch.cat(pair) for pair in outputs]
+
+
+def lsl_reference(module: LinearSentenceLinking, sentences: list[torch.Tensor]) -> list[torch.Tensor]:
+    """LSL sentence by sentence, word by word: ``sentences`` [len_i, dim] each -> [len_i, 2 * hidden] each."""
+    out, previous = [], None
+    for words in sentences:
+        first = lstm_reference(module.layer1, 0, list(words))
+        h0 = None
+        if previous is not None:  # final forward output = last word's; final backward output = first word's
+            h0 = (previous[-1][:module.hidden], previous[0][module.hidden:])
+        out.append(torch.stack(lstm_reference(module.layer2, 0, first, h0)))
+        previous = first
+    return out
+
+
+def asl_reference(module: AttentionalSentenceLinking, sentences: list[torch.Tensor]) -> list[torch.Tensor]:
+    """ASL eqs. 1-6 one word and one previous word at a time -> [len_i, 2 * hidden] per sentence."""
+    out = []
+    for i, words in enumerate(sentences):
+        gated = []
+        for x in words:
+            if i == 0:
+                gated.append(x)
+                continue
+            previous = sentences[i - 1]
+            w_e = torch.cat([module.attend_word.weight, module.attend_previous.weight], dim=1)
+            scores = torch.stack([module.attention_out.weight[0] @ torch.tanh(w_e @ torch.cat([x, p])
+                                                                                + module.attend_word.bias)
+                                  for p in previous])  # eq. 1
+            weights = torch.exp(scores) / torch.exp(scores).sum()  # eq. 2
+            summary = sum(a * p for a, p in zip(weights, previous))  # eq. 3
+            gate = torch.sigmoid(module.gate.weight @ torch.cat([x, summary]) + module.gate.bias)  # eq. 4
+            gated.append(gate * x + (1 - gate) * summary)  # eq. 5
+        out.append(torch.stack(lstm_reference(module.lstm, 0, gated)))  # eq. 6
+    return out
+
+
+# ---------------------------------------------------------------- span ranking of Lee et al. (2017), eq. 7
+
+
+def antecedent_loss_reference(ranker: SpanRanker, top_spans: torch.Tensor, top_scores: torch.Tensor,
+                              speakers: list, genre: int, cluster: list[int]) -> tuple[list[list[float]], float]:
+    """The literal version of :meth:`SpanRanker.antecedent_scores` + eq. 7, one span pair at a time (eval
+    mode): returns per kept span the scores ``[s(i, ε), s(i, i-1), s(i, i-2), ...]`` and the summed loss."""
+    c = ranker.config
+    slots = max(1, min(c.max_antecedents, len(top_spans) - 1))
+    all_scores, loss = [], 0.0
+    genre_vector = ranker.genre_embeddings.weight[genre]
+    for i in range(len(top_spans)):
+        scores, gold = [torch.tensor(0.0)], []
+        for offset in range(1, slots + 1):
+            j = i - offset
+            if j < 0:
+                break
+            speaker = ranker.speaker_embeddings.weight[int(speakers[i] == speakers[j])]
+            distance = ranker.distance_embeddings.weight[int(bucket_distance(torch.tensor(offset)))]
+            g_i, g_j = top_spans[i], top_spans[j]
+            pair = torch.cat([g_i, g_j, g_i * g_j, speaker, genre_vector, distance])
+            scores.append(top_scores[i] + top_scores[j] + ranker.antecedent_scorer(pair)[0])
+            if cluster[i] > 0 and cluster[j] == cluster[i]:
+                gold.append(len(scores) - 1)
+        gold = gold or [0]
+        normaliser = torch.log(sum(torch.exp(s) for s in scores))
+        loss += float(normaliser - torch.log(sum(torch.exp(scores[g]) for g in gold)))
+        all_scores.append([float(s) for s in scores])
+    return all_scores, loss

@@ -11,6 +11,7 @@ import pytest
 import torch
 from conftest import load_cli, run_under_memory_cap, shared_data
 from helpers import FIXTURES
+from references import antecedent_loss_reference, asl_reference, lsl_reference
 
 from corefbert.errors import CorefBertError
 from corefbert.tasks.coref_e2e.documents import (
@@ -21,16 +22,10 @@ from corefbert.tasks.coref_e2e.documents import (
     split_long_sentences,
     subword_windows,
 )
-from corefbert.tasks.coref_e2e.encoders import (
-    AttentionalSentenceLinking,
-    LinearSentenceLinking,
-    asl_reference,
-    lsl_reference,
-)
+from corefbert.tasks.coref_e2e.encoders import AttentionalSentenceLinking, LinearSentenceLinking
 from corefbert.tasks.coref_e2e.span_ranking import (
     SpanRanker,
     SpanRankingConfig,
-    antecedent_loss_reference,
     enumerate_spans,
     pair_scores_concat,
     prune_spans,
