@@ -9,7 +9,6 @@ from __future__ import annotations
 import ast
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -120,14 +119,9 @@ def test_pretraining_run_writes_weights_as_safetensors_only(tmp_path):
     pickles are the optimizer/scheduler/RNG state accelerate's ``save_state`` writes (read back by
     this run's own resume)."""
     import torch
-
-    sys.path.insert(0, str(ROOT / "tests" / "fixtures" / "pretraining"))
-    try:
-        from synthetic_corpus import synthetic_corpus
-    finally:
-        sys.path.pop(0)
     from accelerate.state import AcceleratorState, GradientState
     from conftest import FIXTURES, tiny_config
+    from helpers import synthetic_corpus
     from tokenizers import BertWordPieceTokenizer
     from transformers import BertModel, BertTokenizerFast
 
