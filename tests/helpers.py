@@ -1,6 +1,6 @@
 """What every test and benchmark shares: paths computed once here (so a test's folder depth never matters) and
-the builders of test data, e.g. synthetic packed corpora in the docs/contracts.md schema, so trainer tests need
-neither spaCy nor text.
+the plain builders: synthetic packed corpora in the docs/contracts.md schema (trainer tests then need neither
+spaCy nor text), tiny model configs, CLI scripts loaded as modules, runs under a memory cap.
 
 Tests import them as ``from helpers import ROOT`` (pytest puts this folder on ``sys.path`` for the rootdir
 conftest); benchmarks put ``tests/`` on ``sys.path`` first. pytest fixtures stay in ``conftest.py``.
@@ -8,6 +8,8 @@ conftest); benchmarks put ``tests/`` on ``sys.path`` first. pytest fixtures stay
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +17,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]  # the repository
 FIXTURES = ROOT / "tests" / "fixtures"
 SHARED_DATA = ROOT.parent / "shared" / "data"  # the real benchmark data, when present
+TINY_HIDDEN = 32
 
 
 def synthetic_rows(tokenizer, n_rows: int, seed: int, min_words: int = 10, max_words: int = 20) -> dict:
@@ -65,3 +68,85 @@ def synthetic_corpus(tokenizer, n_train: int = 48, n_eval: int = 16, seed: int =
         "train": datasets.Dataset.from_dict(synthetic_rows(tokenizer, n_train, seed)),
         "validation": datasets.Dataset.from_dict(synthetic_rows(tokenizer, n_eval, seed + 1)),
     })
+
+
+def load_cli(script: str):
+    """A CLI script (``finetune/run_glue.py``, ``pretrain/run_mrp.py``) imported as a module, once per process:
+    in-process runs of ``main(argv)`` skip the 5-10 s of torch + transformers start-up a subprocess pays."""
+    import importlib.util
+
+    path = ROOT / script
+    name = f"cli_{path.stem}"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses look their module up there
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def shared_data(*parts: str) -> Path:
+    """Path under ../shared/data; the calling test is skipped when it is absent."""
+    import pytest  # here, not at the top: benchmarks import this module without pytest
+
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"{path} not present (../shared/data is only on developer machines)")
+    return path
+
+
+def training_text() -> list[str]:
+    """The non-empty lines of ``tests/fixtures/tiny_corpus.txt``: what the tests' tokenizers are trained on."""
+    text = (FIXTURES / "tiny_corpus.txt").read_text(encoding="utf-8")
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def tiny_config(model_type: str, tokenizer):
+    """A 2-layer, hidden-32 config of ``model_type`` ("bert" or "roberta") sized to ``tokenizer``."""
+    from transformers import BertConfig, RobertaConfig
+
+    common = dict(
+        vocab_size=len(tokenizer), hidden_size=TINY_HIDDEN, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=256 + 2, pad_token_id=tokenizer.pad_token_id,
+    )
+    if model_type == "bert":
+        return BertConfig(**common)
+    if model_type == "roberta":
+        return RobertaConfig(**common, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+    raise ValueError(model_type)
+
+
+_MEMORY_CAP_PRELUDE = '''
+import resource
+
+
+def cap_memory():
+    """From here on this process may map at most {headroom_mb} MiB more address space (RLIMIT_AS)."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        size_kb = next(int(line.split()[1]) for line in status if line.startswith("VmSize:"))
+    limit = size_kb * 1024 + {headroom_mb} * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+'''
+
+
+def run_under_memory_cap(code: str, headroom_mb: int, timeout: float = 300):
+    """Run ``code`` in a fresh Python; where it calls ``cap_memory()`` the address space is capped at what it
+    maps then plus ``headroom_mb`` MiB, so imports and model loading (about 1.2 GB of address space with
+    torch) are not counted, only what the work under test adds. Returns the ``CompletedProcess``.
+
+    glibc serves tensors below its mmap threshold from one heap, and the small blocks autograd keeps between
+    two freed chunks of a tiny model's activations fragment it: the heap then grows with the input although
+    the live memory does not. A fixed threshold (128 KiB, glibc's default before it adapts) maps every
+    larger tensor on its own, so the cap measures live memory; a real encoder's tensors are mapped anyway.
+    """
+    import subprocess
+
+    root = str(ROOT)
+    # The tests folder too: the code may import these builders (``load_cli``).
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]),
+           "OMP_NUM_THREADS": "1", "MALLOC_MMAP_THRESHOLD_": "131072"}
+    script = _MEMORY_CAP_PRELUDE.format(headroom_mb=int(headroom_mb)) + code
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout, env=env,
+                          cwd=root)

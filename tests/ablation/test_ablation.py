@@ -9,8 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import FIXTURES, load_cli
-from helpers import synthetic_corpus
+from helpers import FIXTURES, load_cli, synthetic_corpus
 
 from corefbert.ablation.probes import (
     GAP_F1,

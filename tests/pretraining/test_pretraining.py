@@ -29,7 +29,7 @@ def _save_tiny_bert(out: Path, dropout: float = 0.1, tokenizer_from: Path | None
     with another checkpoint's tokenizer must share it: WordPiece training breaks frequency ties in hash
     order, so two trainings on the same text can number (and even size) the vocabulary differently.
     """
-    from conftest import FIXTURES, tiny_config
+    from helpers import FIXTURES, tiny_config
     from tokenizers import BertWordPieceTokenizer
     from transformers import AutoTokenizer, BertModel, BertTokenizerFast
 

@@ -22,8 +22,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import load_cli
-from helpers import FIXTURES, ROOT, synthetic_corpus
+from helpers import FIXTURES, ROOT, load_cli, synthetic_corpus
 from test_pretraining import _save_tiny_bert
 
 from corefbert.errors import CorefBertError

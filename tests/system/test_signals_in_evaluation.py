@@ -25,8 +25,7 @@ from pathlib import Path
 import pytest
 import test_crash_safety
 import torch
-from conftest import load_cli
-from helpers import synthetic_corpus
+from helpers import load_cli, synthetic_corpus
 from test_crash_safety import GLUE_RTE, _losses, _start, _wait_until
 from test_training import _args as _toy_args
 from test_training import _Job, _run

@@ -20,8 +20,7 @@ from pathlib import Path
 import pytest
 import test_crash_safety
 import torch
-from conftest import load_cli
-from helpers import ROOT
+from helpers import ROOT, load_cli
 from test_corpus_reliability import run_cli
 from test_crash_safety import _can_mount_tmpfs, _env, _start, _wait_until
 

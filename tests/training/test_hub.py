@@ -9,8 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, load_cli
-from helpers import synthetic_corpus
+from helpers import FIXTURES, load_cli, synthetic_corpus
 from huggingface_hub import ModelCard
 
 from corefbert.errors import CorefBertError

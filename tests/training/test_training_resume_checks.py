@@ -13,8 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import load_cli
-from helpers import FIXTURES, synthetic_corpus
+from helpers import FIXTURES, load_cli, synthetic_corpus
 from test_pretraining import _save_tiny_bert
 
 from corefbert.errors import CorefBertError

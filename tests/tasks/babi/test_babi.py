@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 import torch
-from conftest import FIXTURES, load_cli, shared_data
+from helpers import FIXTURES, load_cli, shared_data
 from references import reference_attention_sum
 
 from corefbert.errors import CorefBertError
