@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "fixtures" / "pretraining"))
+sys.path.insert(0, str(ROOT / "tests"))  # helpers: the builders tests share
 
 
 def main() -> None:
@@ -28,7 +28,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
 
-    from synthetic_corpus import synthetic_rows
+    from helpers import synthetic_rows
     from transformers import AutoTokenizer
 
     from corefbert.pretraining.arguments import default_backbone

@@ -1,4 +1,5 @@
-"""Shared fixtures: tokenizers trained here on a fixture text, tiny random BERT/RoBERTa configs.
+"""Shared fixtures: tokenizers trained here on a fixture text, tiny random BERT/RoBERTa checkpoints (the plain
+builders they use, ``tiny_config`` and the rest, are in ``helpers.py``).
 
 Everything is built offline in seconds; no hub access, no pretrained weights.
 """
@@ -10,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import FIXTURES, tiny_config, training_text
 
 # The suite runs as `pytest -n 2` on 2 cores: one thread per worker (and per spawned training process)
 # avoids the oversubscription that made tiny-model tests several times slower.
@@ -25,7 +27,6 @@ os.environ["TORCH_EXTENSIONS_DIR"] = str(Path(__file__).resolve().parents[1] / "
 # on 2 cores. A DeepSpeed test's timeout is the default plus this (its setup may include the build).
 DEEPSPEED_BUILD_LIMIT_S = 600
 
-FIXTURES = Path(__file__).parent / "fixtures"
 # Test modules import builders from one another by file name (``from test_pretraining import
 # _save_tiny_bert``), across folders too: every test folder is on sys.path, whichever files a run
 # collects (pytest adds only the collected files' own). Test file names are unique for the same reason.
@@ -35,37 +36,6 @@ sys.path += sorted(
     for folder in TESTS.rglob("*")
     if folder.is_dir() and not {"fixtures", "__pycache__"} & set(folder.relative_to(TESTS).parts)
 )
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-TINY_HIDDEN = 32
-
-
-def load_cli(script: str):
-    """A CLI script (``finetune/run_glue.py``, ``pretrain/run_mrp.py``) imported as a module, once per process:
-    in-process runs of ``main(argv)`` skip the 5-10 s of torch + transformers start-up a subprocess pays."""
-    import importlib.util
-    import sys
-
-    path = Path(__file__).resolve().parents[1] / script
-    name = f"cli_{path.stem}"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # dataclasses look their module up there
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-def shared_data(*parts: str) -> Path:
-    """Path under ../shared/data; the calling test is skipped when it is absent."""
-    path = SHARED_DATA.joinpath(*parts)
-    if not path.exists():
-        pytest.skip(f"{path} not present (../shared/data is only on developer machines)")
-    return path
-
-
-def _training_text() -> list[str]:
-    text = (FIXTURES / "tiny_corpus.txt").read_text(encoding="utf-8")
-    return [line for line in text.splitlines() if line.strip()]
 
 
 @pytest.fixture(scope="session")
@@ -94,28 +64,13 @@ def roberta_tokenizer(tmp_path_factory):
     out = tmp_path_factory.mktemp("roberta_tok")
     trainer = ByteLevelBPETokenizer()
     trainer.train_from_iterator(
-        _training_text(), vocab_size=700, min_frequency=1,
+        training_text(), vocab_size=700, min_frequency=1,
         special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
     )
     trainer.save_model(str(out))
     tok = RobertaTokenizerFast(vocab=str(out / "vocab.json"), merges=str(out / "merges.txt"))
     tok.save_pretrained(str(out))
     return RobertaTokenizerFast.from_pretrained(str(out))
-
-
-def tiny_config(model_type: str, tokenizer):
-    """A 2-layer, hidden-32 config of ``model_type`` ("bert" or "roberta") sized to ``tokenizer``."""
-    from transformers import BertConfig, RobertaConfig
-
-    common = dict(
-        vocab_size=len(tokenizer), hidden_size=TINY_HIDDEN, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=256 + 2, pad_token_id=tokenizer.pad_token_id,
-    )
-    if model_type == "bert":
-        return BertConfig(**common)
-    if model_type == "roberta":
-        return RobertaConfig(**common, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
-    raise ValueError(model_type)
 
 
 @pytest.fixture(scope="session")
@@ -233,38 +188,3 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if default and item.get_closest_marker("deepspeed") is not None and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(default + DEEPSPEED_BUILD_LIMIT_S))
-_MEMORY_CAP_PRELUDE = '''
-import resource
-
-
-def cap_memory():
-    """From here on this process may map at most {headroom_mb} MiB more address space (RLIMIT_AS)."""
-    with open("/proc/self/status", encoding="ascii") as status:
-        size_kb = next(int(line.split()[1]) for line in status if line.startswith("VmSize:"))
-    limit = size_kb * 1024 + {headroom_mb} * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-
-
-'''
-
-
-def run_under_memory_cap(code: str, headroom_mb: int, timeout: float = 300):
-    """Run ``code`` in a fresh Python; where it calls ``cap_memory()`` the address space is capped at what it
-    maps then plus ``headroom_mb`` MiB, so imports and model loading (about 1.2 GB of address space with
-    torch) are not counted, only what the work under test adds. Returns the ``CompletedProcess``.
-
-    glibc serves tensors below its mmap threshold from one heap, and the small blocks autograd keeps between
-    two freed chunks of a tiny model's activations fragment it: the heap then grows with the input although
-    the live memory does not. A fixed threshold (128 KiB, glibc's default before it adapts) maps every
-    larger tensor on its own, so the cap measures live memory; a real encoder's tensors are mapped anyway.
-    """
-    import subprocess
-    import sys
-
-    root = str(Path(__file__).resolve().parents[1])
-    # The tests folder too: the code may import conftest's builders (``load_cli``).
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]),
-           "OMP_NUM_THREADS": "1", "MALLOC_MMAP_THRESHOLD_": "131072"}
-    script = _MEMORY_CAP_PRELUDE.format(headroom_mb=int(headroom_mb)) + code
-    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout, env=env,
-                          cwd=root)

@@ -1,13 +1,152 @@
-"""Paths every test and benchmark shares, computed once here so that a test's folder depth never matters.
+"""What every test and benchmark shares: paths computed once here (so a test's folder depth never matters) and
+the plain builders: synthetic packed corpora in the docs/contracts.md schema (trainer tests then need neither
+spaCy nor text), tiny model configs, CLI scripts loaded as modules, runs under a memory cap.
 
 Tests import them as ``from helpers import ROOT`` (pytest puts this folder on ``sys.path`` for the rootdir
-conftest); fixtures' builders stay in ``conftest.py``.
+conftest); benchmarks put ``tests/`` on ``sys.path`` first. pytest fixtures stay in ``conftest.py``.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository
 FIXTURES = ROOT / "tests" / "fixtures"
 SHARED_DATA = ROOT.parent / "shared" / "data"  # the real benchmark data, when present
+TINY_HIDDEN = 32
+
+
+def synthetic_rows(tokenizer, n_rows: int, seed: int, min_words: int = 10, max_words: int = 20) -> dict:
+    """Rows of ``[CLS] words [SEP]``: words of 1-2 subwords, some repeated so every row has mention groups."""
+    rng = np.random.default_rng(seed)
+    special = set(tokenizer.all_special_ids)
+    vocab = np.array([i for i in range(len(tokenizer)) if i not in special])
+    cls_id, sep_id = tokenizer.cls_token_id, tokenizer.sep_token_id
+    columns = {k: [] for k in ("input_ids", "word_ids", "mention_starts", "mention_ends", "mention_groups")}
+    for _ in range(n_rows):
+        n_words = int(rng.integers(min_words, max_words + 1))
+        nouns = [tuple(rng.choice(vocab, size=int(rng.integers(1, 3)))) for _ in range(3)]
+        words, noun_of_word = [], []
+        for _ in range(n_words):
+            if rng.random() < 0.4:
+                k = int(rng.integers(len(nouns)))
+                words.append(nouns[k])
+                noun_of_word.append(k)
+            else:
+                words.append(tuple(rng.choice(vocab, size=int(rng.integers(1, 3)))))
+                noun_of_word.append(-1)
+        ids, word_ids, spans = [cls_id], [-1], []
+        for w, word in enumerate(words):
+            spans.append((len(ids), len(ids) + len(word) - 1))
+            ids.extend(int(t) for t in word)
+            word_ids.extend([w] * len(word))
+        ids.append(sep_id)
+        word_ids.append(-1)
+        counts = {k: noun_of_word.count(k) for k in set(noun_of_word) if k >= 0}
+        usable = sorted(k for k, c in counts.items() if c >= 2)
+        group_of = {k: g for g, k in enumerate(usable)}
+        starts, ends, groups = [], [], []
+        for w, k in enumerate(noun_of_word):
+            if k in group_of:
+                starts.append(spans[w][0])
+                ends.append(spans[w][1])
+                groups.append(group_of[k])
+        for key, value in zip(columns, (ids, word_ids, starts, ends, groups)):
+            columns[key].append(value)
+    return columns
+
+
+def synthetic_corpus(tokenizer, n_train: int = 48, n_eval: int = 16, seed: int = 0):
+    """A DatasetDict with train/validation splits of :func:`synthetic_rows`."""
+    import datasets
+
+    return datasets.DatasetDict({
+        "train": datasets.Dataset.from_dict(synthetic_rows(tokenizer, n_train, seed)),
+        "validation": datasets.Dataset.from_dict(synthetic_rows(tokenizer, n_eval, seed + 1)),
+    })
+
+
+def load_cli(script: str):
+    """A CLI script (``finetune/run_glue.py``, ``pretrain/run_mrp.py``) imported as a module, once per process:
+    in-process runs of ``main(argv)`` skip the 5-10 s of torch + transformers start-up a subprocess pays."""
+    import importlib.util
+
+    path = ROOT / script
+    name = f"cli_{path.stem}"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses look their module up there
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def shared_data(*parts: str) -> Path:
+    """Path under ../shared/data; the calling test is skipped when it is absent."""
+    import pytest  # here, not at the top: benchmarks import this module without pytest
+
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"{path} not present (../shared/data is only on developer machines)")
+    return path
+
+
+def training_text() -> list[str]:
+    """The non-empty lines of ``tests/fixtures/tiny_corpus.txt``: what the tests' tokenizers are trained on."""
+    text = (FIXTURES / "tiny_corpus.txt").read_text(encoding="utf-8")
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def tiny_config(model_type: str, tokenizer):
+    """A 2-layer, hidden-32 config of ``model_type`` ("bert" or "roberta") sized to ``tokenizer``."""
+    from transformers import BertConfig, RobertaConfig
+
+    common = dict(
+        vocab_size=len(tokenizer), hidden_size=TINY_HIDDEN, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=256 + 2, pad_token_id=tokenizer.pad_token_id,
+    )
+    if model_type == "bert":
+        return BertConfig(**common)
+    if model_type == "roberta":
+        return RobertaConfig(**common, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+    raise ValueError(model_type)
+
+
+_MEMORY_CAP_PRELUDE = '''
+import resource
+
+
+def cap_memory():
+    """From here on this process may map at most {headroom_mb} MiB more address space (RLIMIT_AS)."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        size_kb = next(int(line.split()[1]) for line in status if line.startswith("VmSize:"))
+    limit = size_kb * 1024 + {headroom_mb} * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+'''
+
+
+def run_under_memory_cap(code: str, headroom_mb: int, timeout: float = 300):
+    """Run ``code`` in a fresh Python; where it calls ``cap_memory()`` the address space is capped at what it
+    maps then plus ``headroom_mb`` MiB, so imports and model loading (about 1.2 GB of address space with
+    torch) are not counted, only what the work under test adds. Returns the ``CompletedProcess``.
+
+    glibc serves tensors below its mmap threshold from one heap, and the small blocks autograd keeps between
+    two freed chunks of a tiny model's activations fragment it: the heap then grows with the input although
+    the live memory does not. A fixed threshold (128 KiB, glibc's default before it adapts) maps every
+    larger tensor on its own, so the cap measures live memory; a real encoder's tensors are mapped anyway.
+    """
+    import subprocess
+
+    root = str(ROOT)
+    # The tests folder too: the code may import these builders (``load_cli``).
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]),
+           "OMP_NUM_THREADS": "1", "MALLOC_MMAP_THRESHOLD_": "131072"}
+    script = _MEMORY_CAP_PRELUDE.format(headroom_mb=int(headroom_mb)) + code
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout, env=env,
+                          cwd=root)

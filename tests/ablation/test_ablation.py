@@ -5,17 +5,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import FIXTURES, load_cli
+from helpers import FIXTURES, load_cli, synthetic_corpus
 
-sys.path.insert(0, str(FIXTURES / "pretraining"))
-from synthetic_corpus import synthetic_corpus  # noqa: E402
-
-from corefbert.ablation.probes import (  # noqa: E402
+from corefbert.ablation.probes import (
     GAP_F1,
     RATIO,
     paired_bootstrap,

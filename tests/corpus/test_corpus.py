@@ -8,8 +8,7 @@ import datasets
 import numpy as np
 import pytest
 import spacy
-from conftest import shared_data
-from helpers import FIXTURES, ROOT
+from helpers import FIXTURES, ROOT, shared_data
 from spacy.tokens import Doc
 
 from corefbert.corpus import packing

@@ -6,8 +6,7 @@ import json
 import re
 
 import pytest
-from conftest import shared_data
-from helpers import FIXTURES
+from helpers import FIXTURES, shared_data
 from test_corpus import RegexTagger, bert_tokenizer, prepare  # noqa: F401  (bert_tokenizer: a fixture)
 
 from corefbert.corpus import prepare as corpus

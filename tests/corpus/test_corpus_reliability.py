@@ -17,9 +17,8 @@ from pathlib import Path
 
 import datasets
 import pytest
-from conftest import load_cli, tiny_config
 from helpers import FIXTURES as ALL_FIXTURES
-from helpers import ROOT
+from helpers import ROOT, load_cli, tiny_config
 from test_corpus import TINY, prepare
 
 from corefbert.corpus import prepare as corpus

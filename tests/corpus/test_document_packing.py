@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from conftest import shared_data
+from helpers import shared_data
 from test_corpus import RegexTagger, bert_tokenizer, check_row, prepare, tiny_texts  # noqa: F401  (bert_tokenizer: a fixture)
 
 from corefbert.corpus.document_packing import DocumentRowPacker, pack_document_rows
@@ -131,7 +131,7 @@ def test_accuracy_counts_ignore_a_better_word_of_another_document():
 def test_attention_within_documents_keeps_a_document_blind_to_its_neighbours(bert_tokenizer, within):  # noqa: F811
     """--attention_within_documents: another text in the second document leaves the first one's hidden states
     as they were; without it (the default, as RoBERTa) attention crosses documents and they change."""
-    from conftest import tiny_config
+    from helpers import tiny_config
 
     from corefbert.pretraining.modeling import CorefBertForPreTraining
 

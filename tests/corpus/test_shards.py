@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import tiny_config
+from helpers import tiny_config
 from test_corpus import TINY, RegexTagger, tiny_texts
 
 from corefbert.corpus.prepare import PrepareArguments, prepare_corpus

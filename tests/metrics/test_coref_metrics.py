@@ -159,7 +159,7 @@ def test_without_scipy_the_own_hungarian_gives_the_same_scores(monkeypatch):
 
 @pytest.mark.shared_data
 def test_shared_litbank_perturbed_against_scorch():
-    from conftest import shared_data
+    from helpers import shared_data
 
     from corefbert.text.conll import read_conll
 

@@ -9,8 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import shared_data
-from helpers import FIXTURES
+from helpers import FIXTURES, shared_data, training_text
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -101,11 +100,6 @@ def _story_texts():
     return [p for p in STORIES.read_text(encoding="utf-8").split("\n\n") if p.strip()]
 
 
-def _training_text() -> list[str]:
-    text = (FIXTURES / "tiny_corpus.txt").read_text(encoding="utf-8")
-    return [line for line in text.splitlines() if line.strip()]
-
-
 # Local tokenizers: in transformers 5 the fast tokenizers take ``vocab=``/``merges=``; the conftest
 # fixtures pass ``vocab_file=``, which is ignored and leaves a 5-token vocabulary.
 @pytest.fixture(scope="module")
@@ -116,7 +110,7 @@ def wordpiece_tokenizer(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("wordpiece")
     trainer = BertWordPieceTokenizer(lowercase=True)
-    trainer.train_from_iterator(_training_text(), vocab_size=600, min_frequency=1)
+    trainer.train_from_iterator(training_text(), vocab_size=600, min_frequency=1)
     trainer.save_model(str(out))
     return BertTokenizerFast(vocab=str(out / "vocab.txt"), do_lower_case=True)
 
@@ -129,7 +123,7 @@ def bytelevel_tokenizer(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("bytelevel")
     trainer = ByteLevelBPETokenizer()
-    trainer.train_from_iterator(_training_text(), vocab_size=700, min_frequency=1,
+    trainer.train_from_iterator(training_text(), vocab_size=700, min_frequency=1,
                                 special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
     trainer.save_model(str(out))
     return RobertaTokenizerFast(vocab=str(out / "vocab.json"), merges=str(out / "merges.txt"))

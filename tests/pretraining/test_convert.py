@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import FIXTURES, _training_text, load_cli
+from helpers import FIXTURES, load_cli, training_text
 
 from corefbert.errors import CorefBertError
 from corefbert.pretraining.convert import convert_checkpoint, main, official_name, vocabulary_casing
@@ -33,7 +33,7 @@ def cased_vocab(tmp_path_factory) -> Path:
 
     out = tmp_path_factory.mktemp("cased_vocab")
     trainer = BertWordPieceTokenizer(lowercase=False, strip_accents=False)
-    trainer.train_from_iterator(_training_text() + [CAPITALISED], vocab_size=700, min_frequency=1)
+    trainer.train_from_iterator(training_text() + [CAPITALISED], vocab_size=700, min_frequency=1)
     trainer.save_model(str(out))
     return out / "vocab.txt"
 

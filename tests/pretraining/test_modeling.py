@@ -9,7 +9,7 @@ import time
 
 import pytest
 import torch
-from conftest import tiny_config
+from helpers import tiny_config
 from transformers import (
     AutoModel,
     AutoModelForMaskedLM,

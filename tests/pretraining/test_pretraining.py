@@ -10,17 +10,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import FIXTURES, ROOT
+from helpers import ROOT, synthetic_corpus
 
-sys.path.insert(0, str(FIXTURES / "pretraining"))
-from synthetic_corpus import synthetic_corpus  # noqa: E402
-
-from corefbert.errors import CorefBertError  # noqa: E402
-from corefbert.pretraining import run as pretraining  # noqa: E402
-from corefbert.pretraining.arguments import PretrainingArguments  # noqa: E402
-from corefbert.pretraining.run import run_pretraining  # noqa: E402
-from corefbert.training.checkpointing import list_checkpoints, resolve_checkpoint  # noqa: E402
-from corefbert.training.optimization import parameter_groups  # noqa: E402
+from corefbert.errors import CorefBertError
+from corefbert.pretraining import run as pretraining
+from corefbert.pretraining.arguments import PretrainingArguments
+from corefbert.pretraining.run import run_pretraining
+from corefbert.training.checkpointing import list_checkpoints, resolve_checkpoint
+from corefbert.training.optimization import parameter_groups
 
 pytestmark = pytest.mark.usefixtures("fresh_accelerate_state")
 
@@ -32,7 +29,7 @@ def _save_tiny_bert(out: Path, dropout: float = 0.1, tokenizer_from: Path | None
     with another checkpoint's tokenizer must share it: WordPiece training breaks frequency ties in hash
     order, so two trainings on the same text can number (and even size) the vocabulary differently.
     """
-    from conftest import FIXTURES, tiny_config
+    from helpers import FIXTURES, tiny_config
     from tokenizers import BertWordPieceTokenizer
     from transformers import AutoTokenizer, BertModel, BertTokenizerFast
 

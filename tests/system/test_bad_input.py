@@ -21,8 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import load_cli
-from helpers import FIXTURES, ROOT
+from helpers import FIXTURES, ROOT, load_cli
 
 pytestmark = pytest.mark.usefixtures("fresh_accelerate_state")
 
@@ -832,7 +831,7 @@ def _run(case: Case, work: Path, model: Path, capsys) -> tuple[int, str, list[st
 def model_dir(tmp_path_factory, bert_tokenizer):
     """A tiny BERT with the conftest tokenizer: bad inputs that pass the readers die on data, not model."""
     import torch
-    from conftest import tiny_config
+    from helpers import tiny_config
     from transformers import BertModel
 
     out = tmp_path_factory.mktemp("bad_input_model")

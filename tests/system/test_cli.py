@@ -136,7 +136,7 @@ def test_a_command_gives_its_modules_error_for_the_same_bad_input(tmp_path, caps
 
 
 def test_a_finetune_task_gives_its_scripts_error(tmp_path, capsys):
-    from conftest import load_cli
+    from helpers import load_cli
 
     argv = [
         "--model_name_or_path",

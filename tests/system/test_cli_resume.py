@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import FIXTURES, load_cli
+from helpers import FIXTURES, load_cli
 
 RTOL = 1e-6
 
@@ -33,7 +33,7 @@ def _cli(name: str):
 @pytest.fixture(scope="module")
 def tiny_mlm_dir(tmp_path_factory, bert_tokenizer):
     """A tiny BertForMaskedLM (coref scores candidates with the MLM head; the other CLIs drop the head)."""
-    from conftest import tiny_config
+    from helpers import tiny_config
     from transformers import BertForMaskedLM
 
     torch.manual_seed(0)

@@ -22,15 +22,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import FIXTURES, ROOT
+from helpers import FIXTURES, ROOT, load_cli, synthetic_corpus
+from test_pretraining import _save_tiny_bert
 
-sys.path.insert(0, str(FIXTURES / "pretraining"))
-from conftest import load_cli  # noqa: E402
-from synthetic_corpus import synthetic_corpus  # noqa: E402
-from test_pretraining import _save_tiny_bert  # noqa: E402
-
-from corefbert.errors import CorefBertError  # noqa: E402
-from corefbert.training.checkpointing import (  # noqa: E402
+from corefbert.errors import CorefBertError
+from corefbert.training.checkpointing import (
     STATE_FILE,
     check_writable,
     checkpoints_root,

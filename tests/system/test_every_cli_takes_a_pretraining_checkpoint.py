@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from conftest import FIXTURES, load_cli, tiny_config
+from helpers import FIXTURES, load_cli, tiny_config
 
 
 def _cli(name: str):

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, load_cli
+from helpers import FIXTURES, load_cli
 
 COMMON = ["--max_steps", "2", "--per_device_train_batch_size", "4", "--learning_rate", "1e-3",
           "--checkpointing_steps", "1", "--save_total_limit", "3", "--disable_tqdm", "true", "--do_train", "--do_eval"]

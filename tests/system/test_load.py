@@ -23,8 +23,8 @@ import torch
 
 FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures"
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(FIXTURES / "pretraining"))
-from synthetic_corpus import synthetic_corpus  # noqa: E402
+sys.path.insert(0, str(ROOT / "tests"))  # the shared builders, also when run as a script (``--child``)
+from helpers import synthetic_corpus  # noqa: E402
 
 from corefbert.pretraining.data import SeededCollate, pretraining_dataloader  # noqa: E402
 from corefbert.training.loop import PreservedRng  # noqa: E402

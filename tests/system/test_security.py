@@ -9,7 +9,6 @@ from __future__ import annotations
 import ast
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -120,14 +119,8 @@ def test_pretraining_run_writes_weights_as_safetensors_only(tmp_path):
     pickles are the optimizer/scheduler/RNG state accelerate's ``save_state`` writes (read back by
     this run's own resume)."""
     import torch
-
-    sys.path.insert(0, str(ROOT / "tests" / "fixtures" / "pretraining"))
-    try:
-        from synthetic_corpus import synthetic_corpus
-    finally:
-        sys.path.pop(0)
     from accelerate.state import AcceleratorState, GradientState
-    from conftest import FIXTURES, tiny_config
+    from helpers import FIXTURES, synthetic_corpus, tiny_config
     from tokenizers import BertWordPieceTokenizer
     from transformers import BertModel, BertTokenizerFast
 
@@ -197,7 +190,7 @@ class _Payload:
 def _pickle_only_folder(tmp_path: Path, bert_tokenizer) -> tuple[Path, Path]:
     import pickle
 
-    from conftest import tiny_config
+    from helpers import tiny_config
 
     folder, marker = tmp_path / "pickled_model", tmp_path / "the_pickle_ran"
     folder.mkdir()
@@ -211,7 +204,7 @@ def _pickle_only_folder(tmp_path: Path, bert_tokenizer) -> tuple[Path, Path]:
 def test_a_pickle_only_model_folder_is_refused_before_any_weight_is_read(tmp_path, bert_tokenizer, script, capsys):
     """Issue 13: a benign pickle-only folder used to load (the README promises safetensors only), and a
     malicious one's traceback suggested weights_only=False."""
-    from conftest import load_cli
+    from helpers import load_cli
 
     folder, marker = _pickle_only_folder(tmp_path, bert_tokenizer)
     rte = ROOT / "tests" / "fixtures" / "glue" / "RTE"

@@ -17,26 +17,21 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-import sys
 import textwrap
 import time
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import test_crash_safety
 import torch
+from helpers import load_cli, synthetic_corpus
+from test_crash_safety import GLUE_RTE, _losses, _start, _wait_until
+from test_training import _args as _toy_args
+from test_training import _Job, _run
+from test_training_faults import _assert_same_run, _records
 
-FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures"
-sys.path.insert(0, str(FIXTURES / "pretraining"))
-import test_crash_safety  # noqa: E402
-from conftest import load_cli  # noqa: E402
-from synthetic_corpus import synthetic_corpus  # noqa: E402
-from test_crash_safety import GLUE_RTE, _losses, _start, _wait_until  # noqa: E402
-from test_training import _args as _toy_args  # noqa: E402
-from test_training import _Job, _run  # noqa: E402
-from test_training_faults import _assert_same_run, _records  # noqa: E402
-
-from corefbert.training.checkpointing import (  # noqa: E402
+from corefbert.training.checkpointing import (
     checkpoints_root,
     list_checkpoints,
     raise_if_stopping,

@@ -18,17 +18,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import test_crash_safety
 import torch
-from helpers import FIXTURES as ALL_FIXTURES
-from helpers import ROOT
+from helpers import ROOT, load_cli
+from test_corpus_reliability import run_cli
+from test_crash_safety import _can_mount_tmpfs, _env, _start, _wait_until
 
-sys.path.insert(0, str(ALL_FIXTURES / "pretraining"))
-import test_crash_safety  # noqa: E402
-from conftest import load_cli  # noqa: E402
-from test_corpus_reliability import run_cli  # noqa: E402
-from test_crash_safety import _can_mount_tmpfs, _env, _start, _wait_until  # noqa: E402
-
-from corefbert.training.checkpointing import checkpoints_root, list_checkpoints  # noqa: E402
+from corefbert.training.checkpointing import checkpoints_root, list_checkpoints
 
 pytestmark = [pytest.mark.usefixtures("fresh_accelerate_state"), pytest.mark.slow]
 # The crash tests' tiny model and prepared corpus, one definition for both files.

@@ -8,8 +8,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from conftest import FIXTURES, shared_data
-from helpers import ROOT
+from helpers import FIXTURES, ROOT, shared_data
 
 from corefbert.errors import CorefBertError
 from corefbert.metrics.docred import best_threshold, docred_scores, training_facts

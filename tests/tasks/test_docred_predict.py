@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import FIXTURES, load_cli, run_under_memory_cap
+from helpers import FIXTURES, load_cli, run_under_memory_cap
 
 from corefbert.metrics.docred import docred_scores, training_facts
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 import torch
-from conftest import FIXTURES, run_under_memory_cap
+from helpers import FIXTURES, run_under_memory_cap
 
 from corefbert.errors import CorefBertError
 from corefbert.tasks.base import FinetuningArguments

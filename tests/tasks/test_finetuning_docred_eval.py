@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import FIXTURES, load_cli
+from helpers import FIXTURES, load_cli
 
 DOCRED = FIXTURES / "docred"
 

@@ -120,7 +120,7 @@ def test_held_out_split_is_seeded_keeps_order_and_groups():
 
 
 def test_do_eval_without_a_dev_file_needs_a_held_out_percentage(tmp_path, capsys):
-    from conftest import FIXTURES, load_cli
+    from helpers import FIXTURES, load_cli
 
     with pytest.raises(SystemExit) as info:
         load_cli("finetune/run_mrqa.py").main([

@@ -10,8 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, shared_data
-from helpers import ROOT
+from helpers import FIXTURES, ROOT, shared_data
 
 from corefbert.errors import CorefBertError
 from corefbert.tasks.glue import GlueTask, glue_files, read_glue_tsv

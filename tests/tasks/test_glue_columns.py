@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import shared_data
+from helpers import shared_data
 
 from corefbert.errors import CorefBertError
 from corefbert.tasks.glue import read_glue_tsv

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from conftest import shared_data
 from helpers import FIXTURES as ALL_FIXTURES
+from helpers import shared_data
 
 from corefbert.errors import CorefBertError
 from corefbert.text.conll import (

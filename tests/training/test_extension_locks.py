@@ -145,6 +145,7 @@ def test_every_test_has_a_timeout_and_its_own_extensions_folder_also_under_xdist
     (project / "tests").mkdir(parents=True)
     (project / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text())
     (project / "tests" / "conftest.py").write_text((ROOT / "tests" / "conftest.py").read_text())
+    (project / "tests" / "helpers.py").write_text((ROOT / "tests" / "helpers.py").read_text())  # conftest's builders
     (project / "tests" / "test_probe.py").write_text(textwrap.dedent('''
         import os, time
         import pytest

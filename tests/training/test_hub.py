@@ -5,19 +5,15 @@ that records what would be uploaded."""
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, load_cli
+from helpers import FIXTURES, load_cli, synthetic_corpus
 from huggingface_hub import ModelCard
 
 from corefbert.errors import CorefBertError
 from corefbert.training import hub
-
-sys.path.insert(0, str(FIXTURES / "pretraining"))
-from synthetic_corpus import synthetic_corpus  # noqa: E402
 
 TOKEN = "hf_secret_token_never_on_disk"
 

@@ -10,20 +10,15 @@ from __future__ import annotations
 import json
 import math
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import FIXTURES
+from helpers import FIXTURES, load_cli, synthetic_corpus
+from test_pretraining import _save_tiny_bert
 
-sys.path.insert(0, str(FIXTURES / "pretraining"))
-from conftest import load_cli  # noqa: E402
-from synthetic_corpus import synthetic_corpus  # noqa: E402
-from test_pretraining import _save_tiny_bert  # noqa: E402
-
-from corefbert.errors import CorefBertError  # noqa: E402
-from corefbert.training.arguments import TrainingArguments  # noqa: E402
-from corefbert.training.checkpointing import checkpoints_root, list_checkpoints, read_trainer_state  # noqa: E402
+from corefbert.errors import CorefBertError
+from corefbert.training.arguments import TrainingArguments
+from corefbert.training.checkpointing import checkpoints_root, list_checkpoints, read_trainer_state
 
 pytestmark = pytest.mark.usefixtures("fresh_accelerate_state")
 

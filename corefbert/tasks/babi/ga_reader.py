@@ -27,7 +27,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from corefbert.tasks.babi.coref_gru import BiCorefGRU
 
-__all__ = ["GAReader", "GAReaderConfig", "ReaderOutput", "attention_sum", "reference_attention_sum"]
+__all__ = ["GAReader", "GAReaderConfig", "ReaderOutput", "attention_sum"]
 
 RECURRENT_KINDS = ("gru", "cgru")
 
@@ -59,15 +59,6 @@ class ReaderOutput:
 def attention_sum(attention: torch.Tensor, doc_ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
     """Pr(c) = Σ_{i: doc_i = c} s_i for every word c: ``[B, T], [B, T] -> [B, V]`` (padding carries s = 0)."""
     return attention.new_zeros(attention.size(0), vocab_size).scatter_add(1, doc_ids, attention)
-
-
-def reference_attention_sum(attention: torch.Tensor, doc_ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
-    """:func:`attention_sum` literally, one position at a time."""
-    result = torch.zeros(attention.size(0), vocab_size, dtype=attention.dtype)
-    for b in range(attention.size(0)):
-        for i in range(attention.size(1)):
-            result[b, doc_ids[b, i]] += attention[b, i]
-    return result
 
 
 def _run_gru(gru: nn.GRU, inputs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:

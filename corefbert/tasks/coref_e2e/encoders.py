@@ -14,7 +14,7 @@ dependency for end-to-end co-reference resolution":
 - **ASL** (attentional sentence linking): the input of the LSTM at word t of sentence i is gated between the
   word x_t and an attention summary c_t of the words of sentence i-1 (eqs. 1-6 below).
 
-Each has a literal per-step reference beside it (``*_reference``), which tests compare against.
+Each has a literal per-step reference beside the tests (``tests/references.py``), which they compare against.
 """
 
 from __future__ import annotations
@@ -152,63 +152,6 @@ class AttentionalSentenceLinking(nn.Module):
 
     def forward(self, words: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         return self.dropout(run_lstm(self.lstm, self.gated_inputs(words, lengths), lengths))  # eq. 6
-
-
-# ------------------------------------------------------------------ literal references (tests only)
-
-
-def lstm_reference(lstm: nn.LSTM, layer: int, inputs: list[torch.Tensor], h0=None) -> list[torch.Tensor]:
-    """One bidirectional layer of ``lstm`` run word by word with its own weights (the LSTM equations):
-    ``inputs`` one [dim] per word; ``h0`` (forward, backward) [hidden] each or None -> [2 * hidden] per word."""
-    hidden = lstm.hidden_size
-    outputs = [[None, None] for _ in inputs]
-    for direction, suffix in enumerate(("", "_reverse")):
-        w_ih, w_hh = getattr(lstm, f"weight_ih_l{layer}{suffix}"), getattr(lstm, f"weight_hh_l{layer}{suffix}")
-        bias = getattr(lstm, f"bias_ih_l{layer}{suffix}") + getattr(lstm, f"bias_hh_l{layer}{suffix}")
-        h = torch.zeros(hidden) if h0 is None else h0[direction]
-        c = torch.zeros(hidden)
-        order = range(len(inputs)) if direction == 0 else reversed(range(len(inputs)))
-        for t in order:
-            i, f, g, o = (w_ih @ inputs[t] + w_hh @ h + bias).chunk(4)
-            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-            h = torch.sigmoid(o) * torch.tanh(c)
-            outputs[t][direction] = h
-    return [torch.cat(pair) for pair in outputs]
-
-
-def lsl_reference(module: LinearSentenceLinking, sentences: list[torch.Tensor]) -> list[torch.Tensor]:
-    """LSL sentence by sentence, word by word: ``sentences`` [len_i, dim] each -> [len_i, 2 * hidden] each."""
-    out, previous = [], None
-    for words in sentences:
-        first = lstm_reference(module.layer1, 0, list(words))
-        h0 = None
-        if previous is not None:  # final forward output = last word's; final backward output = first word's
-            h0 = (previous[-1][:module.hidden], previous[0][module.hidden:])
-        out.append(torch.stack(lstm_reference(module.layer2, 0, first, h0)))
-        previous = first
-    return out
-
-
-def asl_reference(module: AttentionalSentenceLinking, sentences: list[torch.Tensor]) -> list[torch.Tensor]:
-    """ASL eqs. 1-6 one word and one previous word at a time -> [len_i, 2 * hidden] per sentence."""
-    out = []
-    for i, words in enumerate(sentences):
-        gated = []
-        for x in words:
-            if i == 0:
-                gated.append(x)
-                continue
-            previous = sentences[i - 1]
-            w_e = torch.cat([module.attend_word.weight, module.attend_previous.weight], dim=1)
-            scores = torch.stack([module.attention_out.weight[0] @ torch.tanh(w_e @ torch.cat([x, p])
-                                                                                + module.attend_word.bias)
-                                  for p in previous])  # eq. 1
-            weights = torch.exp(scores) / torch.exp(scores).sum()  # eq. 2
-            summary = sum(a * p for a, p in zip(weights, previous))  # eq. 3
-            gate = torch.sigmoid(module.gate.weight @ torch.cat([x, summary]) + module.gate.bias)  # eq. 4
-            gated.append(gate * x + (1 - gate) * summary)  # eq. 5
-        out.append(torch.stack(lstm_reference(module.lstm, 0, gated)))  # eq. 6
-    return out
 
 
 def sentence_encoder(kind: str, input_dim: int, hidden: int = 200, attention_hidden: int = 150,

@@ -16,8 +16,8 @@ Paper, section 4-5, as implemented here (one document at a time):
 
 FFNNs have two hidden layers of 150 ReLU units; features are 20-dimensional; dropout 0.2.
 Distances are counted in kept spans and bucketed [1, 2, 3, 4, 5-7, 8-15, 16-31, 32-63, 64+] as in the
-authors' code. :func:`antecedent_loss_reference` is the literal, span-by-span version of the batched scoring
-and loss, for tests.
+authors' code. ``antecedent_loss_reference`` in ``tests/references.py`` is the literal, span-by-span version of
+the batched scoring and loss.
 """
 
 from __future__ import annotations
@@ -221,34 +221,6 @@ def marginal_log_likelihood_loss(scores: torch.Tensor, cluster: torch.Tensor, an
     gold = torch.cat([dummy, gold], dim=1)  # [k, K + 1]
     marginal = torch.logsumexp(scores.masked_fill(~gold, float("-inf")), dim=1)
     return (torch.logsumexp(scores, dim=1) - marginal).sum()
-
-
-def antecedent_loss_reference(ranker: SpanRanker, top_spans: torch.Tensor, top_scores: torch.Tensor,
-                              speakers: list, genre: int, cluster: list[int]) -> tuple[list[list[float]], float]:
-    """The literal version of :meth:`SpanRanker.antecedent_scores` + eq. 7, one span pair at a time (eval
-    mode): returns per kept span the scores ``[s(i, ε), s(i, i-1), s(i, i-2), ...]`` and the summed loss."""
-    c = ranker.config
-    slots = max(1, min(c.max_antecedents, len(top_spans) - 1))
-    all_scores, loss = [], 0.0
-    genre_vector = ranker.genre_embeddings.weight[genre]
-    for i in range(len(top_spans)):
-        scores, gold = [torch.tensor(0.0)], []
-        for offset in range(1, slots + 1):
-            j = i - offset
-            if j < 0:
-                break
-            speaker = ranker.speaker_embeddings.weight[int(speakers[i] == speakers[j])]
-            distance = ranker.distance_embeddings.weight[int(bucket_distance(torch.tensor(offset)))]
-            g_i, g_j = top_spans[i], top_spans[j]
-            pair = torch.cat([g_i, g_j, g_i * g_j, speaker, genre_vector, distance])
-            scores.append(top_scores[i] + top_scores[j] + ranker.antecedent_scorer(pair)[0])
-            if cluster[i] > 0 and cluster[j] == cluster[i]:
-                gold.append(len(scores) - 1)
-        gold = gold or [0]
-        normaliser = torch.log(sum(torch.exp(s) for s in scores))
-        loss += float(normaliser - torch.log(sum(torch.exp(scores[g]) for g in gold)))
-        all_scores.append([float(s) for s in scores])
-    return all_scores, loss
 
 
 def predict_clusters(top_starts: torch.Tensor, top_ends: torch.Tensor, antecedents: torch.Tensor,

@@ -8,7 +8,8 @@ import shutil
 
 import pytest
 import torch
-from conftest import FIXTURES, load_cli, shared_data
+from helpers import FIXTURES, load_cli, shared_data
+from references import reference_attention_sum
 
 from corefbert.errors import CorefBertError
 from corefbert.tasks.babi.data import (
@@ -19,7 +20,7 @@ from corefbert.tasks.babi.data import (
     spans_to_clusters,
     tokenize,
 )
-from corefbert.tasks.babi.ga_reader import GAReader, GAReaderConfig, attention_sum, reference_attention_sum
+from corefbert.tasks.babi.ga_reader import GAReader, GAReaderConfig, attention_sum
 from corefbert.tasks.babi.task import babi_table, load_babi_reader
 
 pytestmark = pytest.mark.usefixtures("fresh_accelerate_state")

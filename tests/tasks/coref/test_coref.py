@@ -6,8 +6,7 @@ import math
 
 import pytest
 import torch
-from conftest import load_cli, shared_data, tiny_config
-from helpers import FIXTURES
+from helpers import FIXTURES, load_cli, shared_data, tiny_config
 
 from corefbert.errors import CorefBertError
 from corefbert.metrics.gap import accuracy, gap_metrics, read_gap_system_tsv

@@ -10,8 +10,7 @@ import math
 from pathlib import Path
 
 import pytest
-from conftest import load_cli
-from helpers import FIXTURES
+from helpers import FIXTURES, load_cli
 
 from corefbert.errors import CorefBertError
 from corefbert.tasks.coref.mlm_scoring import encode_candidates

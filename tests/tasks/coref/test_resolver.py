@@ -8,8 +8,7 @@ import re
 
 import pytest
 import torch
-from conftest import load_cli
-from helpers import FIXTURES
+from helpers import FIXTURES, load_cli
 
 from corefbert.errors import CorefBertError
 from corefbert.tasks.coref.copy_scoring import read_copy_vector

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import load_cli, run_under_memory_cap, shared_data
-from helpers import FIXTURES
+from helpers import FIXTURES, load_cli, run_under_memory_cap, shared_data
+from references import antecedent_loss_reference, asl_reference, lsl_reference
 
 from corefbert.errors import CorefBertError
 from corefbert.tasks.coref_e2e.documents import (
@@ -21,16 +21,10 @@ from corefbert.tasks.coref_e2e.documents import (
     split_long_sentences,
     subword_windows,
 )
-from corefbert.tasks.coref_e2e.encoders import (
-    AttentionalSentenceLinking,
-    LinearSentenceLinking,
-    asl_reference,
-    lsl_reference,
-)
+from corefbert.tasks.coref_e2e.encoders import AttentionalSentenceLinking, LinearSentenceLinking
 from corefbert.tasks.coref_e2e.span_ranking import (
     SpanRanker,
     SpanRankingConfig,
-    antecedent_loss_reference,
     enumerate_spans,
     pair_scores_concat,
     prune_spans,
@@ -303,7 +297,7 @@ def test_unbroken_20k_word_document_trains_and_evaluates_under_a_memory_cap(tmp_
     setup = f"""
         import json, sys
         from accelerate.state import AcceleratorState, GradientState
-        from conftest import load_cli
+        from helpers import load_cli
         cli = load_cli("finetune/run_coref_e2e.py")
         cli.main({argv(FIXTURE, tmp_path / "warm")!r})  # the same path on two small documents: imports done
         AcceleratorState._reset_state(True)

@@ -8,8 +8,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from conftest import load_cli, run_under_memory_cap
-from helpers import FIXTURES
+from helpers import FIXTURES, load_cli, run_under_memory_cap
 
 from corefbert.tasks.coref_e2e.resolve import main, render_html, tokenize
 
@@ -158,7 +157,7 @@ def test_resolve_on_500_kb_without_sentence_breaks_stays_under_a_memory_cap(tmp_
              "--char_filters", "8", "--max_span_width", "3", "--disable_tqdm", "--output_dir", str(tmp_path / "m")]
     setup = f"""
         import json
-        from conftest import load_cli
+        from helpers import load_cli
         from corefbert.tasks.coref_e2e.resolve import main
         load_cli("finetune/run_coref_e2e.py").main({train!r})
         main(["--model", {str(tmp_path / "m" / "last")!r}, "--text", "Anna met Tom. She gave him a letter."])

@@ -7,8 +7,7 @@ import json
 
 import pytest
 import torch
-from conftest import FIXTURES, shared_data
-from helpers import ROOT
+from helpers import FIXTURES, ROOT, shared_data
 
 from corefbert.errors import CorefBertError
 from corefbert.metrics.fever import fever_score, label_scores

@@ -6,7 +6,7 @@ import math
 
 import pytest
 import torch
-from conftest import FIXTURES, load_cli
+from helpers import FIXTURES, load_cli
 
 from corefbert.metrics.pair_metrics import confusion, kappa_from_confusion, pair_metrics, pair_metrics_by_type
 from corefbert.tasks.pronoun_pairs.lstmn import LSTMN, lstmn_reference

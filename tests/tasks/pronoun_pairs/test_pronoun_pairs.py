@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import run_under_memory_cap, shared_data
 from helpers import FIXTURES as ALL_FIXTURES
+from helpers import run_under_memory_cap, shared_data
 
 from corefbert.errors import CorefBertError
 from corefbert.tasks.pronoun_pairs.builder import (

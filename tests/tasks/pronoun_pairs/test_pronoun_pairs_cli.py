@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, load_cli
-from helpers import ROOT
+from helpers import FIXTURES, ROOT, load_cli
 
 from corefbert.errors import CorefBertError
 from corefbert.tasks.pronoun_pairs.task import read_pairs
@@ -159,7 +158,7 @@ def test_long_texts_are_cut_around_the_replaced_pronoun():
 @pytest.mark.slow
 def test_pairs_generated_from_shared_conll_train_a_model(tmp_path, fresh_accelerate_state):
     """The contract with the generator: its pairs.jsonl of real OntoNotes text reads and trains here."""
-    from conftest import shared_data
+    from helpers import shared_data
 
     conll = shared_data("conll2012", "ontonotes_excerpts", "coref.gold_conll")
     generator = pytest.importorskip("corefbert.tasks.pronoun_pairs.builder")

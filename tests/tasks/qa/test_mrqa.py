@@ -140,7 +140,7 @@ def test_too_long_windows_for_the_model_are_one_clear_error(tmp_path, bert_dir):
 
 @pytest.mark.shared_data
 def test_real_mrqa_and_squad_samples(tmp_path, bert_dir, caplog):  # noqa: F811
-    from conftest import shared_data
+    from helpers import shared_data
 
     newsqa = read_qa_file(str(shared_data("mrqa", "mrqa_newsqa_sample.jsonl")))  # no header line
     assert len(newsqa) == 17 and all(ex.answers for ex in newsqa)

@@ -24,13 +24,13 @@ FIXTURE = FIXTURES / "quoref" / "quoref_tiny.json"
 @pytest.fixture(scope="session")
 def wp_tokenizer(tmp_path_factory):
     """WordPiece (BERT-style, uncased) trained on the shared fixture text, saved and reloaded."""
-    from conftest import _training_text
+    from helpers import training_text
     from tokenizers import BertWordPieceTokenizer
     from transformers import BertTokenizerFast
 
     out = tmp_path_factory.mktemp("qa_wordpiece")
     trainer = BertWordPieceTokenizer(lowercase=True)
-    trainer.train_from_iterator(_training_text(), vocab_size=600, min_frequency=1)
+    trainer.train_from_iterator(training_text(), vocab_size=600, min_frequency=1)
     trainer.save_model(str(out))
     BertTokenizerFast(vocab=str(out / "vocab.txt"), do_lower_case=True).save_pretrained(str(out))
     return BertTokenizerFast.from_pretrained(str(out))
@@ -39,13 +39,13 @@ def wp_tokenizer(tmp_path_factory):
 @pytest.fixture(scope="session")
 def bpe_tokenizer(tmp_path_factory):
     """Byte-level BPE (RoBERTa-style) trained on the shared fixture text, saved and reloaded."""
-    from conftest import _training_text
+    from helpers import training_text
     from tokenizers import ByteLevelBPETokenizer
     from transformers import RobertaTokenizerFast
 
     out = tmp_path_factory.mktemp("qa_bytelevel")
     trainer = ByteLevelBPETokenizer()
-    trainer.train_from_iterator(_training_text(), vocab_size=700, min_frequency=1,
+    trainer.train_from_iterator(training_text(), vocab_size=700, min_frequency=1,
                                 special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
     trainer.save_model(str(out))
     RobertaTokenizerFast(vocab=str(out / "vocab.json"), merges=str(out / "merges.txt")).save_pretrained(str(out))
@@ -53,7 +53,7 @@ def bpe_tokenizer(tmp_path_factory):
 
 
 def _tiny_dir(tmp_path_factory, model_type, tokenizer):
-    from conftest import tiny_config
+    from helpers import tiny_config
     from transformers import BertModel, RobertaModel
 
     torch.manual_seed(0)
@@ -198,7 +198,7 @@ def test_model_loss_switches_and_save_load_round_trip(request, tmp_path, model_t
 
 
 def test_accepts_a_corefbert_pretraining_checkpoint(tmp_path, wp_tokenizer):
-    from conftest import tiny_config
+    from helpers import tiny_config
 
     from corefbert.pretraining.modeling import CorefBertForPreTraining
 
@@ -250,7 +250,7 @@ def test_cli_bad_input_is_one_line(tmp_path, bert_dir, capsys):
 
 @pytest.mark.shared_data
 def test_real_quoref_sample_reads_and_trains_a_few_steps(tmp_path, bert_dir):
-    from conftest import shared_data
+    from helpers import shared_data
 
     sample = shared_data("quoref", "quoref_sample.json")
     examples = read_squad_json(str(sample))

@@ -1,0 +1,220 @@
+"""Literal, loop-by-loop references that the tests hold the library's batched implementations to.
+
+Each one follows its paper's text step by step, for one example at a time, with no vectorization: slow and
+obvious on purpose. They live beside the tests because nothing in the library runs them; a reference a
+benchmark times (``lstmn_reference``, ``reference_coref_gru``, ``paired_bootstrap_reference``, the coreference
+metrics' ``*_literal``) stays next to its fast twin in the package.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import torch
+from torch import nn
+
+from corefbert.tasks.coref_e2e.encoders import AttentionalSentenceLinking, LinearSentenceLinking
+from corefbert.tasks.coref_e2e.span_ranking import SpanRanker, bucket_distance
+
+# ---------------------------------------------------------------- CorefBERT's MLM + MRP masking (Ye et al. 2020, 3.2)
+
+
+def mrp_masking_reference(row: Mapping, rng: np.random.Generator, random_token_ids: np.ndarray,
+                          mask_token_id: int, mlm_probability: float = 0.15, mrp_ratio: float = 0.2,
+                          mask_replace_prob: float = 0.8, random_replace_prob: float = 0.1,
+                          group_choice: str = "uniform", split_by: str = "words") -> dict:
+    """Mask ONE packed row (docs/contracts.md schema) the way the paper describes it, one word at a time.
+
+    Returns ``{"mrp_words": set, "mlm_words": set, "input_ids": np.ndarray}``: the word ids masked for MRP and
+    for MLM, and the row's inputs after the 80/10/10 replacement.
+
+    The paper fixes the 15% budget, whole words, the 4 : 1 split by words, uniform group then uniform mention,
+    one mention per group left unmasked and 80/10/10. Where it is silent, this follows the choices the collator
+    documents (its class docstring), so that the two must agree in distribution:
+
+    - the budget is ``max(1, round_half_up(0.15 * maskable tokens))``;
+    - the number of MRP words ``k`` solves ``k = r (k + k_mlm)`` with ``k`` mentions of the row's mean mention
+      length and ``k_mlm`` words of its mean word length filling the budget, rounded stochastically;
+    - the mention each group keeps unmasked is drawn before any pick (uniformly), so a pick that would
+      overflow the budget ends the MRP loop without changing which mention is kept;
+    - MLM walks the other words in a uniformly random order and stops at the first that does not fit.
+
+    ``group_choice="by_size"`` (a group in proportion to its maskable mentions) and ``split_by="tokens"``
+    (MRP gets a fifth of the budget's tokens, not of its words) are the two bugs the distribution test must
+    catch; the paper is the defaults.
+    """
+    input_ids = np.asarray(row["input_ids"], dtype=np.int64)
+    word_ids = [int(w) for w in row["word_ids"]]
+    words: dict[int, list[int]] = {}  # word id -> its token positions
+    for position, word in enumerate(word_ids):
+        if word >= 0:
+            words.setdefault(word, []).append(position)
+    n_maskable = sum(len(tokens) for tokens in words.values())
+    budget = 0
+    if n_maskable > 0 and mlm_probability > 0:
+        budget = max(1, int(np.floor(mlm_probability * n_maskable + 0.5)))
+
+    # Mentions by group: mention = its word id; a group is the mentions sharing a surface form (group id).
+    groups: dict[int, list[int]] = {}
+    for start, group in zip(row["mention_starts"], row["mention_groups"]):
+        groups.setdefault(int(group), []).append(word_ids[int(start)])
+
+    # One mention per group stays unmasked: chosen up front, uniformly (the referent MRP copies from).
+    kept = {group: mentions[int(rng.integers(len(mentions)))] for group, mentions in groups.items()}
+
+    # How many MRP words: MLM : MRP = 4 : 1 by words, in a budget counted in tokens.
+    mentions_all = [m for mentions in groups.values() for m in mentions]
+    k = 0
+    if mrp_ratio > 0 and mentions_all:
+        mean_mention = sum(len(words[m]) for m in mentions_all) / len(mentions_all)
+        mean_word = n_maskable / len(words)
+        k_float = mrp_ratio * budget / max(mrp_ratio * mean_mention + (1 - mrp_ratio) * mean_word, 1e-9)
+        if split_by == "tokens":
+            k_float = mrp_ratio * budget / mean_mention
+        k = int(np.floor(k_float + rng.random()))
+
+    # MRP: a usable group uniformly, then one of its maskable mentions uniformly, until k words or no group.
+    mrp_words: set[int] = set()
+    used = 0
+    while len(mrp_words) < k:
+        maskable = {g: [m for m in mentions if m != kept[g] and m not in mrp_words]
+                    for g, mentions in groups.items()}
+        usable = sorted(g for g, mentions in maskable.items() if mentions)
+        if not usable:
+            break  # every group is down to its one unmasked mention
+        if group_choice == "by_size":
+            sizes = np.asarray([len(maskable[g]) for g in usable], dtype=float)
+            group = usable[int(rng.choice(len(usable), p=sizes / sizes.sum()))]
+        else:
+            group = usable[int(rng.integers(len(usable)))]
+        mention = maskable[group][int(rng.integers(len(maskable[group])))]
+        if used + len(words[mention]) > budget:
+            break
+        mrp_words.add(mention)
+        used += len(words[mention])
+
+    # MLM: whole words in a random order, never an MRP word nor (with MRP on) a group's kept mention.
+    protected = set(kept.values()) if mrp_ratio > 0 else set()
+    candidates = [w for w in sorted(words) if w not in mrp_words and w not in protected]
+    mlm_words: set[int] = set()
+    for index in rng.permutation(len(candidates)):
+        word = candidates[int(index)]
+        if used + len(words[word]) > budget:
+            break
+        mlm_words.add(word)
+        used += len(words[word])
+
+    # 80/10/10, decided once per masked word.
+    masked_ids = input_ids.copy()
+    for word in sorted(mrp_words | mlm_words):
+        draw = rng.random()
+        for position in words[word]:
+            if draw < mask_replace_prob:
+                masked_ids[position] = mask_token_id
+            elif draw < mask_replace_prob + random_replace_prob:
+                masked_ids[position] = random_token_ids[int(rng.integers(len(random_token_ids)))]
+    return {"mrp_words": mrp_words, "mlm_words": mlm_words, "input_ids": masked_ids}
+
+
+# ---------------------------------------------------------------- the GA reader's attention sum (Dhingra et al. 2017, 3.2)
+
+
+def reference_attention_sum(attention: torch.Tensor, doc_ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """``corefbert.tasks.babi.ga_reader.attention_sum`` literally, one position at a time."""
+    result = torch.zeros(attention.size(0), vocab_size, dtype=attention.dtype)
+    for b in range(attention.size(0)):
+        for i in range(attention.size(1)):
+            result[b, doc_ids[b, i]] += attention[b, i]
+    return result
+
+
+# ---------------------------------------------------------------- the recurrent encoders of Luo & Glass (2018)
+
+
+# ------------------------------------------------------------------ literal references (tests only)
+
+
+def lstm_reference(lstm: nn.LSTM, layer: int, inputs: list[torch.Tensor], h0=None) -> list[torch.Tensor]:
+    """One bidirectional layer of ``lstm`` run word by word with its own weights (the LSTM equations):
+    ``inputs`` one [dim] per word; ``h0`` (forward, backward) [hidden] each or None -> [2 * hidden] per word."""
+    hidden = lstm.hidden_size
+    outputs = [[None, None] for _ in inputs]
+    for direction, suffix in enumerate(("", "_reverse")):
+        w_ih, w_hh = getattr(lstm, f"weight_ih_l{layer}{suffix}"), getattr(lstm, f"weight_hh_l{layer}{suffix}")
+        bias = getattr(lstm, f"bias_ih_l{layer}{suffix}") + getattr(lstm, f"bias_hh_l{layer}{suffix}")
+        h = torch.zeros(hidden) if h0 is None else h0[direction]
+        c = torch.zeros(hidden)
+        order = range(len(inputs)) if direction == 0 else reversed(range(len(inputs)))
+        for t in order:
+            i, f, g, o = (w_ih @ inputs[t] + w_hh @ h + bias).chunk(4)
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            h = torch.sigmoid(o) * torch.tanh(c)
+            outputs[t][direction] = h
+    return [torch.cat(pair) for pair in outputs]
+
+
+def lsl_reference(module: LinearSentenceLinking, sentences: list[torch.Tensor]) -> list[torch.Tensor]:
+    """LSL sentence by sentence, word by word: ``sentences`` [len_i, dim] each -> [len_i, 2 * hidden] each."""
+    out, previous = [], None
+    for words in sentences:
+        first = lstm_reference(module.layer1, 0, list(words))
+        h0 = None
+        if previous is not None:  # final forward output = last word's; final backward output = first word's
+            h0 = (previous[-1][:module.hidden], previous[0][module.hidden:])
+        out.append(torch.stack(lstm_reference(module.layer2, 0, first, h0)))
+        previous = first
+    return out
+
+
+def asl_reference(module: AttentionalSentenceLinking, sentences: list[torch.Tensor]) -> list[torch.Tensor]:
+    """ASL eqs. 1-6 one word and one previous word at a time -> [len_i, 2 * hidden] per sentence."""
+    out = []
+    for i, words in enumerate(sentences):
+        gated = []
+        for x in words:
+            if i == 0:
+                gated.append(x)
+                continue
+            previous = sentences[i - 1]
+            w_e = torch.cat([module.attend_word.weight, module.attend_previous.weight], dim=1)
+            scores = torch.stack([module.attention_out.weight[0] @ torch.tanh(w_e @ torch.cat([x, p])
+                                                                                + module.attend_word.bias)
+                                  for p in previous])  # eq. 1
+            weights = torch.exp(scores) / torch.exp(scores).sum()  # eq. 2
+            summary = sum(a * p for a, p in zip(weights, previous))  # eq. 3
+            gate = torch.sigmoid(module.gate.weight @ torch.cat([x, summary]) + module.gate.bias)  # eq. 4
+            gated.append(gate * x + (1 - gate) * summary)  # eq. 5
+        out.append(torch.stack(lstm_reference(module.lstm, 0, gated)))  # eq. 6
+    return out
+
+
+# ---------------------------------------------------------------- span ranking of Lee et al. (2017), eq. 7
+
+
+def antecedent_loss_reference(ranker: SpanRanker, top_spans: torch.Tensor, top_scores: torch.Tensor,
+                              speakers: list, genre: int, cluster: list[int]) -> tuple[list[list[float]], float]:
+    """The literal version of :meth:`SpanRanker.antecedent_scores` + eq. 7, one span pair at a time (eval
+    mode): returns per kept span the scores ``[s(i, ε), s(i, i-1), s(i, i-2), ...]`` and the summed loss."""
+    c = ranker.config
+    slots = max(1, min(c.max_antecedents, len(top_spans) - 1))
+    all_scores, loss = [], 0.0
+    genre_vector = ranker.genre_embeddings.weight[genre]
+    for i in range(len(top_spans)):
+        scores, gold = [torch.tensor(0.0)], []
+        for offset in range(1, slots + 1):
+            j = i - offset
+            if j < 0:
+                break
+            speaker = ranker.speaker_embeddings.weight[int(speakers[i] == speakers[j])]
+            distance = ranker.distance_embeddings.weight[int(bucket_distance(torch.tensor(offset)))]
+            g_i, g_j = top_spans[i], top_spans[j]
+            pair = torch.cat([g_i, g_j, g_i * g_j, speaker, genre_vector, distance])
+            scores.append(top_scores[i] + top_scores[j] + ranker.antecedent_scorer(pair)[0])
+            if cluster[i] > 0 and cluster[j] == cluster[i]:
+                gold.append(len(scores) - 1)
+        gold = gold or [0]
+        normaliser = torch.log(sum(torch.exp(s) for s in scores))
+        loss += float(normaliser - torch.log(sum(torch.exp(scores[g]) for g in gold)))
+        all_scores.append([float(s) for s in scores])
+    return all_scores, loss
