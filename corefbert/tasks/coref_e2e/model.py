@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from corefbert.errors import CorefBertError
-from corefbert.tasks.coref_e2e.documents import Vocabulary
+from corefbert.tasks.coref_e2e.documents import VOCAB_FILE
 from corefbert.tasks.coref_e2e.encoders import WordRepresentation, sentence_encoder, window_word_states
 from corefbert.tasks.coref_e2e.span_ranking import SpanRanker, SpanRankingConfig
 from corefbert.tasks.heads import (
@@ -27,6 +27,7 @@ from corefbert.tasks.heads import (
     save_encoder_and_head,
     write_head_config,
 )
+from corefbert.text.vocabulary import Vocabulary
 
 TASK = "coref_e2e"
 
@@ -104,7 +105,7 @@ def save_model(model: E2ECorefModel, output_dir: str, vocab: Vocabulary | None, 
     save_file({k: v.detach().contiguous().cpu() for k, v in state_dict.items()},
               os.path.join(output_dir, "model.safetensors"))
     write_head_config(output_dir, TASK, model.config)
-    vocab.save(output_dir)
+    vocab.save(output_dir, VOCAB_FILE)
 
 
 def load_model(directory: str) -> tuple[E2ECorefModel, Vocabulary | None, object]:
@@ -119,7 +120,8 @@ def load_model(directory: str) -> tuple[E2ECorefModel, Vocabulary | None, object
         model = build_model(config, encoder_path=directory)
         load_encoder_and_head(model, directory, TASK, with_encoder=False)
         return model, None, AutoTokenizer.from_pretrained(directory)
-    vocab = Vocabulary.load(directory)
+    vocab = Vocabulary.load(directory, VOCAB_FILE, missing=f"no {VOCAB_FILE}: not a model folder written by "
+                                                          "run_coref_e2e.py")
     model = build_model(config, vocab)
     load_weights(model, directory)
     return model, vocab, None

@@ -31,7 +31,7 @@ from corefbert.tasks.base import (
     held_out_split,
 )
 from corefbert.tasks.coref_e2e.documents import (
-    Vocabulary,
+    build_vocabulary,
     crop_document,
     crop_words,
     embedding_matrix,
@@ -261,7 +261,7 @@ class CorefE2ETask(FinetuningTask):
             raise CorefBertError("a recurrent model is trained from scratch: pass --do_train with --train_file, "
                                  "or --model_name_or_path with a folder run_coref_e2e.py wrote")
         if a.embeddings_file is None:
-            self.vocab = Vocabulary.build(self.train_docs)
+            self.vocab = build_vocabulary(self.train_docs)
             return
         every = [d for docs in (self.train_docs, self.eval_docs, self.test_docs) if docs for d in docs]
         words = {w for doc in every for w in doc.words}
@@ -269,7 +269,7 @@ class CorefE2ETask(FinetuningTask):
         logger.info("%s: vectors for %d of the %d distinct words", a.embeddings_file, len(vectors), len(words))
         # Words of the evaluation files enter the vocabulary only with a GloVe vector (the paper's fixed GloVe).
         known = [w for w in words if w in vectors or w.lower() in vectors]
-        self.vocab = Vocabulary.build(self.train_docs, known)
+        self.vocab = build_vocabulary(self.train_docs, known)
         self.pretrained = embedding_matrix(self.vocab, vectors, dim)
 
     def model_config(self) -> dict:

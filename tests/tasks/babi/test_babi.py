@@ -246,7 +246,7 @@ def test_a_test_file_never_changes_the_trained_model(tmp_path):
     plain, predict = (tmp_path / name / "qa1" / "seed_0" / "last" for name in ("plain", "predict"))
     saved = json.loads((predict / "babi_reader.json").read_text())
     assert saved == json.loads((plain / "babi_reader.json").read_text())  # mode, vocabulary, classes
-    assert saved["extractive"] is True and not {"zorblat", "attic", "moon"} & set(saved["vocabulary"])
+    assert saved["extractive"] is True and not {"zorblat", "attic", "moon"} & set(saved["vocabulary"]["words"])
     assert (predict / "model.safetensors").read_bytes() == (plain / "model.safetensors").read_bytes()
     # the two answers the model cannot give are scored wrong and counted, in the run and in the summary
     assert got["predict_unanswerable_qa1"] == 2 and got["predict_accuracy_qa1"] <= 1 / 3

@@ -257,12 +257,12 @@ def test_cli_refuses_batches_of_several_documents(tmp_path, capsys):
 
 @pytest.mark.shared_data
 def test_litbank_and_ontonotes_documents_featurize():
-    from corefbert.tasks.coref_e2e.documents import Vocabulary, featurize
+    from corefbert.tasks.coref_e2e.documents import build_vocabulary, featurize
 
     litbank = read_conll(str(shared_data("conll2012", "litbank") / "*.conll"))
     ontonotes = read_conll(str(shared_data("conll2012", "ontonotes_excerpts") / "coref.gold_conll"))
     assert len(litbank) == 20 and len(ontonotes) == 4
-    vocab = Vocabulary.build(litbank)
+    vocab = build_vocabulary(litbank)
     config = {"encoder": "asl", "genres": sorted({d.genre for d in ontonotes})}
     for document in litbank[:3] + ontonotes:
         cropped = crop_document(document, 0, 40)
