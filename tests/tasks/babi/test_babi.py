@@ -21,6 +21,7 @@ from corefbert.tasks.babi.data import (
 )
 from corefbert.tasks.babi.ga_reader import GAReader, GAReaderConfig, attention_sum, reference_attention_sum
 from corefbert.tasks.babi.task import babi_table, load_babi_reader
+from corefbert.text.vocabulary import Vocabulary
 
 pytestmark = pytest.mark.usefixtures("fresh_accelerate_state")
 BABI = FIXTURES / "babi"
@@ -207,6 +208,8 @@ def test_cli_runs_tasks_and_seeds_and_writes_the_table(tmp_path):
     assert table["split"].startswith("our own held-out split: 25% of the stories")  # which questions, in words
     reader, saved = load_babi_reader(str(out / "qa8" / "seed_0" / "best"))
     assert reader.classifier is not None and saved["answers"] == config["answers"]
+    # the vocabulary comes back as the one Vocabulary, in the order and with the ids the run trained with
+    assert saved["vocabulary"] == Vocabulary.from_dict(config["vocabulary"]) and saved["vocabulary"].get("nothing")
     # the two seeds are different runs
     a = (out / "qa1" / "seed_0" / "last" / "model.safetensors").read_bytes()
     assert a != (out / "qa1" / "seed_1" / "last" / "model.safetensors").read_bytes()
