@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator
 
 import torch
 
+from corefbert.tasks.coref_e2e.config import CorefE2EConfig
 from corefbert.text.conll import ConllDocument
 from corefbert.text.vocabulary import Vocabulary
 
@@ -167,12 +168,12 @@ def subword_windows(words: list[str], tokenizer, max_seq_length: int, stride: in
             "word_positions": torch.tensor(positions, dtype=torch.long)}
 
 
-def featurize(document: ConllDocument, config: dict, vocab: Vocabulary | None = None,
+def featurize(document: ConllDocument, config: CorefE2EConfig, vocab: Vocabulary | None = None,
               tokenizer=None) -> dict[str, torch.Tensor]:
     """Everything the model of ``config`` reads about ``document``: word/character ids for a recurrent
     encoder (``vocab``), subword windows for ``bert`` (``tokenizer``)."""
-    features = common_tensors(document, config["genres"])
-    if config["encoder"] == "bert":
-        return {**features, **subword_windows(document.words, tokenizer, config["max_seq_length"],
-                                              config["window_stride"])}
+    features = common_tensors(document, config.genres)
+    if config.reads_subwords:
+        return {**features, **subword_windows(document.words, tokenizer, config.max_seq_length,
+                                              config.window_stride)}
     return {**features, **word_tensors(document, vocab)}

@@ -31,6 +31,7 @@ from corefbert.tasks.base import (
     check_data_flags,
     held_out_split,
 )
+from corefbert.tasks.coref_e2e.config import CorefE2EConfig
 from corefbert.tasks.coref_e2e.documents import (
     build_vocabulary,
     crop_document,
@@ -249,7 +250,7 @@ class CorefE2ETask(FinetuningTask):
                     "than --max_span_width %d (never predicted)", what, len(documents), empty,
                     sum(len(doc.words) for doc in documents), len(mentions), too_wide, self.task_args.max_span_width)
 
-    def model_config(self) -> dict:
+    def model_config(self) -> CorefE2EConfig:
         a = self.task_args
         genres = sorted({d.genre for d in self.train_docs or []}) or [""]
         ranker = SpanRankingConfig(context_dim=0, head_dim=0, max_span_width=a.max_span_width,
@@ -258,11 +259,12 @@ class CorefE2ETask(FinetuningTask):
                                    max_antecedents=a.max_antecedents, num_genres=len(genres),
                                    head_ffnn_depth=a.head_ffnn_depth, allow_crossing_spans=a.allow_crossing_spans)
         embedding_dim = self.pretrained.shape[1] if self.pretrained is not None else a.embedding_dim
-        return {"encoder": a.encoder, "ranker": ranker.to_dict(), "genres": genres, "embedding_dim": embedding_dim,
-                "fixed_embeddings": self.pretrained is not None, "char_filters": a.char_filters,
-                "lstm_size": a.lstm_size, "attention_size": a.attention_size, "lexical_dropout": a.lexical_dropout,
-                "max_seq_length": a.max_seq_length, "window_stride": self.stride,
-                "max_sentence_words": a.max_sentence_words, "max_segment_words": a.max_segment_words}
+        return CorefE2EConfig(encoder=a.encoder, ranker=ranker, genres=genres, embedding_dim=embedding_dim,
+                              fixed_embeddings=self.pretrained is not None, char_filters=a.char_filters,
+                              lstm_size=a.lstm_size, attention_size=a.attention_size,
+                              lexical_dropout=a.lexical_dropout, max_seq_length=a.max_seq_length,
+                              window_stride=self.stride, max_sentence_words=a.max_sentence_words,
+                              max_segment_words=a.max_segment_words)
 
     def featurize(self, document: ConllDocument) -> dict[str, torch.Tensor]:
         config = self.model.config if self.model is not None else self.model_config()

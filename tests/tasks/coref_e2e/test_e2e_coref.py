@@ -13,6 +13,7 @@ from conftest import load_cli, run_under_memory_cap, shared_data
 from helpers import FIXTURES
 
 from corefbert.errors import CorefBertError
+from corefbert.tasks.coref_e2e.config import CorefE2EConfig
 from corefbert.tasks.coref_e2e.documents import (
     crop_document,
     crop_words,
@@ -263,14 +264,14 @@ def test_litbank_and_ontonotes_documents_featurize():
     ontonotes = read_conll(str(shared_data("conll2012", "ontonotes_excerpts") / "coref.gold_conll"))
     assert len(litbank) == 20 and len(ontonotes) == 4
     vocab = build_vocabulary(litbank)
-    config = {"encoder": "asl", "genres": sorted({d.genre for d in ontonotes})}
+    config = CorefE2EConfig("asl", SpanRankingConfig(0, 0), sorted({d.genre for d in ontonotes}))
     for document in litbank[:3] + ontonotes:
         cropped = crop_document(document, 0, 40)
         features = featurize(cropped, config, vocab)
         assert features["word_ids"].shape[0] == len(cropped.sentences) == len(features["sentence_lengths"])
         assert int(features["sentence_lengths"].sum()) == len(cropped.words) == len(features["speaker_ids"])
         assert features["gold_ends"].lt(len(cropped.words)).all()
-    assert config["genres"] == ["bc"] and featurize(ontonotes[0], config, vocab)["genre"].item() == 0
+    assert config.genres == ["bc"] and featurize(ontonotes[0], config, vocab)["genre"].item() == 0
 
 
 # ------------------------------------------------------------------ memory bounded by flags (issue 23, item 6)
