@@ -137,6 +137,13 @@ class FinetuningTask:
         return run_finetuning(cls(task_args, training_args), training_args)
 
     @classmethod
+    def variant_for(cls, argv: list[str]) -> type[FinetuningTask]:
+        """The task class that runs command line ``argv``: a family whose variants change the recipe (end-to-end
+        coreference's BERT vs recurrent encoders) returns the variant the arguments name, on the command line or
+        in ``--config`` alike, so its ``training_defaults`` are the ones used; a task without variants, itself."""
+        return cls
+
+    @classmethod
     def defaults_for(cls, argv: list[str]) -> dict[str, Any]:
         """The training defaults of a run with command line ``argv`` (a task whose paper settings depend
         on one of its flags, like FEVER's model type, reads it here)."""
@@ -370,6 +377,8 @@ def main(task_class: type[FinetuningTask], argv: list[str] | None = None, prog: 
     Bad input: one line, exit 2."""
     logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.INFO)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # DataLoader workers fork after tokenizing
+    argv = list(sys.argv[1:] if argv is None else argv)
+    task_class = task_class.variant_for(argv)
     task_args, args = parse_task_arguments(task_class, argv, prog)
     args.validate()
     return report_results(task_class.run(task_args, args))
@@ -377,7 +386,8 @@ def main(task_class: type[FinetuningTask], argv: list[str] | None = None, prog: 
 
 def parse_task_arguments(task_class: type[FinetuningTask], argv: list[str] | None = None, prog: str | None = None):
     """``(task_args, training_args)`` of command line ``argv`` (default ``sys.argv[1:]``) for ``task_class``:
-    its ``args_class`` and :class:`FinetuningArguments` with the task's paper defaults."""
+    its ``args_class`` and :class:`FinetuningArguments` with the paper defaults of the variant ``argv`` names."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    task_class = task_class.variant_for(argv)
     return parse_args((task_class.args_class, FinetuningArguments), argv, prog=prog,
                       defaults=task_class.defaults_for(argv))

@@ -1,76 +1,22 @@
-"""Word vocabularies for the models trained from scratch, and GloVe-format word vectors.
+"""GloVe-format word vectors for the models trained from scratch, and a vocabulary over them.
 
-Two ways to map words to ids, as the papers do:
-
-- learned embeddings (the default): the training words seen at least ``min_count`` times, every other
-  word is ``<unk>``;
-- a GloVe-format file (``word v1 v2 ... vd`` per line): the data's words that the file has, plus
-  Parikh et al.'s "out-of-vocabulary words are hashed to one of 100 random embeddings each initialized to
-  mean 0 and standard deviation 1" (a CRC-32 of the word, so the bucket is the same in every process).
-
-Saved as ``vocab.json`` beside the model.
+Learned embeddings need only :meth:`Vocabulary.build <corefbert.text.vocabulary.Vocabulary.build>`; with a
+GloVe-format file (``word v1 v2 ... vd`` per line) the vocabulary is the data's words that the file has, plus
+Parikh et al.'s "out-of-vocabulary words are hashed to one of 100 random embeddings each initialized to
+mean 0 and standard deviation 1" (:func:`vocabulary_with_vectors`).
 """
 
 from __future__ import annotations
 
-import json
 import os
-import zlib
-from collections import Counter
 from collections.abc import Iterable
 
 import torch
 
 from corefbert.errors import CorefBertError
+from corefbert.text.vocabulary import Vocabulary
 
-__all__ = ["PAD", "UNK", "VOCAB_FILE", "WordVocabulary", "read_word_vectors", "vocabulary_with_vectors",
-           "write_input_embeddings"]
-
-PAD, UNK = "<pad>", "<unk>"
-VOCAB_FILE = "vocab.json"
-
-
-class WordVocabulary:
-    """``words[i]`` is the word of id ``i``; id 0 is ``<pad>``, id 1 ``<unk>``; with ``oov_buckets`` > 0 the
-    last ``oov_buckets`` ids are the hash buckets of unknown words (and ``<unk>`` is never used)."""
-
-    def __init__(self, words: list[str], lowercase: bool = True, oov_buckets: int = 0):
-        self.words, self.lowercase, self.oov_buckets = list(words), lowercase, oov_buckets
-        self.ids = {w: i for i, w in enumerate(self.words)}
-
-    @classmethod
-    def from_texts(cls, texts: Iterable[str], lowercase: bool = True, min_count: int = 1) -> WordVocabulary:
-        """The words of ``texts`` (split on whitespace) seen at least ``min_count`` times, most frequent first."""
-        counts = Counter(w.lower() if lowercase else w for text in texts for w in text.split())
-        kept = sorted((w for w, n in counts.items() if n >= min_count), key=lambda w: (-counts[w], w))
-        return cls([PAD, UNK, *kept], lowercase)
-
-    def __len__(self) -> int:
-        return len(self.words)
-
-    def tokens(self, text: str) -> list[str]:
-        return [w.lower() if self.lowercase else w for w in text.split()]
-
-    def encode(self, text: str) -> list[int]:
-        """Ids of the whitespace-separated words of ``text``."""
-        first_bucket = len(self.words) - self.oov_buckets
-        unknown = self.ids[UNK]
-        return [self.ids.get(w, first_bucket + zlib.crc32(w.encode("utf-8")) % self.oov_buckets
-                             if self.oov_buckets else unknown) for w in self.tokens(text)]
-
-    def save(self, directory: str) -> None:
-        with open(os.path.join(directory, VOCAB_FILE), "w", encoding="utf-8") as handle:
-            json.dump({"words": self.words, "lowercase": self.lowercase, "oov_buckets": self.oov_buckets}, handle)
-
-    @classmethod
-    def load(cls, directory: str) -> WordVocabulary:
-        from corefbert.text.jsonio import read_json
-
-        path = os.path.join(directory, VOCAB_FILE)
-        values = read_json(path, missing=f"no {VOCAB_FILE} in the model folder; was it saved by this task?")
-        if not isinstance(values, dict) or not isinstance(values.get("words"), list):
-            raise CorefBertError("not a word vocabulary (expected {\"words\": [...]})", path=path)
-        return cls(values["words"], bool(values.get("lowercase", True)), int(values.get("oov_buckets", 0)))
+__all__ = ["read_word_vectors", "vocabulary_with_vectors", "write_input_embeddings"]
 
 
 def read_word_vectors(path: str, wanted: set[str], lowercase: bool) -> tuple[dict[str, list[float]], int]:
@@ -107,16 +53,15 @@ def read_word_vectors(path: str, wanted: set[str], lowercase: bool) -> tuple[dic
 
 
 def vocabulary_with_vectors(texts: Iterable[str], path: str, lowercase: bool, oov_buckets: int = 100,
-                            seed: int = 0) -> tuple[WordVocabulary, torch.Tensor, int]:
+                            seed: int = 0) -> tuple[Vocabulary, torch.Tensor, int]:
     """A vocabulary of the words of ``texts`` the file ``path`` has, plus ``oov_buckets`` hash buckets, its
     embedding matrix ``[vocab, dimension]`` (the pad row zero; file vectors scaled to L2 norm 1, Parikh et al.'s
     "each embedding vector was normalized to have l2 norm of 1"; buckets ~ N(0, 1), seeded) and how many
     distinct words of ``texts`` fell into the buckets."""
     words = {w.lower() if lowercase else w for text in texts for w in text.split()}
     vectors, dimension = read_word_vectors(path, words, lowercase)
-    known = sorted(vectors)
-    buckets = [f"<oov_{i}>" for i in range(oov_buckets)]
-    vocabulary = WordVocabulary([PAD, UNK, *known, *buckets], lowercase, oov_buckets)
+    known = sorted(vectors)  # the order Vocabulary.build gives words it did not count
+    vocabulary = Vocabulary.build((), lowercase=lowercase, extra_words=known, oov_buckets=oov_buckets)
     generator = torch.Generator().manual_seed(seed)
     matrix = torch.randn(len(vocabulary), dimension, generator=generator)  # [vocab, dimension]
     matrix[0] = 0.0

@@ -86,7 +86,6 @@ KNOWN_LOCAL_IMPORTS = {
     ("pretraining.run", "pretraining.collator"),
     ("pretraining.run", "pretraining.report"),
     ("tasks.pronoun_pairs.models", "text.jsonio"),
-    ("text.word_vocab", "text.jsonio"),
     ("training.hub", "training.checkpointing"),
     ("training.loop", "training.checkpointing"),
 }

@@ -1,6 +1,6 @@
 """bAbI QA (Weston et al. 2015): the reader of the official ``qaN_<name>_{train,test}.txt`` files, tokens,
-the coreference clusters a Coref-GRU reads (exact match within a story, or a JSONL file of character spans)
-and the vocabularies.
+and the coreference clusters a Coref-GRU reads (exact match within a story, or a JSONL file of character
+spans); the word ids come from :class:`corefbert.text.vocabulary.Vocabulary`.
 
 Official format: ``<id> <sentence>`` per line, ids restart at 1 with each story; a question line is
 ``<id> <question>\\t<answer>\\t<supporting ids>``, the supporting ids naming earlier story lines (never a
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from corefbert.errors import CorefBertError
 
-__all__ = ["BabiExample", "Vocabulary", "entity_mentions", "exact_match_clusters", "find_task_file", "groups_to_ids",
+__all__ = ["BabiExample", "entity_mentions", "exact_match_clusters", "find_task_file", "groups_to_ids",
            "read_babi_file", "read_coref_file", "spans_to_clusters", "tokenize"]
 
 TOKEN = re.compile(r"\w+|[^\w\s]")
@@ -200,27 +200,3 @@ def read_coref_file(path: str) -> dict[tuple[int, int], list]:
                                      position=number)
             records[key] = clusters
     return records
-
-
-class Vocabulary:
-    """Word ids: 0 padding, 1 unknown, then words in first-seen order (deterministic)."""
-
-    PAD, UNK = "<pad>", "<unk>"
-
-    def __init__(self, words: list[str] | None = None):
-        self.words = [self.PAD, self.UNK]
-        self.index = {w: i for i, w in enumerate(self.words)}
-        for word in words or []:
-            self.add(word)
-
-    def add(self, word: str) -> int:
-        if word not in self.index:
-            self.index[word] = len(self.words)
-            self.words.append(word)
-        return self.index[word]
-
-    def __len__(self) -> int:
-        return len(self.words)
-
-    def encode(self, tokens: list[str]) -> list[int]:
-        return [self.index.get(t, 1) for t in tokens]

@@ -29,7 +29,6 @@ from corefbert.errors import CorefBertError
 from corefbert.tasks.babi.copy_scoring import CopyHeadLinker, copy_head_clusters
 from corefbert.tasks.babi.data import (
     BabiExample,
-    Vocabulary,
     exact_match_clusters,
     find_task_file,
     read_babi_file,
@@ -46,6 +45,7 @@ from corefbert.tasks.base import (
 )
 from corefbert.tasks.base import main as run_task
 from corefbert.tasks.heads import load_weights
+from corefbert.text.vocabulary import Vocabulary
 from corefbert.training.outputs import write_json
 
 __all__ = ["EXTRACTIVE_TASKS", "MODELS", "BabiArguments", "BabiTask", "babi_table", "load_babi_reader", "run_babi"]
@@ -178,10 +178,8 @@ class BabiTask(FinetuningTask):
         self.extractive = self.task_id in EXTRACTIVE_TASKS
         if self.extractive:
             check_extractive_answers(examples, train_path)
-        self.vocab = Vocabulary()
-        for e in examples:
-            for token, _, _ in tokenize(e.document + " " + e.question + " " + e.answer):
-                self.vocab.add(token)
+        self.vocab = Vocabulary.build([t for t, _, _ in tokenize(e.document + " " + e.question + " " + e.answer)]
+                                      for e in examples)
         self.answers = [] if self.extractive else sorted({e.answer for e in self.train_examples})
         self.coref = read_coref_file(task_args.coref_file) if task_args.coref_source == "file" else None
         self.linker = None
@@ -195,7 +193,7 @@ class BabiTask(FinetuningTask):
             if example.answer in self.answers:
                 return self.answers.index(example.answer), None
             return -1, "answer never seen in training"
-        label = self.vocab.index.get(example.answer)
+        label = self.vocab.get(example.answer)
         if label is None:  # id 1 would pool every unknown word of the story into one "correct" answer
             return -1, "answer is a word never seen in training"
         if label not in doc_ids:
@@ -288,7 +286,7 @@ class BabiTask(FinetuningTask):
         save_file({k: v.contiguous() for k, v in state.items()}, os.path.join(output_dir, "model.safetensors"))
         write_json(os.path.join(output_dir, CONFIG_FILE), {
             "task_id": self.task_id, "model": self.task_args.model, "reader": model.config.to_dict(),
-            "extractive": self.extractive, "answers": self.answers, "vocabulary": self.vocab.words})
+            "extractive": self.extractive, "answers": self.answers, "vocabulary": self.vocab.to_dict()})
 
     def load_weights(self, model, directory: str) -> None:
         load_weights(model, directory)
@@ -306,14 +304,17 @@ def check_extractive_answers(examples: list[BabiExample], path: str) -> None:
 
 
 def load_babi_reader(directory: str) -> tuple[GAReader, dict]:
-    """A trained reader from a ``best/`` or ``last/`` folder, and its saved settings (vocabulary, answers)."""
+    """A trained reader from a ``best/`` or ``last/`` folder, and its saved settings (answers, and
+    ``"vocabulary"`` as a :class:`Vocabulary`; a folder saved before the one vocabulary holds a word list)."""
     path = os.path.join(directory, CONFIG_FILE)
     try:
         with open(path, encoding="utf-8") as handle:
             saved = json.load(handle)
         model = GAReader(GAReaderConfig(**saved["reader"]))
+        vocabulary = saved["vocabulary"]
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise CorefBertError(f"not a bAbI reader folder ({err})", path=path) from None
+    saved["vocabulary"] = Vocabulary.from_dict(vocabulary, path)
     load_weights(model, directory)
     return model.eval(), saved
 

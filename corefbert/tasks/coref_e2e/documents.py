@@ -1,7 +1,7 @@
 """CoNLL documents -> the tensors of the end-to-end coreference model (one document per batch).
 
-A recurrent model reads word and character ids from its own vocabulary (:class:`Vocabulary`, saved beside
-the weights); a transformer reads subword windows (:func:`subword_windows`). Training documents are cut to
+A recurrent model reads word and character ids from its own vocabulary (:func:`build_vocabulary`, saved
+beside the weights as ``coref_e2e_vocab.json``); a transformer reads subword windows (:func:`subword_windows`). Training documents are cut to
 at most ``max_sentences`` consecutive sentences (:func:`crop_document`), as the paper does.
 
 What one forward pass holds grows with its words (span enumeration: words × max span width; antecedent
@@ -14,53 +14,22 @@ most ``max_segment_words`` words (:func:`segment_sentences`), linking mentions w
 
 from __future__ import annotations
 
-import json
-import os
-from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 
 import torch
 
-from corefbert.errors import CorefBertError
+from corefbert.tasks.coref_e2e.config import CorefE2EConfig
 from corefbert.text.conll import ConllDocument
+from corefbert.text.vocabulary import Vocabulary
 
-PAD, UNK = "<pad>", "<unk>"
 VOCAB_FILE = "coref_e2e_vocab.json"
 MIN_CHARS = 5  # the widest character window (5) needs words at least that long after padding
 
 
-@dataclass
-class Vocabulary:
-    """Word and character lists (index 0 padding, 1 unknown)."""
-
-    words: list[str] = field(default_factory=lambda: [PAD, UNK])
-    chars: list[str] = field(default_factory=lambda: [PAD, UNK])
-
-    def __post_init__(self):
-        self.word_index = {w: i for i, w in enumerate(self.words)}
-        self.char_index = {c: i for i, c in enumerate(self.chars)}
-
-    @classmethod
-    def build(cls, documents: list[ConllDocument], extra_words: list[str] = ()) -> Vocabulary:
-        """Every word and character of ``documents`` (plus ``extra_words``), most frequent first."""
-        words = Counter(w for doc in documents for w in doc.words)
-        chars = Counter(c for w in words.elements() for c in w)
-        word_list = [w for w, _ in words.most_common()] + sorted(set(extra_words) - set(words))
-        return cls([PAD, UNK] + word_list, [PAD, UNK] + [c for c, _ in chars.most_common()])
-
-    def save(self, directory: str) -> None:
-        with open(os.path.join(directory, VOCAB_FILE), "w", encoding="utf-8") as handle:
-            json.dump({"words": self.words, "chars": self.chars}, handle, ensure_ascii=False)
-
-    @classmethod
-    def load(cls, directory: str) -> Vocabulary:
-        path = os.path.join(directory, VOCAB_FILE)
-        if not os.path.isfile(path):
-            raise CorefBertError(f"no {VOCAB_FILE}: not a model folder written by run_coref_e2e.py", path=directory)
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-        return cls(data["words"], data["chars"])
+def build_vocabulary(documents: list[ConllDocument], extra_words: Iterable[str] = ()) -> Vocabulary:
+    """Every word (as written: the paper's GloVe is cased) and character of ``documents``, plus
+    ``extra_words``, in :class:`Vocabulary`'s order."""
+    return Vocabulary.build((doc.words for doc in documents), extra_words=extra_words, characters=True)
 
 
 def embedding_matrix(vocab: Vocabulary, vectors: dict[str, list[float]], dim: int) -> torch.Tensor:
@@ -156,9 +125,9 @@ def word_tensors(document: ConllDocument, vocab: Vocabulary, max_word_chars: int
     word_ids = torch.zeros(len(sentences), longest, dtype=torch.long)
     char_ids = torch.zeros(len(sentences), longest, chars, dtype=torch.long)
     for i, sentence in enumerate(sentences):
-        word_ids[i, :len(sentence)] = torch.tensor([vocab.word_index.get(w, 1) for w in sentence])
+        word_ids[i, :len(sentence)] = torch.tensor(vocab.encode(sentence))
         for j, word in enumerate(sentence):
-            ids = [vocab.char_index.get(c, 1) for c in word[:chars]]
+            ids = vocab.encode_chars(word[:chars])
             char_ids[i, j, :len(ids)] = torch.tensor(ids)
     return {"word_ids": word_ids, "char_ids": char_ids,
             "sentence_lengths": torch.tensor([len(s) for s in sentences], dtype=torch.long)}
@@ -199,12 +168,12 @@ def subword_windows(words: list[str], tokenizer, max_seq_length: int, stride: in
             "word_positions": torch.tensor(positions, dtype=torch.long)}
 
 
-def featurize(document: ConllDocument, config: dict, vocab: Vocabulary | None = None,
+def featurize(document: ConllDocument, config: CorefE2EConfig, vocab: Vocabulary | None = None,
               tokenizer=None) -> dict[str, torch.Tensor]:
     """Everything the model of ``config`` reads about ``document``: word/character ids for a recurrent
     encoder (``vocab``), subword windows for ``bert`` (``tokenizer``)."""
-    features = common_tensors(document, config["genres"])
-    if config["encoder"] == "bert":
-        return {**features, **subword_windows(document.words, tokenizer, config["max_seq_length"],
-                                              config["window_stride"])}
+    features = common_tensors(document, config.genres)
+    if config.reads_subwords:
+        return {**features, **subword_windows(document.words, tokenizer, config.max_seq_length,
+                                              config.window_stride)}
     return {**features, **word_tensors(document, vocab)}

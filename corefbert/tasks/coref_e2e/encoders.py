@@ -23,7 +23,9 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-ENCODERS = ("bilstm", "lsl", "asl", "bert")
+RECURRENT_ENCODERS = ("bilstm", "lsl", "asl")
+TRANSFORMER_ENCODERS = ("bert",)
+ENCODERS = RECURRENT_ENCODERS + TRANSFORMER_ENCODERS
 
 
 class WordRepresentation(nn.Module):

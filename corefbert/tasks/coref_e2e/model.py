@@ -10,15 +10,16 @@ A folder holds ``coref_e2e_head.json`` (what rebuilds the model: encoder kind, s
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
 
 from corefbert.errors import CorefBertError
-from corefbert.tasks.coref_e2e.documents import Vocabulary
+from corefbert.tasks.coref_e2e.config import CorefE2EConfig
+from corefbert.tasks.coref_e2e.documents import VOCAB_FILE
 from corefbert.tasks.coref_e2e.encoders import WordRepresentation, sentence_encoder, window_word_states
-from corefbert.tasks.coref_e2e.span_ranking import SpanRanker, SpanRankingConfig
+from corefbert.tasks.coref_e2e.span_ranking import SpanRanker
 from corefbert.tasks.heads import (
     load_encoder,
     load_encoder_and_head,
@@ -27,6 +28,7 @@ from corefbert.tasks.heads import (
     save_encoder_and_head,
     write_head_config,
 )
+from corefbert.text.vocabulary import Vocabulary
 
 TASK = "coref_e2e"
 
@@ -45,16 +47,16 @@ class CorefOutput:
 class E2ECorefModel(nn.Module):
     """Word encoder (``words`` + ``encoder``; for ``bert`` the transformer alone) and span ranker."""
 
-    def __init__(self, config: dict, encoder: nn.Module, words: WordRepresentation | None = None):
+    def __init__(self, config: CorefE2EConfig, encoder: nn.Module, words: WordRepresentation | None = None):
         super().__init__()
-        self.config, self.kind = config, config["encoder"]
+        self.config, self.kind = config, config.encoder
         self.words, self.encoder = words, encoder
-        self.dropout = nn.Dropout(config["lexical_dropout"])
-        self.ranker = SpanRanker(SpanRankingConfig(**config["ranker"]))
+        self.dropout = nn.Dropout(config.lexical_dropout)
+        self.ranker = SpanRanker(config.ranker)
 
     def word_vectors(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
         """(x*_t [words, Dc], x_t [words, Dx]) of one document."""
-        if self.kind == "bert":
+        if self.config.reads_subwords:
             states = self.dropout(window_word_states(self.encoder, batch["input_ids"], batch["attention_mask"],
                                                      batch["word_positions"]))
             return states, states
@@ -72,22 +74,26 @@ class E2ECorefModel(nn.Module):
         return CorefOutput(out.get("loss"), out["top_starts"], out["top_ends"], out["antecedents"], out["scores"])
 
 
-def build_model(config: dict, vocab: Vocabulary | None = None, pretrained: torch.Tensor | None = None,
+def _with_ranker_inputs(config: CorefE2EConfig, context_dim: int, head_dim: int) -> CorefE2EConfig:
+    """``config`` with the span ranker's input sizes (x*_t, x_t), which only the built encoder knows."""
+    return replace(config, ranker=replace(config.ranker, context_dim=context_dim, head_dim=head_dim))
+
+
+def build_model(config: CorefE2EConfig, vocab: Vocabulary | None = None, pretrained: torch.Tensor | None = None,
                 encoder_path: str | None = None) -> E2ECorefModel:
-    """A fresh model from ``config`` (see :func:`model_config`); ``bert`` loads ``encoder_path``'s weights."""
-    if config["encoder"] == "bert":
+    """A fresh model from ``config``; a transformer encoder loads ``encoder_path``'s weights."""
+    if config.reads_subwords:
         encoder = load_encoder(encoder_path)
-        config["ranker"]["context_dim"] = config["ranker"]["head_dim"] = encoder.config.hidden_size
-        return E2ECorefModel(config, encoder)
-    words = WordRepresentation(len(vocab.words), config["embedding_dim"], len(vocab.chars),
-                               char_filters=config["char_filters"], dropout=config["lexical_dropout"],
+        hidden = encoder.config.hidden_size
+        return E2ECorefModel(_with_ranker_inputs(config, hidden, hidden), encoder)
+    words = WordRepresentation(len(vocab.words), config.embedding_dim, len(vocab.chars),
+                               char_filters=config.char_filters, dropout=config.lexical_dropout,
                                pretrained=pretrained)
-    if config.get("fixed_embeddings"):  # GloVe vectors stay fixed, also when a saved model is loaded again
+    if config.fixed_embeddings:  # GloVe vectors stay fixed, also when a saved model is loaded again
         words.words.weight.requires_grad_(False)
-    encoder = sentence_encoder(config["encoder"], words.output_dim, config["lstm_size"],
-                               config["attention_size"], config["ranker"]["dropout"])
-    config["ranker"]["context_dim"], config["ranker"]["head_dim"] = encoder.output_dim, words.output_dim
-    return E2ECorefModel(config, encoder, words)
+    encoder = sentence_encoder(config.encoder, words.output_dim, config.lstm_size, config.attention_size,
+                               config.ranker.dropout)
+    return E2ECorefModel(_with_ranker_inputs(config, encoder.output_dim, words.output_dim), encoder, words)
 
 
 def save_model(model: E2ECorefModel, output_dir: str, vocab: Vocabulary | None, tokenizer=None,
@@ -97,29 +103,31 @@ def save_model(model: E2ECorefModel, output_dir: str, vocab: Vocabulary | None, 
 
     os.makedirs(output_dir, exist_ok=True)
     state_dict = model.state_dict() if state_dict is None else state_dict
-    if model.kind == "bert":
-        save_encoder_and_head(model, output_dir, TASK, model.config, state_dict=state_dict)
+    if model.config.reads_subwords:
+        save_encoder_and_head(model, output_dir, TASK, model.config.to_dict(), state_dict=state_dict)
         tokenizer.save_pretrained(output_dir)
         return
     save_file({k: v.detach().contiguous().cpu() for k, v in state_dict.items()},
               os.path.join(output_dir, "model.safetensors"))
-    write_head_config(output_dir, TASK, model.config)
-    vocab.save(output_dir)
+    write_head_config(output_dir, TASK, model.config.to_dict())
+    vocab.save(output_dir, VOCAB_FILE)
 
 
 def load_model(directory: str) -> tuple[E2ECorefModel, Vocabulary | None, object]:
     """``(model, vocabulary or None, tokenizer or None)`` of a folder :func:`save_model` wrote."""
-    config = read_head_config(directory, TASK) if os.path.isdir(directory) else None
-    if config is None:
+    values = read_head_config(directory, TASK) if os.path.isdir(directory) else None
+    if values is None:
         raise CorefBertError(f"not a coreference model folder (no {TASK}_head.json); train one with "
                              "finetune/run_coref_e2e.py --do_train", path=directory)
-    if config["encoder"] == "bert":
+    config = CorefE2EConfig.from_dict(values, os.path.join(directory, f"{TASK}_head.json"))
+    if config.reads_subwords:
         from transformers import AutoTokenizer
 
         model = build_model(config, encoder_path=directory)
         load_encoder_and_head(model, directory, TASK, with_encoder=False)
         return model, None, AutoTokenizer.from_pretrained(directory)
-    vocab = Vocabulary.load(directory)
+    vocab = Vocabulary.load(directory, VOCAB_FILE, missing=f"no {VOCAB_FILE}: not a model folder written by "
+                                                          "run_coref_e2e.py")
     model = build_model(config, vocab)
     load_weights(model, directory)
     return model, vocab, None

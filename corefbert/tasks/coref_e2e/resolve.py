@@ -35,7 +35,6 @@ from corefbert.text.conll import ConllDocument
 WORD = re.compile(r"\w+(?:['’\-]\w+)*|[^\w\s]")
 SENTENCE_END = {".", "!", "?"}
 CLOSERS = {'"', "'", "”", "’", ")", "]", "»"}
-DEFAULT_MAX_SENTENCE_WORDS, DEFAULT_MAX_SEGMENT_WORDS = 250, 5000  # run_coref_e2e.py's defaults (older models)
 
 
 def iter_sentences(text: str) -> Iterator[list[tuple[str, int, int]]]:
@@ -82,9 +81,8 @@ class Resolver:
     def __init__(self, model_dir: str, max_sentence_words: int | None = None, max_segment_words: int | None = None):
         self.model, self.vocab, self.tokenizer = load_model(model_dir)
         self.model.eval()
-        config = self.model.config
-        self.max_sentence_words = max_sentence_words or config.get("max_sentence_words", DEFAULT_MAX_SENTENCE_WORDS)
-        self.max_segment_words = max_segment_words or config.get("max_segment_words", DEFAULT_MAX_SEGMENT_WORDS)
+        self.max_sentence_words = max_sentence_words or self.model.config.max_sentence_words
+        self.max_segment_words = max_segment_words or self.model.config.max_segment_words
 
     def resolve(self, text: str) -> dict:
         """``{"text", "clusters": [[{"start", "end", "text"}, ...], ...]}`` with character offsets; a text longer

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import torch
 from accelerate.utils import gather_object
 
+from corefbert.arguments import peek_argument
 from corefbert.errors import CorefBertError
 from corefbert.metrics.coref_metrics import coref_scores
 from corefbert.tasks.base import (
@@ -31,8 +32,9 @@ from corefbert.tasks.base import (
     held_out_split,
 )
 from corefbert.tasks.base import main as run_task
+from corefbert.tasks.coref_e2e.config import CorefE2EConfig
 from corefbert.tasks.coref_e2e.documents import (
-    Vocabulary,
+    build_vocabulary,
     crop_document,
     crop_words,
     embedding_matrix,
@@ -40,7 +42,7 @@ from corefbert.tasks.coref_e2e.documents import (
     segment_sentences,
     split_long_sentences,
 )
-from corefbert.tasks.coref_e2e.encoders import ENCODERS
+from corefbert.tasks.coref_e2e.encoders import ENCODERS, RECURRENT_ENCODERS, TRANSFORMER_ENCODERS
 from corefbert.tasks.coref_e2e.model import TASK, build_model, load_model, save_model
 from corefbert.tasks.coref_e2e.span_ranking import SpanRankingConfig, predict_clusters
 from corefbert.tasks.heads import read_head_config
@@ -170,51 +172,47 @@ class DocumentSegments(torch.utils.data.Dataset):
                 "word_offset": torch.tensor(offset), **self.featurize(document)}
 
 
+# Both recipes: one document is one batch (checked in CorefE2ETask.__init__), no weight decay, gradients clipped
+# at 5 (Lee et al. 2017).
+ONE_DOCUMENT_PER_STEP = {"per_device_train_batch_size": 1, "per_device_eval_batch_size": 1, "weight_decay": 0.0,
+                         "max_grad_norm": 5.0}
+
+
 class CorefE2ETask(FinetuningTask):
-    """Lee et al. (2017) with the encoder ``--encoder``; ``avg_f1`` (the CoNLL F1) picks the best model."""
+    """Lee et al. (2017) with the encoder ``--encoder``; ``avg_f1`` (the CoNLL F1) picks the best model. The family
+    of two recipes: :class:`RecurrentCorefE2ETask` and :class:`TransformerCorefE2ETask`, one of which
+    :meth:`variant_for` picks from ``--encoder`` (command line or ``--config``)."""
 
     name = TASK
     main_metric = "avg_f1"
     args_class = CorefE2EArguments
     uses_model_folder = False
-    # Luo & Glass (2018): Adam, LR 0.001 (one document per step); Lee et al. clip gradients at 5.
-    training_defaults = {"learning_rate": 1e-3, "per_device_train_batch_size": 1, "per_device_eval_batch_size": 1,
-                         "weight_decay": 0.0, "warmup_ratio": 0.0, "lr_scheduler_type": "constant",
-                         "max_grad_norm": 5.0, "num_train_epochs": 150.0}
+    #: The ``--encoder`` values this variant runs.
+    encoders: tuple[str, ...] = ()
 
     @classmethod
-    def defaults_for(cls, argv: list[str]) -> dict:
-        defaults = dict(cls.training_defaults)
-        if any(a in ("--encoder=bert",) for a in argv) or any(a == "--encoder" and b == "bert"
-                                                             for a, b in zip(argv, argv[1:])):
-            # BERT for coreference (Joshi et al. 2019): a small LR with warm-up and linear decay, 20 epochs.
-            defaults.update(learning_rate=2e-5, warmup_ratio=0.1, lr_scheduler_type="linear", num_train_epochs=20.0)
-        return defaults
-
-    def learning_rates(self, model) -> dict[str, float] | None:
-        """With a pretrained encoder, the layers on top train at ``--task_learning_rate``: one small rate for
-        both left the randomly initialised scorers untrained on LitBank while the encoder collapsed."""
-        if self.task_args.encoder != "bert":
-            return None
-        return {"": self.task_args.task_learning_rate, "encoder.": self.args.learning_rate}
+    def variant_for(cls, argv: list[str]) -> type[CorefE2ETask]:
+        encoder = peek_argument(argv, "encoder") or CorefE2EArguments.encoder
+        for variant in (RecurrentCorefE2ETask, TransformerCorefE2ETask):
+            if encoder in variant.encoders:
+                return variant
+        raise CorefBertError(f"--encoder {encoder!r} is not one of {', '.join(ENCODERS)}")
 
     def __init__(self, task_args: CorefE2EArguments, training_args: FinetuningArguments):
         super().__init__(task_args, training_args)
         a, path = task_args, training_args.model_name_or_path
+        if a.encoder not in self.encoders:  # a variant built by hand with another variant's arguments
+            raise CorefBertError(f"--encoder {a.encoder} is not run by {type(self).__name__} "
+                                 f"({', '.join(self.encoders)}); build the task with CorefE2ETask.variant_for")
         check_data_flags(training_args, task_args, kind="CoNLL-2012 files")
         if training_args.per_device_train_batch_size != 1 or training_args.per_device_eval_batch_size != 1:
             raise CorefBertError("one document is one batch: --per_device_train_batch_size and "
                                  "--per_device_eval_batch_size must be 1 (use --gradient_accumulation_steps)")
-        self.uses_model_folder = a.encoder == "bert"
-        if self.uses_model_folder and not path:
-            raise CorefBertError("--encoder bert starts from a checkpoint: pass --model_name_or_path (a BERT/RoBERTa "
-                                 "or CorefBERT folder)")
         self.saved = read_head_config(path, TASK) if path and os.path.isdir(path) else None
         if self.saved is not None and self.saved["encoder"] != a.encoder:
             raise CorefBertError(f"this model was trained with --encoder {self.saved['encoder']}; pass that",
                                  path=path)
-        if path and self.saved is None and a.encoder != "bert":
-            raise CorefBertError(f"not a folder written by run_coref_e2e.py (no {TASK}_head.json)", path=path)
+        self._check_model_path(path)
         read = lambda files: read_conll(files) if files else None  # noqa: E731
         self.train_docs, self.eval_docs, self.test_docs = read(a.train_file), read(a.validation_file), read(a.test_file)
         if a.validation_split_percentage and self.train_docs and self.eval_docs is None:
@@ -230,11 +228,17 @@ class CorefE2ETask(FinetuningTask):
         self.vocab, self.pretrained, self.model = None, None, None
         if self.saved is not None:
             self.model, self.vocab, self.tokenizer = load_model(path)
-        elif a.encoder == "bert":
-            self.tokenizer = self._tokenizer(path)
         else:
-            self._build_vocabulary()
+            self._prepare_inputs(path)
         self.stride = a.window_stride or (a.max_seq_length - 2) // 2
+
+    def _check_model_path(self, path: str | None) -> None:
+        """One line when ``--model_name_or_path`` cannot start this variant."""
+        raise NotImplementedError
+
+    def _prepare_inputs(self, path: str | None) -> None:
+        """What turns words into the model's inputs, for a model not loaded from a folder of this task."""
+        raise NotImplementedError
 
     def _summarise(self, documents: list[ConllDocument], what: str) -> None:
         """Log what a split holds and what the model cannot reach; a split without words is an error."""
@@ -247,33 +251,7 @@ class CorefE2ETask(FinetuningTask):
                     "than --max_span_width %d (never predicted)", what, len(documents), empty,
                     sum(len(doc.words) for doc in documents), len(mentions), too_wide, self.task_args.max_span_width)
 
-    @staticmethod
-    def _tokenizer(path: str):
-        from transformers import AutoTokenizer
-
-        try:
-            return AutoTokenizer.from_pretrained(path)
-        except (OSError, ValueError) as err:
-            raise CorefBertError(f"cannot load a tokenizer ({str(err).splitlines()[0]})", path=path) from None
-
-    def _build_vocabulary(self) -> None:
-        a = self.task_args
-        if not self.train_docs:
-            raise CorefBertError("a recurrent model is trained from scratch: pass --do_train with --train_file, "
-                                 "or --model_name_or_path with a folder run_coref_e2e.py wrote")
-        if a.embeddings_file is None:
-            self.vocab = Vocabulary.build(self.train_docs)
-            return
-        every = [d for docs in (self.train_docs, self.eval_docs, self.test_docs) if docs for d in docs]
-        words = {w for doc in every for w in doc.words}
-        vectors, dim = read_word_vectors(a.embeddings_file, words | {w.lower() for w in words}, lowercase=False)
-        logger.info("%s: vectors for %d of the %d distinct words", a.embeddings_file, len(vectors), len(words))
-        # Words of the evaluation files enter the vocabulary only with a GloVe vector (the paper's fixed GloVe).
-        known = [w for w in words if w in vectors or w.lower() in vectors]
-        self.vocab = Vocabulary.build(self.train_docs, known)
-        self.pretrained = embedding_matrix(self.vocab, vectors, dim)
-
-    def model_config(self) -> dict:
+    def model_config(self) -> CorefE2EConfig:
         a = self.task_args
         genres = sorted({d.genre for d in self.train_docs or []}) or [""]
         ranker = SpanRankingConfig(context_dim=0, head_dim=0, max_span_width=a.max_span_width,
@@ -282,11 +260,12 @@ class CorefE2ETask(FinetuningTask):
                                    max_antecedents=a.max_antecedents, num_genres=len(genres),
                                    head_ffnn_depth=a.head_ffnn_depth, allow_crossing_spans=a.allow_crossing_spans)
         embedding_dim = self.pretrained.shape[1] if self.pretrained is not None else a.embedding_dim
-        return {"encoder": a.encoder, "ranker": ranker.to_dict(), "genres": genres, "embedding_dim": embedding_dim,
-                "fixed_embeddings": self.pretrained is not None, "char_filters": a.char_filters,
-                "lstm_size": a.lstm_size, "attention_size": a.attention_size, "lexical_dropout": a.lexical_dropout,
-                "max_seq_length": a.max_seq_length, "window_stride": self.stride,
-                "max_sentence_words": a.max_sentence_words, "max_segment_words": a.max_segment_words}
+        return CorefE2EConfig(encoder=a.encoder, ranker=ranker, genres=genres, embedding_dim=embedding_dim,
+                              fixed_embeddings=self.pretrained is not None, char_filters=a.char_filters,
+                              lstm_size=a.lstm_size, attention_size=a.attention_size,
+                              lexical_dropout=a.lexical_dropout, max_seq_length=a.max_seq_length,
+                              window_stride=self.stride, max_sentence_words=a.max_sentence_words,
+                              max_segment_words=a.max_segment_words)
 
     def featurize(self, document: ConllDocument) -> dict[str, torch.Tensor]:
         config = self.model.config if self.model is not None else self.model_config()
@@ -353,6 +332,71 @@ class CorefE2ETask(FinetuningTask):
     def load_weights(self, model, directory: str) -> None:
         loaded, _, _ = load_model(directory)
         model.load_state_dict(loaded.state_dict())
+
+
+class RecurrentCorefE2ETask(CorefE2ETask):
+    """``--encoder bilstm|lsl|asl``: trained from scratch over a vocabulary of the training files (Luo & Glass
+    2018: Adam, LR 0.001, one document per step; Lee et al. clip gradients at 5)."""
+
+    encoders = RECURRENT_ENCODERS
+    training_defaults = {**ONE_DOCUMENT_PER_STEP, "learning_rate": 1e-3, "warmup_ratio": 0.0,
+                         "lr_scheduler_type": "constant", "num_train_epochs": 150.0}
+
+    def _check_model_path(self, path: str | None) -> None:
+        if path and self.saved is None:
+            raise CorefBertError(f"not a folder written by run_coref_e2e.py (no {TASK}_head.json)", path=path)
+
+    def _prepare_inputs(self, path: str | None) -> None:
+        self._build_vocabulary()
+
+    def _build_vocabulary(self) -> None:
+        a = self.task_args
+        if not self.train_docs:
+            raise CorefBertError("a recurrent model is trained from scratch: pass --do_train with --train_file, "
+                                 "or --model_name_or_path with a folder run_coref_e2e.py wrote")
+        if a.embeddings_file is None:
+            self.vocab = build_vocabulary(self.train_docs)
+            return
+        every = [d for docs in (self.train_docs, self.eval_docs, self.test_docs) if docs for d in docs]
+        words = {w for doc in every for w in doc.words}
+        vectors, dim = read_word_vectors(a.embeddings_file, words | {w.lower() for w in words}, lowercase=False)
+        logger.info("%s: vectors for %d of the %d distinct words", a.embeddings_file, len(vectors), len(words))
+        # Words of the evaluation files enter the vocabulary only with a GloVe vector (the paper's fixed GloVe).
+        known = [w for w in words if w in vectors or w.lower() in vectors]
+        self.vocab = build_vocabulary(self.train_docs, known)
+        self.pretrained = embedding_matrix(self.vocab, vectors, dim)
+
+
+class TransformerCorefE2ETask(CorefE2ETask):
+    """``--encoder bert``: any BERT/RoBERTa checkpoint (CorefBERT included) over overlapping windows, with BERT
+    for coreference's recipe (Joshi et al. 2019): a small LR with warm-up and linear decay, 20 epochs."""
+
+    encoders = TRANSFORMER_ENCODERS
+    uses_model_folder = True
+    training_defaults = {**ONE_DOCUMENT_PER_STEP, "learning_rate": 2e-5, "warmup_ratio": 0.1,
+                         "lr_scheduler_type": "linear", "num_train_epochs": 20.0}
+
+    def learning_rates(self, model) -> dict[str, float] | None:
+        """The layers on top train at ``--task_learning_rate``: one small rate for both left the randomly
+        initialised scorers untrained on LitBank while the encoder collapsed."""
+        return {"": self.task_args.task_learning_rate, "encoder.": self.args.learning_rate}
+
+    def _check_model_path(self, path: str | None) -> None:
+        if not path:
+            raise CorefBertError("--encoder bert starts from a checkpoint: pass --model_name_or_path (a BERT/RoBERTa "
+                                 "or CorefBERT folder)")
+
+    def _prepare_inputs(self, path: str | None) -> None:
+        self.tokenizer = self._tokenizer(path)
+
+    @staticmethod
+    def _tokenizer(path: str):
+        from transformers import AutoTokenizer
+
+        try:
+            return AutoTokenizer.from_pretrained(path)
+        except (OSError, ValueError) as err:
+            raise CorefBertError(f"cannot load a tokenizer ({str(err).splitlines()[0]})", path=path) from None
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:

@@ -34,7 +34,8 @@ from corefbert.tasks.pronoun_pairs.models import (
     save_pair_model,
 )
 from corefbert.text.jsonio import read_jsonl
-from corefbert.text.word_vocab import WordVocabulary, vocabulary_with_vectors
+from corefbert.text.vocabulary import UNK, Vocabulary
+from corefbert.text.word_vocab import vocabulary_with_vectors
 
 logger = logging.getLogger(__name__)
 
@@ -193,7 +194,7 @@ class PronounPairsTask(FinetuningTask):
         else:
             self.vocabulary = self._vocabulary()
 
-    def _vocabulary(self) -> WordVocabulary:
+    def _vocabulary(self) -> Vocabulary:
         """From the model folder when one is given, else built from the training pairs (or the word vectors)."""
         a = self.task_args
         if self.model_dir:
@@ -201,13 +202,14 @@ class PronounPairsTask(FinetuningTask):
             if self.config.model_type != a.model:
                 raise CorefBertError(f"this folder holds a {self.config.model_type} model, not --model {a.model}",
                                      path=self.model_dir)
-            return WordVocabulary.load(self.model_dir)
+            return Vocabulary.load(self.model_dir)
         if not self.examples["train"]:
             raise CorefBertError(f"--model {a.model} without --model_name_or_path trains from scratch: it needs "
                                  "--do_train and --train_file")
         if a.embeddings_file is None:
-            texts = (t for e in self.examples["train"] for t in (e.source, e.target))
-            vocabulary, dimension = WordVocabulary.from_texts(texts, a.lowercase, a.min_count), a.embedding_dim
+            texts = (t.split() for e in self.examples["train"] for t in (e.source, e.target))
+            vocabulary = Vocabulary.build(texts, lowercase=a.lowercase, min_count=a.min_count)
+            dimension = a.embedding_dim
         else:
             texts = [t for split in self.examples.values() for e in split for t in (e.source, e.target)]
             vocabulary, self.pretrained, hashed = vocabulary_with_vectors(texts, a.embeddings_file, a.lowercase,
@@ -244,7 +246,8 @@ class PronounPairsTask(FinetuningTask):
         if self.is_bert:
             feature = dict(self.tokenizer(source, target, truncation=True, max_length=self.task_args.max_seq_length))
         else:
-            feature = {"source_ids": self.vocabulary.encode(source), "target_ids": self.vocabulary.encode(target)}
+            feature = {"source_ids": self.vocabulary.encode(source.split()),
+                       "target_ids": self.vocabulary.encode(target.split())}
         return {**feature, "labels": example.label}
 
     def _dataset(self, split: str) -> list[dict] | None:
@@ -279,7 +282,7 @@ class PronounPairsTask(FinetuningTask):
         else:
             batch = {}
             for side in ("source", "target"):
-                rows = [f[f"{side}_ids"] or [self.vocabulary.ids["<unk>"]] for f in features]
+                rows = [f[f"{side}_ids"] or [self.vocabulary.word_index[UNK]] for f in features]
                 batch[f"{side}_ids"] = _pad(rows, 0)  # [batch, len]
                 batch[f"{side}_mask"] = _pad([[1] * len(r) for r in rows], 0)  # [batch, len]
         batch["labels"] = torch.tensor([f["labels"] for f in features])  # [batch]

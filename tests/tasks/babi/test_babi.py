@@ -22,6 +22,7 @@ from corefbert.tasks.babi.data import (
 )
 from corefbert.tasks.babi.ga_reader import GAReader, GAReaderConfig, attention_sum
 from corefbert.tasks.babi.task import babi_table, load_babi_reader
+from corefbert.text.vocabulary import Vocabulary
 
 pytestmark = pytest.mark.usefixtures("fresh_accelerate_state")
 BABI = FIXTURES / "babi"
@@ -208,6 +209,8 @@ def test_cli_runs_tasks_and_seeds_and_writes_the_table(tmp_path):
     assert table["split"].startswith("our own held-out split: 25% of the stories")  # which questions, in words
     reader, saved = load_babi_reader(str(out / "qa8" / "seed_0" / "best"))
     assert reader.classifier is not None and saved["answers"] == config["answers"]
+    # the vocabulary comes back as the one Vocabulary, in the order and with the ids the run trained with
+    assert saved["vocabulary"] == Vocabulary.from_dict(config["vocabulary"]) and saved["vocabulary"].get("nothing")
     # the two seeds are different runs
     a = (out / "qa1" / "seed_0" / "last" / "model.safetensors").read_bytes()
     assert a != (out / "qa1" / "seed_1" / "last" / "model.safetensors").read_bytes()
@@ -247,7 +250,7 @@ def test_a_test_file_never_changes_the_trained_model(tmp_path):
     plain, predict = (tmp_path / name / "qa1" / "seed_0" / "last" for name in ("plain", "predict"))
     saved = json.loads((predict / "babi_reader.json").read_text())
     assert saved == json.loads((plain / "babi_reader.json").read_text())  # mode, vocabulary, classes
-    assert saved["extractive"] is True and not {"zorblat", "attic", "moon"} & set(saved["vocabulary"])
+    assert saved["extractive"] is True and not {"zorblat", "attic", "moon"} & set(saved["vocabulary"]["words"])
     assert (predict / "model.safetensors").read_bytes() == (plain / "model.safetensors").read_bytes()
     # the two answers the model cannot give are scored wrong and counted, in the run and in the summary
     assert got["predict_unanswerable_qa1"] == 2 and got["predict_accuracy_qa1"] <= 1 / 3

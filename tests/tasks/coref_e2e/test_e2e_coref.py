@@ -13,6 +13,7 @@ from helpers import FIXTURES, load_cli, run_under_memory_cap, shared_data
 from references import antecedent_loss_reference, asl_reference, lsl_reference
 
 from corefbert.errors import CorefBertError
+from corefbert.tasks.coref_e2e.config import CorefE2EConfig
 from corefbert.tasks.coref_e2e.documents import (
     crop_document,
     crop_words,
@@ -251,20 +252,20 @@ def test_cli_refuses_batches_of_several_documents(tmp_path, capsys):
 
 @pytest.mark.shared_data
 def test_litbank_and_ontonotes_documents_featurize():
-    from corefbert.tasks.coref_e2e.documents import Vocabulary, featurize
+    from corefbert.tasks.coref_e2e.documents import build_vocabulary, featurize
 
     litbank = read_conll(str(shared_data("conll2012", "litbank") / "*.conll"))
     ontonotes = read_conll(str(shared_data("conll2012", "ontonotes_excerpts") / "coref.gold_conll"))
     assert len(litbank) == 20 and len(ontonotes) == 4
-    vocab = Vocabulary.build(litbank)
-    config = {"encoder": "asl", "genres": sorted({d.genre for d in ontonotes})}
+    vocab = build_vocabulary(litbank)
+    config = CorefE2EConfig("asl", SpanRankingConfig(0, 0), sorted({d.genre for d in ontonotes}))
     for document in litbank[:3] + ontonotes:
         cropped = crop_document(document, 0, 40)
         features = featurize(cropped, config, vocab)
         assert features["word_ids"].shape[0] == len(cropped.sentences) == len(features["sentence_lengths"])
         assert int(features["sentence_lengths"].sum()) == len(cropped.words) == len(features["speaker_ids"])
         assert features["gold_ends"].lt(len(cropped.words)).all()
-    assert config["genres"] == ["bc"] and featurize(ontonotes[0], config, vocab)["genre"].item() == 0
+    assert config.genres == ["bc"] and featurize(ontonotes[0], config, vocab)["genre"].item() == 0
 
 
 # ------------------------------------------------------------------ memory bounded by flags (issue 23, item 6)

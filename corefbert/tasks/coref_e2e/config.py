@@ -1,0 +1,55 @@
+"""The typed configuration of an end-to-end coreference model: what rebuilds it, saved as ``coref_e2e_head.json``.
+
+The task fills it from its arguments (:meth:`CorefE2ETask.model_config`); :func:`build_model` completes the
+span ranker's input sizes once the encoder is known (a new config, never a mutated one). Files written before
+this type existed hold the same keys (``max_sentence_words`` and ``max_segment_words`` appeared later: a file
+without them reads as the run defaults), so every saved model still loads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+
+from corefbert.errors import CorefBertError
+from corefbert.tasks.coref_e2e.encoders import ENCODERS, TRANSFORMER_ENCODERS
+from corefbert.tasks.coref_e2e.span_ranking import SpanRankingConfig
+
+
+@dataclass(frozen=True)
+class CorefE2EConfig:
+    """Encoder kind and sizes of the word representation; ``ranker`` the span ranker's (paper defaults)."""
+
+    encoder: str
+    ranker: SpanRankingConfig
+    genres: list[str] = field(default_factory=lambda: [""])  # genre id = index; unknown genres read as 0
+    embedding_dim: int = 300
+    fixed_embeddings: bool = False  # GloVe vectors stay fixed, also when a saved model is trained further
+    char_filters: int = 50
+    lstm_size: int = 200
+    attention_size: int = 150
+    lexical_dropout: float = 0.5
+    max_seq_length: int = 512  # transformer: tokens per window
+    window_stride: int = 255  # transformer: content tokens between window starts
+    max_sentence_words: int = 250  # longer sentences are read as pieces (resolve's default too)
+    max_segment_words: int = 5000  # longer documents are read as segments (resolve's default too)
+
+    @property
+    def reads_subwords(self) -> bool:
+        """Whether the encoder is a transformer over subword windows (else a recurrent one over word ids)."""
+        return self.encoder in TRANSFORMER_ENCODERS
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict, path: str | None = None) -> CorefE2EConfig:
+        """The config of :meth:`to_dict`'s mapping; one line naming ``path`` when it is not one."""
+        names = {f.name for f in fields(cls)}
+        try:
+            unknown = sorted(set(values) - names)
+            if unknown or values["encoder"] not in ENCODERS:
+                raise ValueError(f"unknown keys {unknown}" if unknown else f"encoder {values['encoder']!r}")
+            return cls(**{**values, "ranker": SpanRankingConfig(**values["ranker"])})
+        except (KeyError, TypeError, ValueError) as err:
+            raise CorefBertError(f"not an end-to-end coreference model config ({err}); was it written by "
+                                 "run_coref_e2e.py?", path=path) from None
