@@ -68,7 +68,7 @@ def test_every_script_is_a_shim_over_its_commands_main():
     and the ``__main__`` guard: the code lives in the package, and the script runs the very same function."""
     import ast
 
-    from conftest import load_cli
+    from helpers import load_cli
 
     scripts = sorted(p.relative_to(ROOT).as_posix() for p in [*ROOT.glob("pretrain/*.py"), *ROOT.glob("finetune/*.py")])
     assert scripts == sorted(SCRIPTS)
