@@ -62,6 +62,7 @@ from corefbert.training.checkpointing import (
 )
 from corefbert.training.extension_locks import check_extension_locks, deepspeed_requested
 from corefbert.training.hub import public_settings
+from corefbert.training.loop_state import LoopState, new_window
 from corefbert.training.outputs import JsonlLogger
 from corefbert.training.throughput import peak_flops, training_flops_counter
 
@@ -255,28 +256,11 @@ class _Loop:
         self.bar = None  # the progress bar, once the steps begin
         accelerator.register_for_checkpointing(scheduler)
         self.step = 0
-        # evaluation_pending: the evaluation of this step was abandoned at a signal (the resume repeats it).
-        self.state = {"epoch": 0, "batches_in_epoch": 0, "tokens": 0, "overflow_steps": 0, "skipped_in_a_row": 0,
-                      "loss_sum": 0.0, "loss_batches": 0, "epoch_end_pending": False, "evaluation_pending": False,
-                      "window": self._new_window()}
+        self.state = LoopState()
         self.started = self.window_started = time.perf_counter()
         self.bad_loss, self.nonfinite, self.grad_norm = False, False, None
         self.flops_per_batch = training_flops_counter(accelerator.unwrap_model(model))
         self.peak_flops = peak_flops(accelerator.device)
-
-    @staticmethod
-    def _new_window() -> dict:
-        # loss, logs and tokens stay on the device between log steps (no host sync per micro-batch); slots
-        # (batch x padded length) and model FLOPs come from shapes alone.
-        return {"loss": 0.0, "logs": {}, "micro": 0, "tokens": 0, "slots": 0, "flops": 0.0}
-
-    def _host_window(self) -> dict:
-        """The running log window with every value read to the host (what a checkpoint stores as JSON)."""
-        window = self.state["window"]
-        host = {key: float(value) if torch.is_tensor(value) else value for key, value in window.items()}
-        host["tokens"] = int(host["tokens"])
-        host["logs"] = {name: float(value) for name, value in window["logs"].items()}
-        return host
 
     def resume(self) -> None:
         args = self.args
@@ -293,15 +277,15 @@ class _Loop:
         checkpoint, saved = load_checkpoint(self.accelerator, checkpoint,
                                             earlier if args.resume_from_checkpoint == "latest" else ())
         self.step = saved["step"]
-        self.state.update({k: v for k, v in saved.items() if k in self.state})
+        self.state = LoopState.from_checkpoint(saved)
         self.job.load_state_dict(saved.get("job", {}))
-        self.accelerator.print(f"resumed from {checkpoint} at step {self.step} (epoch {self.state['epoch']})")
+        self.accelerator.print(f"resumed from {checkpoint} at step {self.step} (epoch {self.state.epoch})")
         self.saved_at = self._position()
         if self.accelerator.is_main_process:
             # Not evaluated: the last step (saved before its evaluation) or an evaluation a signal abandoned;
             # the resume evaluates again, so a record a killed repetition wrote goes.
             truncate_log(Path(self.logger.path), self.step,
-                         evaluated=self.step < self.total_steps and not self.state["evaluation_pending"])
+                         evaluated=self.step < self.total_steps and not self.state.evaluation_pending)
         self.logger.log({"split": "resume", "step": self.step, "resumed_from": str(checkpoint)})
 
     def begin(self) -> None:
@@ -313,16 +297,16 @@ class _Loop:
     def evaluate_pending(self) -> None:
         """After a resume from a checkpoint saved at a signal that abandoned its step's evaluation: that
         evaluation now (what the uninterrupted run did before it went on)."""
-        if self.state["evaluation_pending"]:
+        if self.state.evaluation_pending:
             self._evaluate()
             self._signal_or_periodic(periodic=False)
 
     def _evaluate(self) -> None:
         """The job's evaluation of this step, RNG-neutral. ``evaluation_pending`` stays set in the state when a
         signal abandons it, so the checkpoint saved at the signal says that the resume has to repeat it."""
-        self.state["evaluation_pending"] = True
+        self.state.evaluation_pending = True
         if not self._stopped_evaluation(lambda: self.job.evaluate(self.model, self.step, self._epoch_float())):
-            self.state["evaluation_pending"] = False
+            self.state.evaluation_pending = False
 
     def _stopped_evaluation(self, evaluation, preserve_rng: bool = True) -> bool:
         """Run ``evaluation()``; True when a signal abandoned it (:class:`EvaluationStopped`, raised between two
@@ -342,24 +326,24 @@ class _Loop:
     def run(self) -> None:
         state = self.state
         while self.step < self.total_steps:
-            self.job.on_epoch_begin(state["epoch"])
-            self.train_loader.set_epoch(state["epoch"])
+            self.job.on_epoch_begin(state.epoch)
+            self.train_loader.set_epoch(state.epoch)
             if hasattr(self.train_loader.dataset, "set_epoch"):  # accelerate skips the dataset on N processes
-                self.train_loader.dataset.set_epoch(state["epoch"])
-            skip = state["batches_in_epoch"]
+                self.train_loader.dataset.set_epoch(state.epoch)
+            skip = state.batches_in_epoch
             batches = self.accelerator.skip_first_batches(self.train_loader, skip) if skip else self.train_loader
             for batch in PreservedRng(batches):
-                state["batches_in_epoch"] += 1
-                state["epoch_end_pending"] |= state["batches_in_epoch"] >= len(self.train_loader)
+                state.batches_in_epoch += 1
+                state.epoch_end_pending |= state.batches_in_epoch >= len(self.train_loader)
                 if self._micro_batch(batch) and self._after_update():
                     return
             else:
-                state["epoch"] += 1
-                state["batches_in_epoch"] = 0
+                state.epoch += 1
+                state.batches_in_epoch = 0
 
     def _micro_batch(self, batch: dict) -> bool:
         """Forward/backward one micro-batch; True when it completed an optimizer step (or a skipped one)."""
-        accelerator, window = self.accelerator, self.state["window"]
+        accelerator, window = self.accelerator, self.state.window
         with accelerator.accumulate(self.model):
             out = self.job.training_step(self.model, batch)
             # A device flag; read once per optimizer step, not once per micro-batch.
@@ -371,8 +355,8 @@ class _Loop:
                 self.nonfinite = False
                 if self.bad_loss and self.args.on_nonfinite == "stop":
                     self._save_and_stop(
-                        f"non-finite loss at step {self.step + 1} (epoch {self.state['epoch']}, batch "
-                        f"{self.state['batches_in_epoch']}); saved the last good weights at "
+                        f"non-finite loss at step {self.step + 1} (epoch {self.state.epoch}, batch "
+                        f"{self.state.batches_in_epoch}); saved the last good weights at "
                         f"{checkpoints_root(self.output_dir)}/step_{self.step}, positioned after the bad batch. "
                         "Lower --learning_rate, use bf16, or pass --on_nonfinite skip")
                 if not self.bad_loss and self.args.max_grad_norm > 0:
@@ -398,24 +382,24 @@ class _Loop:
         if self.bad_loss:  # --on_nonfinite skip: no update, the step does not count
             self.bad_loss = False
             self.accelerator.print(f"skipped optimizer step {self.step + 1}: non-finite loss")
-            state["window"] = self._new_window()
+            state.window = new_window()
             self._count_skip(lambda n: f"the loss was non-finite in {n} optimizer steps in a row (up to step "
                                        f"{self.step + 1})")
             return self._signal_or_periodic(periodic=False)
         if self.accelerator.optimizer_step_was_skipped:
             # fp16: the loss scaler found inf/NaN gradients, skipped the update and halved the scale.
-            state["overflow_steps"] += 1
+            state.overflow_steps += 1
             self._count_skip(lambda n: f"fp16 gradients overflowed in {n} optimizer steps in a row (up to step "
                                        f"{self.step + 1}; loss scale now {self.accelerator.scaler.get_scale():.3g})")
         else:
-            state["skipped_in_a_row"] = 0
+            state.skipped_in_a_row = 0
             self.scheduler.step()
         self.step += 1
         self.bar.update(1)
         if self.step % args.logging_steps == 0 or self.step == self.total_steps:
             self._log()
-        epoch_end = state["epoch_end_pending"]
-        state["epoch_end_pending"] = False
+        epoch_end = state.epoch_end_pending
+        state.epoch_end_pending = False
         every = args.checkpointing_steps
         periodic = (every == "epoch" and epoch_end) or (every not in (None, "epoch") and self.step % int(every) == 0)
         if self.step >= self.total_steps:
@@ -436,10 +420,10 @@ class _Loop:
 
     def _count_skip(self, what) -> None:
         """One more skipped step; ``--max_consecutive_skips`` in a row save and stop (``what(n)`` says why)."""
-        self.state["skipped_in_a_row"] += 1
-        if self.state["skipped_in_a_row"] >= self.args.max_consecutive_skips:
+        self.state.skipped_in_a_row += 1
+        if self.state.skipped_in_a_row >= self.args.max_consecutive_skips:
             self._save_and_stop(
-                f"{what(self.state['skipped_in_a_row'])}; saved {checkpoints_root(self.output_dir)}/step_{self.step}. "
+                f"{what(self.state.skipped_in_a_row)}; saved {checkpoints_root(self.output_dir)}/step_{self.step}. "
                 "Use bf16, lower --learning_rate, or raise --max_consecutive_skips")
 
     def _signal_or_periodic(self, periodic: bool) -> bool:
@@ -456,7 +440,7 @@ class _Loop:
                 done, path = "nothing to save before the first batch", None
             else:
                 done = f"saved {path}" + (f" (the evaluation of step {self.step} was stopped; the resume repeats it)"
-                                          if self.state["evaluation_pending"] else "")
+                                          if self.state.evaluation_pending else "")
             self.accelerator.print(f"\n{name}: {done}; continue with --resume_from_checkpoint latest")
             self.logger.log({"split": "signal", "signal": name, "step": self.step,
                              "checkpoint": None if path is None else str(path)})
@@ -466,13 +450,12 @@ class _Loop:
         return False
 
     def _position(self) -> tuple:
-        return self.step, self.state["epoch"], self.state["batches_in_epoch"]
+        return self.step, self.state.epoch, self.state.batches_in_epoch
 
     def _checkpoint(self) -> Path:
         if self.saved_at == self._position():  # this very position is saved (the last step's save, a resume)
             return checkpoints_root(self.output_dir) / f"step_{self.step}"
-        trainer_state = {**self.state, "window": self._host_window(), "job": self.job.state_dict(),
-                         "settings": self.settings}
+        trainer_state = {**self.state.to_checkpoint(), "job": self.job.state_dict(), "settings": self.settings}
         path = save_checkpoint(self.accelerator, self.output_dir, self.step, trainer_state, self.args.save_total_limit)
         self.saved_at = self._position()
         return path
@@ -482,10 +465,10 @@ class _Loop:
         raise CorefBertError(message)
 
     def _epoch_float(self) -> float:
-        return round(self.state["epoch"] + self.state["batches_in_epoch"] / max(len(self.train_loader), 1), 4)
+        return round(self.state.epoch + self.state.batches_in_epoch / max(len(self.train_loader), 1), 4)
 
     def _log(self) -> None:
-        accelerator, window, state = self.accelerator, self.state["window"], self.state
+        accelerator, window, state = self.accelerator, self.state.window, self.state
         micro = max(window["micro"], 1)
         names = sorted(window["logs"])
         device = accelerator.device
@@ -496,13 +479,13 @@ class _Loop:
                               dtype=torch.float32 if device.type == "mps" else torch.float64)  # mps has no float64
         tokens, slots, flops = accelerator.reduce(counts, reduction="sum").tolist()  # summed over processes
         seconds = max(time.perf_counter() - self.window_started, 1e-9)
-        state["tokens"] += int(tokens)
-        state["loss_sum"] += means[0] * window["micro"]
-        state["loss_batches"] += window["micro"]
+        state.tokens += int(tokens)
+        state.loss_sum += means[0] * window["micro"]
+        state.loss_batches += window["micro"]
         record = {"split": "train", "step": self.step, "epoch": self._epoch_float(), "loss": means[0],
                   **dict(zip(names, means[1:])), "lr": self.scheduler.get_last_lr()[0]}
-        if state["tokens"]:  # a job whose batches name their real tokens (token_masks)
-            record.update(tokens=state["tokens"], tokens_per_s=tokens / seconds)
+        if state.tokens:  # a job whose batches name their real tokens (token_masks)
+            record.update(tokens=state.tokens, tokens_per_s=tokens / seconds)
         if slots:
             record["slot_fill"] = round(tokens / slots, 4)  # non-pad share of the padded batches computed
         if flops and self.peak_flops:
@@ -511,23 +494,23 @@ class _Loop:
             record["grad_norm"] = float(self.grad_norm)
         if accelerator.scaler is not None:  # fp16: the loss scale tells whether steps are being skipped
             record["loss_scale"] = float(accelerator.scaler.get_scale())
-            record["overflow_steps"] = state["overflow_steps"]
+            record["overflow_steps"] = state.overflow_steps
         self.logger.log(record)
         if self.args.with_tracking:
             accelerator.log({f"train/{k}": v for k, v in record.items() if k != "split"}, step=self.step)
         self.bar.set_postfix(loss=f"{record['loss']:.4f}")
-        state["window"] = self._new_window()
+        state.window = new_window()
         self.window_started = time.perf_counter()
 
     def results(self) -> dict[str, float]:
-        window = self._host_window()
+        window = self.state.host_window()
         if window["micro"]:  # the tail after the last log record (a resumed run that had nothing left to do)
-            self.state["loss_sum"] += window["loss"]
-            self.state["loss_batches"] += window["micro"]
-        results = {"train_loss": self.state["loss_sum"] / max(self.state["loss_batches"], 1),
+            self.state.loss_sum += window["loss"]
+            self.state.loss_batches += window["micro"]
+        results = {"train_loss": self.state.loss_sum / max(self.state.loss_batches, 1),
                    "train_steps": self.step, "train_runtime": round(time.perf_counter() - self.started, 2)}
         if self.accelerator.scaler is not None:
-            results["train_fp16_skipped_updates"] = self.state["overflow_steps"]
+            results["train_fp16_skipped_updates"] = self.state.overflow_steps
             results["train_fp16_loss_scale"] = self.accelerator.scaler.get_scale()
         return results
 

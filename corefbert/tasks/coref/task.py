@@ -11,33 +11,18 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 
 import torch
-from transformers import AutoModelForMaskedLM, AutoTokenizer
+from transformers import AutoTokenizer
 
 from corefbert.errors import CorefBertError
 from corefbert.metrics.gap import accuracy, gap_metrics
-from corefbert.pretraining.modeling import load_quietly
 from corefbert.tasks.base import FinetuningArguments, FinetuningTask
 from corefbert.tasks.base import main as run_task
-from corefbert.tasks.coref.copy_scoring import (
-    COPY_SPANS,
-    CopyHeadScorer,
-    collate_copy_queries,
-    copy_view,
-    encode_copy_query,
-    render_copy_html,
-)
-from corefbert.tasks.coref.mlm_scoring import (
-    LOSS_VARIANTS,
-    REDUCTIONS,
-    CandidateScoringModel,
-    collate_candidates,
-    encode_candidates,
-)
+from corefbert.tasks.coref.copy_scoring import COPY_SPANS
+from corefbert.tasks.coref.mlm_scoring import LOSS_VARIANTS, REDUCTIONS
 from corefbert.tasks.coref.readers import (
     FORMATS,
     WSC_SCHEMAS,
@@ -45,6 +30,7 @@ from corefbert.tasks.coref.readers import (
     detect_format,
     read_pronoun_file,
 )
+from corefbert.tasks.coref.scorers import SCORERS
 from corefbert.tasks.heads import load_weights, saved_pooler, with_pooler
 
 logger = logging.getLogger(__name__)
@@ -119,6 +105,8 @@ class CorefTask(FinetuningTask):
         if self.tokenizer.mask_token_id is None:
             raise CorefBertError("the tokenizer has no mask token; candidate scoring needs a masked-LM tokenizer",
                                  path=args.model_name_or_path)
+        # The scoring strategy, chosen once: everything below asks it, never --zero_shot.
+        self.scorer = SCORERS[data_args.zero_shot](data_args, self.tokenizer, args.model_name_or_path)
         self.sources: dict[str, list[tuple[str, str, list[PronounExample]]]] = {}
         self.skipped: dict[tuple[str, str], Counter] = {}  # (split, path) -> reasons
 
@@ -151,10 +139,7 @@ class CorefTask(FinetuningTask):
         return _EncodedExamples([e for _, _, examples in sources for e in examples], self.encode)
 
     def encode(self, example: PronounExample) -> dict:
-        if self.data_args.zero_shot == "copy":
-            return encode_copy_query(example, self.tokenizer, self.data_args.max_seq_length,
-                                     self.data_args.copy_span)
-        return encode_candidates(example, self.tokenizer, self.data_args.max_seq_length)
+        return self.scorer.encode(example)
 
     def train_dataset(self):
         return self._features("train", self.data_args.train_file, training=True)
@@ -166,28 +151,12 @@ class CorefTask(FinetuningTask):
         return self._features("predict", self.data_args.test_file)
 
     def collate(self, features: list) -> dict[str, torch.Tensor]:
-        if self.data_args.zero_shot == "copy":
-            return collate_copy_queries(features, self.tokenizer.pad_token_id)
-        return collate_candidates(features, self.tokenizer.pad_token_id)
+        return self.scorer.collate(features)
 
     # ----------------------------------------------------------------------------------------- model
 
     def build_model(self):
-        path = self.args.model_name_or_path
-        if self.data_args.zero_shot == "copy":
-            return CopyHeadScorer.from_pretrained(path, allow_untrained=self.data_args.allow_untrained_copy_head)
-        try:
-            # Quietly: the pooler (taken by saved_pooler below) and the copy vector are not UNEXPECTED here.
-            mlm, info = load_quietly(AutoModelForMaskedLM, path, unused=("mrp.", "pooler."),
-                                     fresh_ok=("cls.", "lm_head."))
-        except (OSError, ValueError) as err:
-            raise CorefBertError(f"cannot load a masked-LM model ({str(err).splitlines()[0]})", path=path) from None
-        if any(k.startswith(("cls.", "lm_head.")) for k in info.get("missing_keys", ())):
-            logger.warning("%s has no trained MLM head: a fresh one is initialized, so zero-shot MLM scores are "
-                           "close to chance until it is fine-tuned", path)
-        d = self.data_args
-        return CandidateScoringModel(mlm, d.score_reduction, d.margin_alpha, d.margin_beta, d.loss_variant,
-                                     pooler=saved_pooler(path))
+        return self.scorer.build_model()
 
     def save_pretrained(self, model, output_dir: str, state_dict: dict | None = None) -> None:
         inner = getattr(model, "mlm", model)
@@ -253,29 +222,16 @@ class CorefTask(FinetuningTask):
                                 "equal by construction", path)
                 values = accuracy([p for _, _, p in rows], [e.label for e, _, _ in rows])
                 main.append(values["accuracy"])
-            if self.data_args.zero_shot == "copy":
-                values.update(_copy_match_counts(path, rows))
+            values.update(self.scorer.file_metrics(path, rows))
             metrics.update({f"{stem}_{k}": v for k, v in values.items()})
             metrics[f"{stem}_examples"] = len(rows)
             metrics[f"{stem}_skipped"] = sum(self.skipped.get((source_split, path), Counter()).values())
         metrics["score"] = sum(main) / len(main) if main else 0.0
-        if self.data_args.zero_shot == "copy" and self.data_args.copy_html_examples and accelerator.is_main_process:
-            self._write_copy_views(accelerator.unwrap_model(model), sources, split)
+        if accelerator.is_main_process:
+            self.scorer.write_views(accelerator.unwrap_model(model), [(_stem(path), examples)
+                                                                      for path, _, examples in sources],
+                                    self.args.output_dir, split)
         return metrics, predictions
-
-    def _write_copy_views(self, model, sources, split: str) -> None:
-        folder = os.path.join(self.args.output_dir, "copy_html")
-        os.makedirs(folder, exist_ok=True)
-        for path, _, examples in sources:
-            for example in examples[:self.data_args.copy_html_examples]:
-                # The example as evaluation scored it: the page's table shows the scores behind the predictions.
-                view = copy_view(model, self.tokenizer, example, self.data_args.max_seq_length,
-                                 self.data_args.copy_span)
-                title = f"{example.id}: answer {example.candidates[example.label]!r}" if example.label is not None \
-                    else f"{example.id}: no candidate is the referent"
-                name = f"{split}_{_stem(path)}_{re.sub(r'[^A-Za-z0-9_.-]', '_', example.id)}.html"
-                with open(os.path.join(folder, name), "w", encoding="utf-8") as handle:
-                    handle.write(render_copy_html(view, title=title))
 
     def write_predictions(self, predictions, output_dir: str, split: str) -> list[str]:
         os.makedirs(output_dir, exist_ok=True)
@@ -315,23 +271,6 @@ class _EncodedExamples(torch.utils.data.Dataset):
             self.cache[index] = {**self.encode(example), "index": index,
                                  "label": -1 if example.label is None else example.label}
         return self.cache[index]
-
-
-def _copy_match_counts(path: str, rows: list) -> dict[str, int]:
-    """How the candidates of one file were found for copy scoring; a warning when some were not."""
-    tiers = Counter(t for example, _, _ in rows for t in example.candidate_match)
-    missing = [(e.id, c) for e, _, _ in rows for c, t in zip(e.candidates, e.candidate_match) if t == "unmatched"]
-    undecided = sum(pick < 0 for _, _, pick in rows)
-    loose = sum(tiers[t] for t in ("no_determiner", "head_word", "possessor"))
-    if loose:
-        logger.info("%s: copy scoring: %d candidates found only loosely %s", path, loose,
-                    {t: tiers[t] for t in ("no_determiner", "head_word", "possessor") if tiers[t]})
-    if missing or undecided:
-        logger.warning("%s: copy scoring: %d candidates occur nowhere in the text%s; %d problems undecided (a "
-                       "candidate with no occurrence in the text or the window; no prediction, counted wrong)",
-                       path, len(missing), f" (first: {missing[0][1]!r} of {missing[0][0]})" if missing else "",
-                       undecided)
-    return {"unmatched_candidates": len(missing), "loosely_matched_candidates": loose, "undecided": undecided}
 
 
 def _stem(path: str) -> str:

@@ -34,6 +34,7 @@ from corefbert.tasks.base import (
     HeldOutArguments,
     check_data_flags,
     held_out_split,
+    run_finetuning,
 )
 from corefbert.tasks.base import main as run_task
 from corefbert.tasks.fever.kgat import KgatModel
@@ -266,37 +267,53 @@ def _pad(rows: list[list[int]], value: int) -> torch.Tensor:
 
 
 class FeverTask(FinetuningTask):
-    """FEVER / FEVER-Symmetric on the shared loop; ``main_metric`` is label accuracy."""
+    """FEVER / FEVER-Symmetric on the shared loop; ``main_metric`` is label accuracy. The family: claims,
+    evaluation and predictions; each ``--model_type`` is a subclass with its own paper settings
+    (:class:`ConcatFeverTask`, :class:`KgatFeverTask`), which :meth:`variant` picks."""
 
     name = "fever"
     main_metric = "accuracy"
     args_class = FeverArguments
-    # Paper settings (KGAT setup): 3 epochs, LR 2e-5 for BERT-concat, 5e-5 for KGAT.
-    model_type_defaults = {
-        "concat": {"learning_rate": 2e-5, "num_train_epochs": 3.0},
-        "kgat": {"learning_rate": 5e-5, "num_train_epochs": 3.0, "per_device_train_batch_size": 8,
-                 "gradient_accumulation_steps": 4, "per_device_eval_batch_size": 16},
-    }
-    training_defaults = model_type_defaults["concat"]
+    model_type = "concat"
+    training_defaults: dict = {}  # each variant has the paper's own (see ConcatFeverTask.training_defaults)
+
+    @staticmethod
+    def variant(model_type: str, model_name_or_path: str | None = None) -> type[FeverTask]:
+        """The task class of ``--model_type``; a model fine-tuned here decides its own (its ``fever_head.json``),
+        for its settings as for its class."""
+        head = read_head_config(model_name_or_path, HEAD) if model_name_or_path else None
+        model_type = head["model_type"] if head is not None else model_type
+        check_model_type(model_type)
+        return {"concat": ConcatFeverTask, "kgat": KgatFeverTask}[model_type]
 
     @classmethod
     def defaults_for(cls, argv: list[str]) -> dict:
-        """The paper's settings of the ``--model_type`` in ``argv`` or its ``--config`` file (default concat)."""
-        model_type = peek_argument(argv, "model_type") or "concat"
-        check_model_type(model_type)
-        return dict(cls.model_type_defaults[model_type])
+        """The paper's settings of the variant :meth:`variant` picks from ``argv`` or its ``--config`` file
+        (default concat); a variant class gives its own."""
+        if cls is not FeverTask:
+            return dict(cls.training_defaults)
+        model_type = peek_argument(argv, "model_type") or FeverTask.model_type
+        return dict(cls.variant(model_type, peek_argument(argv, "model_name_or_path")).training_defaults)
+
+    @classmethod
+    def run(cls, task_args: FeverArguments, training_args: FinetuningArguments) -> dict[str, float]:
+        """Run the variant of ``--model_type`` (or of the model fine-tuned here that ``--model_name_or_path``
+        names); a variant class runs itself."""
+        task_class = cls.variant(task_args.model_type, training_args.model_name_or_path) if cls is FeverTask else cls
+        return run_finetuning(task_class(task_args, training_args), training_args)
 
     def __init__(self, task_args: FeverArguments, training_args: FinetuningArguments):
+        if type(self) is FeverTask:
+            raise TypeError("FeverTask is the family; build FeverTask.variant(model_type) (or let run() pick it)")
         super().__init__(task_args, training_args)
         check_data_flags(training_args, task_args)
         args = task_args
         self.model_name_or_path = model_name_or_path = training_args.model_name_or_path
         self.head = read_head_config(model_name_or_path, HEAD)
-        if self.head is not None:  # a model fine-tuned here decides its own type
-            args.model_type = self.head["model_type"]
-            if args.model_type == "kgat":
-                check_head_weights(model_name_or_path, HEAD)
-        check_model_type(args.model_type)
+        if self.head is not None and self.head["model_type"] != self.model_type:
+            raise CorefBertError(f"this folder holds a {self.head['model_type']} model, not a {self.model_type} "
+                                 "one", path=model_name_or_path)
+        args.model_type = self.model_type  # the class decides; the flag only chose the class
         self.tokenizer = AutoTokenizer.from_pretrained(model_name_or_path)
         self.claims = {
             "train": self._load(args.train_file, args.train_evidence_file),
@@ -306,10 +323,6 @@ class FeverTask(FinetuningTask):
         if args.validation_split_percentage and self.claims["train"] and not self.claims["eval"]:
             self.claims["train"], self.claims["eval"] = held_out_split(
                 self.claims["train"], args.validation_split_percentage, args.split_seed)
-        config = AutoConfig.from_pretrained(model_name_or_path)
-        # RoBERTa's positions start after the padding index: two fewer usable positions.
-        positions = config.max_position_embeddings - (2 if config.model_type in ("roberta", "camembert") else 0)
-        self.concat_length = min(args.max_concat_length, positions)
 
     def _load(self, path: str | None, evidence_path: str | None) -> list[Claim] | None:
         if path is None:
@@ -327,25 +340,13 @@ class FeverTask(FinetuningTask):
     def _features(self, claims: list[Claim] | None) -> list[dict] | None:
         if not claims:
             return None
-        k, features = self.task_args.max_evidence, []
         label_index = {label: i for i, label in enumerate(LABELS)}
-        if self.task_args.model_type == "concat":
-            texts = [" ".join(_evidence_text(e) for e in c.candidates[:k]) for c in claims]
-            encoded = self.tokenizer([c.claim for c in claims], texts, truncation="longest_first",
-                                     max_length=self.concat_length)
-            for i, claim in enumerate(claims):
-                features.append({key: encoded[key][i] for key in encoded} | {"label": label_index.get(claim.label)})
-            return features
-        for claim in claims:
-            nodes = [_evidence_text(e) for e in claim.candidates[:k]] or [""]  # no evidence: the claim alone
-            encoded = self.tokenizer([claim.claim] * len(nodes), nodes, truncation="longest_first",
-                                     max_length=self.task_args.max_seq_length)
-            sides = [encoded.sequence_ids(n) for n in range(len(nodes))]
-            features.append({key: encoded[key] for key in encoded} | {
-                "claim_mask": [[int(s == 0) for s in side] for side in sides],
-                "evidence_mask": [[int(s == 1) for s in side] for side in sides],
-                "label": label_index.get(claim.label)})
-        return features
+        return [row | {"label": label_index.get(claim.label)}
+                for claim, row in zip(claims, self.encode(claims))]
+
+    def encode(self, claims: list[Claim]) -> list[dict]:
+        """One feature row per claim (its label added by the caller)."""
+        raise NotImplementedError
 
     def train_dataset(self):
         return self._features(self.claims["train"])
@@ -358,35 +359,15 @@ class FeverTask(FinetuningTask):
 
     def collate(self, features):
         pad = self.tokenizer.pad_token_id
-        batch: dict[str, torch.Tensor] = {}
-        if self.task_args.model_type == "concat":
-            for key in features[0]:
-                if key != "label":
-                    batch[key] = _pad([f[key] for f in features], pad if key == "input_ids" else 0)
-        else:
-            nodes = max(len(f["input_ids"]) for f in features)
-            for key in features[0]:
-                if key != "label":
-                    batch[key] = _pad([row for f in features for row in f[key]], pad if key == "input_ids" else 0)
-            batch["node_index"] = torch.tensor([b * nodes + n for b, f in enumerate(features)
-                                                for n in range(len(f["input_ids"]))])
-            batch["node_mask"] = torch.tensor([[n < len(f["input_ids"]) for n in range(nodes)] for f in features])
+        rows = self.model_rows(features)
+        batch = {key: _pad(rows[key], pad if key == "input_ids" else 0) for key in rows}
         if all(f["label"] is not None for f in features):
             batch["labels"] = torch.tensor([f["label"] for f in features])
         return batch
 
-    def build_model(self):
-        if self.task_args.model_type == "concat":
-            return AutoModelForSequenceClassification.from_pretrained(
-                self.model_name_or_path, num_labels=len(LABELS), id2label=dict(enumerate(LABELS)),
-                label2id={label: i for i, label in enumerate(LABELS)})
-        # The pooler is kept frozen (KGAT reads token states) so the saved encoder is a complete checkpoint.
-        encoder = load_encoder(self.model_name_or_path)
-        if self.head is not None:
-            model = KgatModel(encoder, len(LABELS), self.head["num_kernels"])
-            load_encoder_and_head(model, self.model_name_or_path, HEAD, with_encoder=False)
-            return model
-        return KgatModel(encoder, len(LABELS), self.task_args.num_kernels)
+    def model_rows(self, features: list[dict]) -> dict[str, list[list[int]]]:
+        """The token rows of a batch by input name, before padding."""
+        raise NotImplementedError
 
     def evaluate(self, model, dataloader, accelerator, split):
         predicted = []
@@ -413,20 +394,97 @@ class FeverTask(FinetuningTask):
                 handle.write(json.dumps(row) + "\n")
         return [path]
 
+
+class ConcatFeverTask(FeverTask):
+    """BERT-concat: the claim and its evidence sentences joined into one sequence-pair classifier input, saved
+    as a standard ``AutoModelForSequenceClassification`` checkpoint."""
+
+    model_type = "concat"
+    # Paper settings (KGAT setup): 3 epochs, LR 2e-5 for BERT-concat.
+    training_defaults = {"learning_rate": 2e-5, "num_train_epochs": 3.0}
+
+    def __init__(self, task_args: FeverArguments, training_args: FinetuningArguments):
+        super().__init__(task_args, training_args)
+        config = AutoConfig.from_pretrained(self.model_name_or_path)
+        # RoBERTa's positions start after the padding index: two fewer usable positions.
+        positions = config.max_position_embeddings - (2 if config.model_type in ("roberta", "camembert") else 0)
+        self.concat_length = min(task_args.max_concat_length, positions)
+
+    def encode(self, claims):
+        k = self.task_args.max_evidence
+        texts = [" ".join(_evidence_text(e) for e in c.candidates[:k]) for c in claims]
+        encoded = self.tokenizer([c.claim for c in claims], texts, truncation="longest_first",
+                                 max_length=self.concat_length)
+        return [{key: encoded[key][i] for key in encoded} for i in range(len(claims))]
+
+    def model_rows(self, features):
+        return {key: [f[key] for f in features] for key in features[0] if key != "label"}
+
+    def build_model(self):
+        return AutoModelForSequenceClassification.from_pretrained(
+            self.model_name_or_path, num_labels=len(LABELS), id2label=dict(enumerate(LABELS)),
+            label2id={label: i for i, label in enumerate(LABELS)})
+
     def save_pretrained(self, model, output_dir, state_dict=None):
-        if self.task_args.model_type == "concat":  # a standard sequence-classification checkpoint
-            super().save_pretrained(model, output_dir, state_dict=state_dict)
-            write_head_config(output_dir, HEAD, {"model_type": "concat"})
-        else:  # the encoder as an ordinary checkpoint, the KGAT head in fever_head.safetensors
-            save_encoder_and_head(model, output_dir, HEAD, {"model_type": "kgat", "num_kernels": len(model.mus)},
-                                  state_dict)
-            self.tokenizer.save_pretrained(output_dir)
+        super().save_pretrained(model, output_dir, state_dict=state_dict)  # a standard classification checkpoint
+        write_head_config(output_dir, HEAD, {"model_type": "concat"})
+
+
+class KgatFeverTask(FeverTask):
+    """KGAT (Liu et al. 2020): one claim-evidence pair per node, kernel attention over the nodes; the encoder is
+    saved as an ordinary checkpoint, the KGAT head in ``fever_head.safetensors``."""
+
+    model_type = "kgat"
+    # Paper settings (KGAT setup): 3 epochs, LR 5e-5, batch 32 as 8 x 4 accumulated.
+    training_defaults = {"learning_rate": 5e-5, "num_train_epochs": 3.0, "per_device_train_batch_size": 8,
+                         "gradient_accumulation_steps": 4, "per_device_eval_batch_size": 16}
+
+    def __init__(self, task_args: FeverArguments, training_args: FinetuningArguments):
+        super().__init__(task_args, training_args)
+        if self.head is not None:
+            check_head_weights(self.model_name_or_path, HEAD)
+
+    def encode(self, claims):
+        rows = []
+        for claim in claims:
+            # No evidence: the claim alone.
+            nodes = [_evidence_text(e) for e in claim.candidates[:self.task_args.max_evidence]] or [""]
+            encoded = self.tokenizer([claim.claim] * len(nodes), nodes, truncation="longest_first",
+                                     max_length=self.task_args.max_seq_length)
+            sides = [encoded.sequence_ids(n) for n in range(len(nodes))]
+            rows.append({key: encoded[key] for key in encoded} | {
+                "claim_mask": [[int(s == 0) for s in side] for side in sides],
+                "evidence_mask": [[int(s == 1) for s in side] for side in sides]})
+        return rows
+
+    def model_rows(self, features):
+        # Every node of every claim is one row: [sum of nodes, length] after padding.
+        return {key: [row for f in features for row in f[key]] for key in features[0] if key != "label"}
+
+    def collate(self, features):
+        batch = super().collate(features)
+        nodes = max(len(f["input_ids"]) for f in features)
+        batch["node_index"] = torch.tensor([b * nodes + n for b, f in enumerate(features)
+                                            for n in range(len(f["input_ids"]))])
+        batch["node_mask"] = torch.tensor([[n < len(f["input_ids"]) for n in range(nodes)] for f in features])
+        return batch
+
+    def build_model(self):
+        # The pooler is kept frozen (KGAT reads token states) so the saved encoder is a complete checkpoint.
+        encoder = load_encoder(self.model_name_or_path)
+        if self.head is not None:
+            model = KgatModel(encoder, len(LABELS), self.head["num_kernels"])
+            load_encoder_and_head(model, self.model_name_or_path, HEAD, with_encoder=False)
+            return model
+        return KgatModel(encoder, len(LABELS), self.task_args.num_kernels)
+
+    def save_pretrained(self, model, output_dir, state_dict=None):
+        save_encoder_and_head(model, output_dir, HEAD, {"model_type": "kgat", "num_kernels": len(model.mus)},
+                              state_dict)
+        self.tokenizer.save_pretrained(output_dir)
 
     def load_weights(self, model, directory):
-        if self.task_args.model_type == "concat":
-            super().load_weights(model, directory)
-        else:
-            load_encoder_and_head(model, directory, HEAD)
+        load_encoder_and_head(model, directory, HEAD)
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:

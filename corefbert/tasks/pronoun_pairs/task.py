@@ -23,7 +23,7 @@ import torch
 from corefbert.arguments import peek_argument
 from corefbert.errors import CorefBertError
 from corefbert.metrics.pair_metrics import pair_metrics_by_type
-from corefbert.tasks.base import FinetuningArguments, FinetuningTask, check_data_flags
+from corefbert.tasks.base import FinetuningArguments, FinetuningTask, check_data_flags, run_finetuning
 from corefbert.tasks.base import main as run_task
 from corefbert.tasks.pronoun_pairs.models import (
     MODEL_TYPES,
@@ -159,24 +159,42 @@ def read_pairs(path: str, types: list[str] | None = None) -> list[PairExample]:
 
 
 class PronounPairsTask(FinetuningTask):
-    """Pronoun-pair entailment on the training core: ``--model da|lstmn|bilstm`` train from scratch
-    (``uses_model_folder`` False; ``--model_name_or_path`` may name a folder this task saved, to evaluate or
-    continue it), ``--model bert`` fine-tunes a checkpoint."""
+    """Pronoun-pair entailment on the training core. The family: pairs, windows, evaluation and predictions; the
+    classifier is a subclass with its own recipe, which :meth:`variant` picks from ``--model``:
+    :class:`ScratchPairsTask` (``da|lstmn|bilstm``, trained from scratch; ``--model_name_or_path`` may name a
+    folder this task saved, to evaluate or continue it) or :class:`BertPairsTask` (``bert``, fine-tunes a
+    checkpoint)."""
 
     name = "pronoun_pairs"
     main_metric = "accuracy"  # the paper's table 2
     args_class = PronounPairsArguments
 
+    @staticmethod
+    def variant(model: str) -> type[PronounPairsTask]:
+        """The task class of ``--model``."""
+        return BertPairsTask if model == "bert" else ScratchPairsTask
+
     @classmethod
     def defaults_for(cls, argv: list[str]) -> dict:
-        return {} if (peek_argument(argv, "model") or "da") == "bert" else dict(SCRATCH_DEFAULTS)
+        """The recipe of the variant ``--model`` names in ``argv`` or its ``--config`` file (default da); a
+        variant class gives its own."""
+        if cls is not PronounPairsTask:
+            return dict(cls.training_defaults)
+        return dict(cls.variant(peek_argument(argv, "model") or "da").training_defaults)
+
+    @classmethod
+    def run(cls, task_args: PronounPairsArguments, training_args: FinetuningArguments) -> dict[str, float]:
+        """Run the variant of ``--model``; a variant class runs itself."""
+        task_class = cls.variant(task_args.model) if cls is PronounPairsTask else cls
+        return run_finetuning(task_class(task_args, training_args), training_args)
 
     def __init__(self, task_args: PronounPairsArguments, training_args: FinetuningArguments):
+        if type(self) is PronounPairsTask:
+            raise TypeError("PronounPairsTask is the family; build PronounPairsTask.variant(model) (or let run() "
+                            "pick it)")
         super().__init__(task_args, training_args)
         check_data_flags(training_args, task_args, "pairs.jsonl")
-        self.is_bert = task_args.model == "bert"
         self.main_metric = task_args.selection_metric
-        self.uses_model_folder = self.is_bert
         self.model_dir = training_args.model_name_or_path
         self.truncated = Counter()
         train_types, eval_types = task_args.train_types.split(","), task_args.eval_types.split(",")
@@ -185,14 +203,88 @@ class PronounPairsTask(FinetuningTask):
             "eval": read_pairs(task_args.validation_file, eval_types) if task_args.validation_file else [],
             "predict": read_pairs(task_args.test_file, eval_types) if training_args.do_predict else [],
         }
+
+    def features(self, source: str, target: str) -> dict:
+        """The model inputs of one pair of (windowed) texts."""
+        raise NotImplementedError
+
+    def _encode(self, example: PairExample) -> dict:
+        source, target, cut = replacement_window(example.source, example.target, self.task_args.max_words)
+        if cut:
+            self.truncated[example.type] += 1
+        return {**self.features(source, target), "labels": example.label}
+
+    def _dataset(self, split: str) -> list[dict] | None:
+        examples = self.examples[split]
+        if not examples:
+            return None
+        self.truncated.clear()
+        features = [self._encode(e) for e in examples]
+        if self.truncated:
+            logger.warning("%s: %d pairs cut to --max_words %d (%s)", split, sum(self.truncated.values()),
+                           self.task_args.max_words, ", ".join(f"{k} {n}" for k, n in sorted(self.truncated.items())))
+        return features
+
+    def train_dataset(self):
+        return self._dataset("train")
+
+    def eval_dataset(self):
+        return self._dataset("eval")
+
+    def predict_dataset(self):
+        return self._dataset("predict")
+
+    def token_masks(self, batch: dict) -> list[torch.Tensor]:
+        """BERT: the pair's ``attention_mask``; the word models: the source and target masks."""
+        return [batch[k] for k in ("attention_mask", "source_mask", "target_mask") if k in batch]
+
+    def collate(self, features: list[dict]) -> dict[str, torch.Tensor]:
+        """Pad to the longest text of the batch (:meth:`padded_inputs`); ``labels`` ``[batch]``."""
+        return {**self.padded_inputs(features), "labels": torch.tensor([f["labels"] for f in features])}  # [batch]
+
+    def padded_inputs(self, features: list[dict]) -> dict[str, torch.Tensor]:
+        """The model inputs of a batch, padded: ``[batch, longest]`` each."""
+        raise NotImplementedError
+
+    def evaluate(self, model, dataloader, accelerator, split):
+        """Predict every pair (in dataset order: no shuffling, ``gather_for_metrics`` drops the padding
+        duplicates); metrics overall and per type (``<type>_accuracy``, ``<type>_count``)."""
+        predictions, probabilities = [], []
+        for batch in dataloader:
+            inputs = {k: v for k, v in batch.items() if k != "labels"}
+            logits = model(**inputs).logits.float()  # [batch, 2]
+            predictions.append(accelerator.gather_for_metrics(logits.argmax(-1)).cpu())
+            probabilities.append(accelerator.gather_for_metrics(logits.softmax(-1)[:, 1]).cpu())
+        examples = self.examples["eval" if split == "eval" else "predict"]
+        # --max_eval_samples cuts the dataset, not the examples: zip stops at the shorter
+        rows = [(e, int(p), float(q)) for e, p, q in zip(examples, torch.cat(predictions), torch.cat(probabilities))]
+        metrics = pair_metrics_by_type([p for _, p, _ in rows], [e.label for e, _, _ in rows],
+                                       [e.type for e, _, _ in rows])
+        return metrics, rows
+
+    def write_predictions(self, predictions, output_dir: str, split: str) -> list[str]:
+        """``<split>_predictions.jsonl``: per pair its input line, type, label, prediction, P(entailed)."""
+        path = os.path.join(output_dir, f"{split}_predictions.jsonl")
+        with open(path, "w", encoding="utf-8") as handle:
+            for example, prediction, probability in predictions:
+                handle.write(json.dumps({"line": example.line, "type": example.type, "label": example.label,
+                                         "prediction": prediction, "p_entailed": round(probability, 6)}) + "\n")
+        return [path]
+
+
+class ScratchPairsTask(PronounPairsTask):
+    """``--model da|lstmn|bilstm`` (:mod:`corefbert.tasks.pronoun_pairs.models`): trained from scratch on
+    whitespace-split words, saved as safetensors + ``pair_model.json`` + ``vocab.json``."""
+
+    uses_model_folder = False
+    training_defaults = SCRATCH_DEFAULTS
+
+    def __init__(self, task_args: PronounPairsArguments, training_args: FinetuningArguments):
+        super().__init__(task_args, training_args)
+        if task_args.model == "bert":
+            raise CorefBertError("--model bert is BertPairsTask's; ScratchPairsTask trains da, lstmn or bilstm")
         self.pretrained, self.config = None, None
-        if self.is_bert:
-            if not self.model_dir:
-                raise CorefBertError("--model bert fine-tunes a checkpoint: pass --model_name_or_path (a BERT, "
-                                     "RoBERTa or CorefBERT folder)")
-            self.tokenizer = _load_tokenizer(self.model_dir)
-        else:
-            self.vocabulary = self._vocabulary()
+        self.vocabulary = self._vocabulary()
 
     def _vocabulary(self) -> Vocabulary:
         """From the model folder when one is given, else built from the training pairs (or the word vectors)."""
@@ -224,105 +316,62 @@ class PronounPairsTask(FinetuningTask):
         return vocabulary
 
     def build_model(self) -> torch.nn.Module:
-        if self.is_bert:
-            from transformers import AutoModelForSequenceClassification
-
-            try:
-                return AutoModelForSequenceClassification.from_pretrained(
-                    self.model_dir, num_labels=2, id2label=dict(enumerate(LABEL_NAMES)),
-                    label2id={n: i for i, n in enumerate(LABEL_NAMES)})
-            except OSError as err:
-                raise CorefBertError(f"cannot load the model ({err}); give a Hugging Face checkpoint directory",
-                                     path=self.model_dir) from None
         model = build_pair_model(self.config, self.pretrained)
         if self.model_dir:
             load_pair_weights(model, self.model_dir)
         return model
 
-    def _encode(self, example: PairExample) -> dict:
-        source, target, cut = replacement_window(example.source, example.target, self.task_args.max_words)
-        if cut:
-            self.truncated[example.type] += 1
-        if self.is_bert:
-            feature = dict(self.tokenizer(source, target, truncation=True, max_length=self.task_args.max_seq_length))
-        else:
-            feature = {"source_ids": self.vocabulary.encode(source.split()),
-                       "target_ids": self.vocabulary.encode(target.split())}
-        return {**feature, "labels": example.label}
+    def features(self, source: str, target: str) -> dict:
+        return {"source_ids": self.vocabulary.encode(source.split()), "target_ids": self.vocabulary.encode(target.split())}
 
-    def _dataset(self, split: str) -> list[dict] | None:
-        examples = self.examples[split]
-        if not examples:
-            return None
-        self.truncated.clear()
-        features = [self._encode(e) for e in examples]
-        if self.truncated:
-            logger.warning("%s: %d pairs cut to --max_words %d (%s)", split, sum(self.truncated.values()),
-                           self.task_args.max_words, ", ".join(f"{k} {n}" for k, n in sorted(self.truncated.items())))
-        return features
-
-    def train_dataset(self):
-        return self._dataset("train")
-
-    def eval_dataset(self):
-        return self._dataset("eval")
-
-    def predict_dataset(self):
-        return self._dataset("predict")
-
-    def token_masks(self, batch: dict) -> list[torch.Tensor]:
-        """BERT: the pair's ``attention_mask``; the word models: the source and target masks."""
-        return [batch[k] for k in ("attention_mask", "source_mask", "target_mask") if k in batch]
-
-    def collate(self, features: list[dict]) -> dict[str, torch.Tensor]:
-        """Pad to the longest text of the batch; ``labels`` ``[batch]``."""
-        if self.is_bert:
-            pads = {"input_ids": self.tokenizer.pad_token_id, "attention_mask": 0, "token_type_ids": 0}
-            batch = {k: _pad([f[k] for f in features], pad) for k, pad in pads.items() if k in features[0]}
-        else:
-            batch = {}
-            for side in ("source", "target"):
-                rows = [f[f"{side}_ids"] or [self.vocabulary.word_index[UNK]] for f in features]
-                batch[f"{side}_ids"] = _pad(rows, 0)  # [batch, len]
-                batch[f"{side}_mask"] = _pad([[1] * len(r) for r in rows], 0)  # [batch, len]
-        batch["labels"] = torch.tensor([f["labels"] for f in features])  # [batch]
+    def padded_inputs(self, features: list[dict]) -> dict[str, torch.Tensor]:
+        batch = {}
+        for side in ("source", "target"):
+            rows = [f[f"{side}_ids"] or [self.vocabulary.word_index[UNK]] for f in features]
+            batch[f"{side}_ids"] = _pad(rows, 0)  # [batch, len]
+            batch[f"{side}_mask"] = _pad([[1] * len(r) for r in rows], 0)  # [batch, len]
         return batch
 
-    def evaluate(self, model, dataloader, accelerator, split):
-        """Predict every pair (in dataset order: no shuffling, ``gather_for_metrics`` drops the padding
-        duplicates); metrics overall and per type (``<type>_accuracy``, ``<type>_count``)."""
-        predictions, probabilities = [], []
-        for batch in dataloader:
-            inputs = {k: v for k, v in batch.items() if k != "labels"}
-            logits = model(**inputs).logits.float()  # [batch, 2]
-            predictions.append(accelerator.gather_for_metrics(logits.argmax(-1)).cpu())
-            probabilities.append(accelerator.gather_for_metrics(logits.softmax(-1)[:, 1]).cpu())
-        examples = self.examples["eval" if split == "eval" else "predict"]
-        # --max_eval_samples cuts the dataset, not the examples: zip stops at the shorter
-        rows = [(e, int(p), float(q)) for e, p, q in zip(examples, torch.cat(predictions), torch.cat(probabilities))]
-        metrics = pair_metrics_by_type([p for _, p, _ in rows], [e.label for e, _, _ in rows],
-                                       [e.type for e, _, _ in rows])
-        return metrics, rows
-
-    def write_predictions(self, predictions, output_dir: str, split: str) -> list[str]:
-        """``<split>_predictions.jsonl``: per pair its input line, type, label, prediction, P(entailed)."""
-        path = os.path.join(output_dir, f"{split}_predictions.jsonl")
-        with open(path, "w", encoding="utf-8") as handle:
-            for example, prediction, probability in predictions:
-                handle.write(json.dumps({"line": example.line, "type": example.type, "label": example.label,
-                                         "prediction": prediction, "p_entailed": round(probability, 6)}) + "\n")
-        return [path]
-
     def save_pretrained(self, model, output_dir: str, state_dict: dict | None = None) -> None:
-        if self.is_bert:
-            return super().save_pretrained(model, output_dir, state_dict)
         save_pair_model(model, self.config, output_dir, state_dict)
         self.vocabulary.save(output_dir)
 
     def load_weights(self, model, directory: str) -> None:
-        if self.is_bert:
-            return super().load_weights(model, directory)
         load_pair_weights(model, directory)
+
+
+class BertPairsTask(PronounPairsTask):
+    """``--model bert``: a sequence-pair classifier from any BERT/RoBERTa checkpoint (a CorefBERT one included),
+    saved as ``AutoModelForSequenceClassification``; it keeps the fine-tuning defaults (BERT's recipe)."""
+
+    training_defaults: dict = {}
+
+    def __init__(self, task_args: PronounPairsArguments, training_args: FinetuningArguments):
+        super().__init__(task_args, training_args)
+        if task_args.model != "bert":
+            raise CorefBertError(f"--model {task_args.model} is ScratchPairsTask's; BertPairsTask fine-tunes bert")
+        if not self.model_dir:
+            raise CorefBertError("--model bert fine-tunes a checkpoint: pass --model_name_or_path (a BERT, "
+                                 "RoBERTa or CorefBERT folder)")
+        self.tokenizer = _load_tokenizer(self.model_dir)
+
+    def build_model(self) -> torch.nn.Module:
+        from transformers import AutoModelForSequenceClassification
+
+        try:
+            return AutoModelForSequenceClassification.from_pretrained(
+                self.model_dir, num_labels=2, id2label=dict(enumerate(LABEL_NAMES)),
+                label2id={n: i for i, n in enumerate(LABEL_NAMES)})
+        except OSError as err:
+            raise CorefBertError(f"cannot load the model ({err}); give a Hugging Face checkpoint directory",
+                                 path=self.model_dir) from None
+
+    def features(self, source: str, target: str) -> dict:
+        return dict(self.tokenizer(source, target, truncation=True, max_length=self.task_args.max_seq_length))
+
+    def padded_inputs(self, features: list[dict]) -> dict[str, torch.Tensor]:
+        pads = {"input_ids": self.tokenizer.pad_token_id, "attention_mask": 0, "token_type_ids": 0}
+        return {k: _pad([f[k] for f in features], pad) for k, pad in pads.items() if k in features[0]}
 
 
 def replacement_window(source: str, target: str, max_words: int) -> tuple[str, str, bool]:

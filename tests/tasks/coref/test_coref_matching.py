@@ -188,3 +188,35 @@ def test_wsc_xml_with_an_unknown_declared_encoding_is_one_line(tmp_path):
     path.write_bytes(b'<?xml version="1.0" encoding="ISO-8859-99"?>\n<collection></collection>\n')
     with pytest.raises(CorefBertError, match="unknown encoding"):
         read_wsc_xml(str(path))
+
+
+# ------------------------------------------------------------- issue 24: the scorer is a strategy, chosen once
+
+
+@pytest.mark.parametrize("zero_shot, scorer", [(None, "MlmScorer"), ("mlm", "MlmScorer"), ("copy", "CopyScorer")])
+def test_zero_shot_picks_one_scorer_whose_features_and_batches_the_task_uses(zero_shot, scorer, tmp_path,
+                                                                             bert_tokenizer):
+    blocks = str(FIXTURES / "coref" / "blocks.txt")
+    flags = ["--zero_shot", zero_shot] if zero_shot else []
+    task = _task(tmp_path, bert_tokenizer, "--do_eval", "--validation_file", blocks, *flags)
+    assert type(task.scorer).__name__ == scorer
+    features = [task.eval_dataset()[i] for i in range(2)]
+    example = task.sources["eval"][0][2][0]
+    assert {k: v for k, v in features[0].items() if k not in ("index", "label")} == task.scorer.encode(example)
+    batch = task.collate(features)
+    assert batch.keys() == task.scorer.collate(features).keys()
+    # Copy scoring's batches carry the query and the mention spans; the masked LM's the candidate targets.
+    assert ("query_position" in batch) == (scorer == "CopyScorer")
+    assert ("target_ids" in batch) == (scorer == "MlmScorer")
+
+
+def test_only_copy_scoring_adds_candidate_match_counts(tmp_path, bert_tokenizer):
+    from corefbert.tasks.coref.scorers import CopyScorer, MlmScorer
+
+    blocks = str(FIXTURES / "coref" / "blocks.txt")
+    task = _task(tmp_path, bert_tokenizer, "--do_eval", "--validation_file", blocks, "--zero_shot", "copy")
+    rows = [(e, [0.0, -1.0], 0) for e in task._read("eval", [blocks], False)[0][2]]
+    counts = CopyScorer(task.data_args, task.tokenizer, "unused").file_metrics(blocks, rows)
+    assert set(counts) == {"unmatched_candidates", "loosely_matched_candidates", "undecided"}
+    assert counts["undecided"] == 0
+    assert MlmScorer(task.data_args, task.tokenizer, "unused").file_metrics(blocks, rows) == {}

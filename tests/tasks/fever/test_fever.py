@@ -118,8 +118,9 @@ def _task(tiny_bert_dir, **kwargs):
 
     options = dict(train_file=str(FEVER / "train.jsonl"), wiki_pages_dir=str(FEVER / "wiki-pages"),
                    model_type="kgat", max_seq_length=32) | kwargs
-    return FeverTask(FeverArguments(**options), FinetuningArguments(model_name_or_path=str(tiny_bert_dir),
-                                                                    output_dir="unused", do_train=True))
+    return FeverTask.variant(options["model_type"])(
+        FeverArguments(**options), FinetuningArguments(model_name_or_path=str(tiny_bert_dir), output_dir="unused",
+                                                       do_train=True))
 
 
 def test_kgat_masks_padded_nodes(tiny_bert_dir):
@@ -225,3 +226,41 @@ def test_fever_evaluate_module_loads_offline_and_matches():
                     {"label": "SUPPORTS", "evidence": [[{"page": "A", "sentence": 1}, {"page": "A", "sentence": 2}]]}],
     )
     assert result == pytest.approx({"accuracy": 100.0, "macro_f1": 100.0, "fever_score": 50.0})
+
+
+@pytest.mark.parametrize("model_type", ["concat", "kgat"])
+def test_each_model_type_is_a_class_whose_defaults_a_flag_and_a_config_give_alike(model_type, tmp_path):
+    """Issue 24: a variant that changes the recipe is a class with its own ``training_defaults``; the command
+    line and a ``--config`` YAML pick it alike."""
+    import dataclasses
+
+    from corefbert.tasks.base import parse_task_arguments
+    from corefbert.tasks.fever.task import FeverTask
+
+    variant = FeverTask.variant(model_type)
+    assert variant.model_type == model_type and variant.training_defaults
+    config = tmp_path / "fever.yaml"
+    config.write_text(f"model_type: {model_type}\n")
+    base = ["--model_name_or_path", "m", "--output_dir", str(tmp_path)]
+    parsed = [parse_task_arguments(FeverTask, [*base, "--model_type", model_type]),
+              parse_task_arguments(FeverTask, [*base, "--config", str(config)]),
+              parse_task_arguments(variant, [*base, "--model_type", model_type])]
+    flags, yaml_file, direct = [dataclasses.asdict(args) for _, args in parsed]
+    assert flags == yaml_file == direct
+    assert {key: flags[key] for key in variant.training_defaults} == variant.training_defaults
+    assert FeverTask.variant("concat").training_defaults != FeverTask.variant("kgat").training_defaults
+
+
+def test_a_model_fine_tuned_here_picks_its_own_variant_and_defaults(tmp_path):
+    from corefbert.tasks.base import FinetuningArguments
+    from corefbert.tasks.fever.task import ConcatFeverTask, FeverArguments, FeverTask, KgatFeverTask
+    from corefbert.tasks.heads import write_head_config
+
+    write_head_config(str(tmp_path), "fever", {"model_type": "kgat", "num_kernels": 21})
+    assert FeverTask.variant("concat", str(tmp_path)) is KgatFeverTask
+    assert FeverTask.defaults_for(["--model_name_or_path", str(tmp_path)]) == KgatFeverTask.training_defaults
+    args = FinetuningArguments(model_name_or_path=str(tmp_path), output_dir="unused", do_train=True)
+    with pytest.raises(CorefBertError, match="holds a kgat model, not a concat one"):
+        ConcatFeverTask(FeverArguments(train_file=str(FEVER / "pairs.jsonl")), args)
+    with pytest.raises(TypeError, match="FeverTask is the family"):
+        FeverTask(FeverArguments(train_file=str(FEVER / "pairs.jsonl")), args)

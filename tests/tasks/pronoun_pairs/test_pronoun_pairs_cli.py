@@ -235,3 +235,48 @@ def test_scratch_models_get_their_defaults_and_bert_keeps_berts(tmp_path):
     assert (bert.learning_rate, bert.num_train_epochs) == (3e-5, 3.0)
     _, chosen = parse_task_arguments(PronounPairsTask, [*base, "--model", "da", "--learning_rate", "0.05"])
     assert chosen.learning_rate == 0.05
+
+
+@pytest.mark.parametrize("model", ["da", "lstmn", "bilstm", "bert"])
+def test_each_classifier_recipe_is_a_class_whose_defaults_a_flag_and_a_config_give_alike(model, tmp_path):
+    """Issue 24: the BERT and the from-scratch recipes are task classes with their own ``training_defaults``;
+    ``--model`` on the command line and in a ``--config`` YAML pick the same one."""
+    import dataclasses
+
+    from corefbert.tasks.base import parse_task_arguments
+    from corefbert.tasks.pronoun_pairs.task import BertPairsTask, PronounPairsTask, ScratchPairsTask
+
+    variant = PronounPairsTask.variant(model)
+    assert variant is (BertPairsTask if model == "bert" else ScratchPairsTask)
+    config = tmp_path / "pairs.yaml"
+    config.write_text(f"model: {model}\n")
+    base = ["--output_dir", str(tmp_path)]
+    parsed = [parse_task_arguments(PronounPairsTask, [*base, "--model", model]),
+              parse_task_arguments(PronounPairsTask, [*base, "--config", str(config)]),
+              parse_task_arguments(variant, [*base, "--model", model])]
+    flags, yaml_file, direct = [dataclasses.asdict(args) for _, args in parsed]
+    assert flags == yaml_file == direct
+    assert flags["learning_rate"] == (3e-5 if model == "bert" else 1e-3)
+    assert variant.uses_model_folder == (model == "bert")
+
+
+def test_the_family_is_not_a_task_and_a_variant_refuses_the_other_recipe(tmp_path):
+    from corefbert.errors import CorefBertError
+    from corefbert.tasks.base import FinetuningArguments
+    from corefbert.tasks.pronoun_pairs.task import (
+        BertPairsTask,
+        PronounPairsArguments,
+        PronounPairsTask,
+        ScratchPairsTask,
+    )
+
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text('{"label": 1, "source": "he sat", "target": "Tom sat", "type": "correct"}\n')
+    args = FinetuningArguments(output_dir=str(tmp_path / "out"), do_train=True)
+    with pytest.raises(TypeError, match="PronounPairsTask is the family"):
+        PronounPairsTask(PronounPairsArguments(train_file=str(pairs)), args)
+    with pytest.raises(CorefBertError, match="BertPairsTask fine-tunes bert"):
+        BertPairsTask(PronounPairsArguments(model="da", train_file=str(pairs)), args)
+    with pytest.raises(CorefBertError, match="--model bert is BertPairsTask's"):
+        ScratchPairsTask(PronounPairsArguments(model="bert", train_file=str(pairs)), args)
+    assert ScratchPairsTask(PronounPairsArguments(model="da", train_file=str(pairs)), args).train_dataset()
