@@ -35,6 +35,7 @@ from corefbert.ablation.probes import (
     statistic,
 )
 from corefbert.errors import CorefBertError
+from corefbert.text.tokenizers import load_tokenizer
 
 #: Each arm's flags over the given ones. "corefbert" keeps the flags as given.
 ARMS = {
@@ -163,7 +164,7 @@ def _study_corpus(train_args, corpus_args):
     """The one corpus every run trains on: ``--dataset_dir``, or the corpus flags prepared once (cached)."""
     from transformers import AutoConfig
 
-    from corefbert.corpus.prepare import PrepareArguments, load_tokenizer, prepare_corpus
+    from corefbert.corpus.prepare import PrepareArguments, prepare_corpus
     from corefbert.pretraining.data import check_corpus, check_corpus_tokenizer, load_prepared_corpus
 
     model = train_args.model_name_or_path

@@ -25,7 +25,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from corefbert.errors import CorefBertError
+from corefbert.errors import CorefBertError, one_line
 
 STATE_FILE = "trainer_state.json"
 _STEP_DIR = re.compile(r"^step_(\d+)$")
@@ -377,7 +377,7 @@ def _mismatch_detail(text: str) -> str:
         line = line.strip()
         if line.startswith(("size mismatch", "Missing key", "Unexpected key")):
             return line[:160]
-    return text.strip().splitlines()[0][:160]
+    return one_line(text, first_line=True, limit=160)
 
 
 def load_checkpoint(accelerator, path: str | os.PathLike, fallbacks=()) -> tuple[Path, dict]:
@@ -398,14 +398,14 @@ def load_checkpoint(accelerator, path: str | os.PathLike, fallbacks=()) -> tuple
             error = err
         if not any_process(accelerator, error is not None):
             return candidate, state
-        text = str(error).strip().splitlines()[0][:200] if error is not None and str(error).strip() else ""
         if _MISMATCH.search(str(error)):  # a healthy checkpoint of another model: every earlier one is too
             model = state.get("settings", {}).get("model_name_or_path") if isinstance(state, dict) else None
             raise CorefBertError(
                 f"the checkpoint does not match the model ({_mismatch_detail(str(error))}); resume with the model "
                 f"it was trained from{f' (--model_name_or_path {model})' if model else ''}, or start a new run "
                 "in another --output_dir", path=candidate)
-        reasons.append(f"{type(error).__name__}: {text}" if error is not None else "unreadable on another process")
+        reasons.append(f"{type(error).__name__}: {one_line(error, first_line=True, limit=200)}" if error is not None
+                       else "unreadable on another process")
         if index + 1 < len(candidates) and accelerator.is_main_process:
             print(f"warning: {candidate}: checkpoint cannot be loaded ({reasons[-1]}); trying "
                   f"{candidates[index + 1]}", file=sys.stderr)

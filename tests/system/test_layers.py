@@ -65,7 +65,6 @@ KNOWN_CROSSINGS = {
 # shorten ``import`` time; each is to be hoisted (or the test changed) and removed from here. The list only
 # shrinks: test_every_known_exception_still_exists fails on an entry the code no longer has.
 KNOWN_LOCAL_IMPORTS = {
-    ("ablation.probes", "corpus.prepare"),
     ("ablation.probes", "tasks.coref.readers"),
     ("ablation.study", "corpus.prepare"),
     ("ablation.study", "training.arguments"),

@@ -16,9 +16,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import torch
-from transformers import AutoModelForMaskedLM, AutoTokenizer
+from transformers import AutoModelForMaskedLM
 
-from corefbert.errors import CorefBertError
+from corefbert.errors import CorefBertError, one_line
 from corefbert.metrics.gap import accuracy, gap_metrics
 from corefbert.pretraining.modeling import load_quietly
 from corefbert.tasks.base import FinetuningArguments, FinetuningTask
@@ -45,6 +45,7 @@ from corefbert.tasks.coref.readers import (
     read_pronoun_file,
 )
 from corefbert.tasks.heads import load_weights, saved_pooler, with_pooler
+from corefbert.text.tokenizers import load_tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -110,11 +111,7 @@ class CorefTask(FinetuningTask):
         args = training_args
         if data_args.zero_shot and args.do_train:
             raise CorefBertError("--zero_shot evaluates a checkpoint as it is; drop --do_train or --zero_shot")
-        try:
-            self.tokenizer = AutoTokenizer.from_pretrained(args.model_name_or_path)
-        except (OSError, ValueError) as err:
-            raise CorefBertError(f"cannot load a tokenizer ({str(err).splitlines()[0]})",
-                                 path=args.model_name_or_path) from None
+        self.tokenizer = load_tokenizer(args.model_name_or_path)
         if self.tokenizer.mask_token_id is None:
             raise CorefBertError("the tokenizer has no mask token; candidate scoring needs a masked-LM tokenizer",
                                  path=args.model_name_or_path)
@@ -180,7 +177,7 @@ class CorefTask(FinetuningTask):
             mlm, info = load_quietly(AutoModelForMaskedLM, path, unused=("mrp.", "pooler."),
                                      fresh_ok=("cls.", "lm_head."))
         except (OSError, ValueError) as err:
-            raise CorefBertError(f"cannot load a masked-LM model ({str(err).splitlines()[0]})", path=path) from None
+            raise CorefBertError(f"cannot load a masked-LM model ({one_line(err, first_line=True)})", path=path) from None
         if any(k.startswith(("cls.", "lm_head.")) for k in info.get("missing_keys", ())):
             logger.warning("%s has no trained MLM head: a fresh one is initialized, so zero-shot MLM scores are "
                            "close to chance until it is fine-tuned", path)

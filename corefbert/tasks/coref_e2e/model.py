@@ -27,6 +27,7 @@ from corefbert.tasks.heads import (
     save_encoder_and_head,
     write_head_config,
 )
+from corefbert.text.tokenizers import load_tokenizer
 
 TASK = "coref_e2e"
 
@@ -114,11 +115,9 @@ def load_model(directory: str) -> tuple[E2ECorefModel, Vocabulary | None, object
         raise CorefBertError(f"not a coreference model folder (no {TASK}_head.json); train one with "
                              "finetune/run_coref_e2e.py --do_train", path=directory)
     if config["encoder"] == "bert":
-        from transformers import AutoTokenizer
-
         model = build_model(config, encoder_path=directory)
         load_encoder_and_head(model, directory, TASK, with_encoder=False)
-        return model, None, AutoTokenizer.from_pretrained(directory)
+        return model, None, load_tokenizer(directory)
     vocab = Vocabulary.load(directory)
     model = build_model(config, vocab)
     load_weights(model, directory)

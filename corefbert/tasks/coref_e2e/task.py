@@ -44,6 +44,7 @@ from corefbert.tasks.coref_e2e.model import TASK, build_model, load_model, save_
 from corefbert.tasks.coref_e2e.span_ranking import SpanRankingConfig, predict_clusters
 from corefbert.tasks.heads import read_head_config
 from corefbert.text.conll import ConllDocument, read_conll, write_conll
+from corefbert.text.tokenizers import load_tokenizer
 from corefbert.text.word_vocab import read_word_vectors
 
 logger = logging.getLogger(__name__)
@@ -230,7 +231,7 @@ class CorefE2ETask(FinetuningTask):
         if self.saved is not None:
             self.model, self.vocab, self.tokenizer = load_model(path)
         elif a.encoder == "bert":
-            self.tokenizer = self._tokenizer(path)
+            self.tokenizer = load_tokenizer(path)
         else:
             self._build_vocabulary()
         self.stride = a.window_stride or (a.max_seq_length - 2) // 2
@@ -245,15 +246,6 @@ class CorefE2ETask(FinetuningTask):
         logger.info("%s: %d documents (%d without words, skipped), %d words, %d gold mentions, %d of them wider "
                     "than --max_span_width %d (never predicted)", what, len(documents), empty,
                     sum(len(doc.words) for doc in documents), len(mentions), too_wide, self.task_args.max_span_width)
-
-    @staticmethod
-    def _tokenizer(path: str):
-        from transformers import AutoTokenizer
-
-        try:
-            return AutoTokenizer.from_pretrained(path)
-        except (OSError, ValueError) as err:
-            raise CorefBertError(f"cannot load a tokenizer ({str(err).splitlines()[0]})", path=path) from None
 
     def _build_vocabulary(self) -> None:
         a = self.task_args

@@ -23,7 +23,7 @@ import sys
 from dataclasses import dataclass, field
 
 import torch
-from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+from transformers import AutoConfig, AutoModelForSequenceClassification
 
 from corefbert.arguments import peek_argument
 from corefbert.errors import CorefBertError
@@ -45,6 +45,7 @@ from corefbert.tasks.heads import (
     write_head_config,
 )
 from corefbert.text.jsonio import read_jsonl
+from corefbert.text.tokenizers import load_tokenizer
 
 HEAD = "fever"  # fever_head.json (the model type) + fever_head.safetensors (KGAT's head)
 MODEL_TYPES = ("concat", "kgat")
@@ -296,7 +297,7 @@ class FeverTask(FinetuningTask):
             if args.model_type == "kgat":
                 check_head_weights(model_name_or_path, HEAD)
         check_model_type(args.model_type)
-        self.tokenizer = AutoTokenizer.from_pretrained(model_name_or_path)
+        self.tokenizer = load_tokenizer(model_name_or_path)
         self.claims = {
             "train": self._load(args.train_file, args.train_evidence_file),
             "eval": self._load(args.validation_file, args.validation_evidence_file),

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from transformers import AutoConfig, AutoTokenizer
+from transformers import AutoConfig
 
 from corefbert.errors import CorefBertError
 from corefbert.tasks.base import (
@@ -24,6 +24,7 @@ from corefbert.tasks.base import (
 )
 from corefbert.tasks.qa.data import QAExample, read_qa_file
 from corefbert.tasks.qa.windows import build_windows, collate_windows, decode_answers
+from corefbert.text.tokenizers import load_tokenizer
 
 
 @dataclass
@@ -57,11 +58,7 @@ class ExtractiveQATask(FinetuningTask):
         self.data_args = data_args = task_args  # self.args: the training arguments
         args = training_args
         check_data_flags(args, data_args)
-        try:
-            self.tokenizer = AutoTokenizer.from_pretrained(args.model_name_or_path)
-        except (OSError, ValueError) as err:
-            raise CorefBertError(f"cannot load a tokenizer ({str(err).splitlines()[0]})",
-                                 path=args.model_name_or_path) from None
+        self.tokenizer = load_tokenizer(args.model_name_or_path)
         self._splits: dict[str, tuple[list[QAExample], list[dict]]] = {}
         config = AutoConfig.from_pretrained(args.model_name_or_path)
         positions = getattr(config, "max_position_embeddings", None)
