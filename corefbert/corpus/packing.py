@@ -21,7 +21,7 @@ from corefbert.corpus.document_packing import DocumentRowPacker, pack_document_r
 from corefbert.corpus.mentions import MentionExtractor, iter_pieces, load_spacy_pipeline
 from corefbert.corpus.packed_rows import new_columns, rows_table, usable_groups
 from corefbert.errors import CorefBertError
-from corefbert.text.positions import PADDING_OFFSET_MODELS, max_positions, padding_offset
+from corefbert.text.positions import max_positions, positions_reason
 from corefbert.text.tokenizers import check_tokenizer_vocabulary, special_token_frame
 
 PACKING_MODES = ("documents", "single")
@@ -56,7 +56,7 @@ def check_tokenizer(tokenizer, max_seq_length: int, name: object = None, model_c
     positions = max_positions(model_config) if model_config is not None else None
     if positions is not None and max_seq_length > positions:
         raise CorefBertError(f"max_seq_length {max_seq_length} exceeds the {positions} positions of the model in "
-                             f"{label} ({_positions_reason(model_config)}); lower --max_seq_length to {positions}")
+                             f"{label} ({positions_reason(model_config)}); lower --max_seq_length to {positions}")
 
 
 def tokenizer_identity(tokenizer) -> dict:
@@ -74,14 +74,6 @@ def tokenizer_identity(tokenizer) -> dict:
     return {"class": type(tokenizer).__name__, "name_or_path": str(getattr(tokenizer, "name_or_path", "")),
             "vocab_size": len(tokenizer), "vocab_sha256": digest, "special_token_ids": special,
             "frame": [prefix, suffix]}
-
-
-def _positions_reason(model_config) -> str:
-    config = model_config if isinstance(model_config, dict) else model_config.to_dict()
-    text = f"{config.get('model_type')} with max_position_embeddings {config.get('max_position_embeddings')}"
-    if config.get("model_type") in PADDING_OFFSET_MODELS:
-        text += f", of which pad_token_id + 1 = {padding_offset(config)} are the padding offset"
-    return text
 
 
 _armed_pid: int | None = None

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import torch
 
-from corefbert.training.checkpointing import raise_if_stopping, remove_folder, replace_folder, writing
+from corefbert.text.durable import remove_folder, replace_folder, writing
+from corefbert.training.checkpointing import raise_if_stopping
 from corefbert.training.loop import PreservedRng
 
 

@@ -17,7 +17,8 @@ import torch
 from tqdm.auto import tqdm
 
 from corefbert.errors import CorefBertError
-from corefbert.training.checkpointing import raise_if_stopping, remove_folder, replace_folder, writing
+from corefbert.text.durable import remove_folder, replace_folder, writing
+from corefbert.training.checkpointing import raise_if_stopping
 
 
 def _plain(value):

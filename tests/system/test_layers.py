@@ -73,7 +73,6 @@ KNOWN_LOCAL_IMPORTS = {
     ("corpus.prepare", "corpus.mentions"),
     ("corpus.prepare", "corpus.readers"),
     ("corpus.readers", "corpus.hub_datasets"),
-    ("pretraining.convert", "training.checkpointing"),
     ("pretraining.data", "corpus.cache"),
     ("pretraining.data", "corpus.shards"),
     ("pretraining.data", "corpus.packing"),
@@ -86,8 +85,6 @@ KNOWN_LOCAL_IMPORTS = {
     ("pretraining.run", "pretraining.report"),
     ("tasks.pronoun_pairs.models", "text.jsonio"),
     ("text.word_vocab", "text.jsonio"),
-    ("training.hub", "training.checkpointing"),
-    ("training.loop", "training.checkpointing"),
 }
 
 

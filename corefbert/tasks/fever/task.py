@@ -45,6 +45,7 @@ from corefbert.tasks.heads import (
     write_head_config,
 )
 from corefbert.text.jsonio import read_jsonl
+from corefbert.text.positions import max_positions
 from corefbert.text.tokenizers import load_tokenizer
 
 HEAD = "fever"  # fever_head.json (the model type) + fever_head.safetensors (KGAT's head)
@@ -307,9 +308,8 @@ class FeverTask(FinetuningTask):
             self.claims["train"], self.claims["eval"] = held_out_split(
                 self.claims["train"], args.validation_split_percentage, args.split_seed)
         config = AutoConfig.from_pretrained(model_name_or_path)
-        # RoBERTa's positions start after the padding index: two fewer usable positions.
-        positions = config.max_position_embeddings - (2 if config.model_type in ("roberta", "camembert") else 0)
-        self.concat_length = min(args.max_concat_length, positions)
+        positions = max_positions(config)
+        self.concat_length = args.max_concat_length if positions is None else min(args.max_concat_length, positions)
 
     def _load(self, path: str | None, evidence_path: str | None) -> list[Claim] | None:
         if path is None:

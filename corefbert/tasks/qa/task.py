@@ -24,6 +24,7 @@ from corefbert.tasks.base import (
 )
 from corefbert.tasks.qa.data import QAExample, read_qa_file
 from corefbert.tasks.qa.windows import build_windows, collate_windows, decode_answers
+from corefbert.text.positions import max_positions
 from corefbert.text.tokenizers import load_tokenizer
 
 
@@ -61,9 +62,7 @@ class ExtractiveQATask(FinetuningTask):
         self.tokenizer = load_tokenizer(args.model_name_or_path)
         self._splits: dict[str, tuple[list[QAExample], list[dict]]] = {}
         config = AutoConfig.from_pretrained(args.model_name_or_path)
-        positions = getattr(config, "max_position_embeddings", None)
-        if positions is not None and config.model_type == "roberta":
-            positions -= config.pad_token_id + 1  # RoBERTa's positions start after the padding index
+        positions = max_positions(config)
         if positions is not None and data_args.max_seq_length > positions:
             raise CorefBertError(f"--max_seq_length {data_args.max_seq_length} exceeds the model's {positions} "
                                  "positions; lower it", path=args.model_name_or_path)
