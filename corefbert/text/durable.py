@@ -145,6 +145,19 @@ def replace_folder(tmp: str | os.PathLike, final: str | os.PathLike) -> None:
     remove_folder(aside)
 
 
+def replace_file(path: str | os.PathLike, text: str) -> None:
+    """Put ``text`` in ``path`` whole or not at all: written beside (``path.tmp``), fsync'd, renamed over it.
+
+    A kill mid-write leaves the old file (or none), never half a file that reads as done or as a cut log.
+    """
+    tmp = Path(f"{os.fspath(path)}.tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
 def write_json_durably(path: Path, values: dict) -> None:
     """Write ``values`` as indented JSON into ``path`` and fsync it: on disk before anything renamed after it."""
     with open(path, "w", encoding="utf-8") as handle:

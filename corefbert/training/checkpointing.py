@@ -25,6 +25,7 @@ from corefbert.errors import CorefBertError, one_line
 from corefbert.text.durable import (
     fsync_dir,
     remove_folder,
+    replace_file,
     replace_folder,
     write_error,
     write_failure,
@@ -202,9 +203,7 @@ def truncate_log(path: Path, step: int, evaluated: bool = True) -> None:
         if at < step or (at == step and (evaluated or record.get("split") in ("train", "resume", "signal"))):
             kept.append(line)
     # Rewritten beside and renamed: a kill right after a resume must not cost the log of the whole run.
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
-    os.replace(tmp, path)
+    replace_file(path, "".join(line + "\n" for line in kept))
 
 
 def save_checkpoint(accelerator, output_dir: str | os.PathLike, step: int, trainer_state: dict,

@@ -15,6 +15,7 @@ TOKENIZERS = "corefbert.text.tokenizers"
 POSITIONS = "corefbert.text.positions"
 DURABLE = "corefbert.text.durable"
 ERRORS = "corefbert.errors"
+CHECKPOINTING = "corefbert.training.checkpointing"
 # Function name -> the one module that defines it.
 PRIMITIVES = {
     "load_tokenizer": TOKENIZERS,
@@ -28,6 +29,7 @@ PRIMITIVES = {
     "remove_folder": DURABLE,
     "fsync_dir": DURABLE,
     "write_json_durably": DURABLE,
+    "replace_file": DURABLE,
     "os_error_reason": DURABLE,
     "one_line": ERRORS,
 }
@@ -54,6 +56,9 @@ def second_homes(name: str, tree: ast.Module) -> list[str]:
                 outside(TOKENIZERS, node.lineno, f"loads a tokenizer with {owner}.from_pretrained")
             elif node.func.attr == "fsync" and owner == "os":
                 outside(DURABLE, node.lineno, "calls os.fsync")
+            elif node.func.attr == "replace" and owner == "os" and name != CHECKPOINTING:
+                # checkpointing renames its own step_N.tmp into place when it recovers an interrupted save
+                outside(DURABLE, node.lineno, "renames into place by hand (replace_file / replace_folder)")
             elif node.func.attr == "get" and node.args and isinstance(node.args[0], ast.Constant) \
                     and node.args[0].value == "max_position_embeddings":
                 outside(POSITIONS, node.lineno, "reads max_position_embeddings")
@@ -107,11 +112,12 @@ def test_a_planted_second_home_of_each_primitive_is_found():
         "config.get('max_position_embeddings')\n"
         "def save(handle, err):\n"
         "    os.fsync(handle.fileno())\n"
+        "    os.replace('a.tmp', 'a')\n"
         "    return str(err).splitlines()[0]\n"
     )
     found = second_homes("corefbert.tasks.planted", planted)
     for what in ("defines load_tokenizer", "AutoTokenizer.from_pretrained", "add_special_tokens=True",
-                 "calls os.fsync", "cuts a first line"):
+                 "calls os.fsync", "renames into place by hand", "cuts a first line"):
         assert any(what in line for line in found), (what, found)
     assert sum("reads max_position_embeddings" in line for line in found) == 3, found
     assert second_homes(TOKENIZERS, ast.parse("def load_tokenizer(p):\n    return AutoTokenizer.from_pretrained(p)\n")) == []

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from corefbert.errors import CorefBertError
-from corefbert.text.durable import os_error_reason, replace_folder, write_json_durably, writing
+from corefbert.text.durable import os_error_reason, replace_file, replace_folder, write_json_durably, writing
 
 
 def test_a_refused_write_names_its_reason_and_leaves_no_partial_folder(tmp_path):
@@ -35,3 +35,10 @@ def test_reasons_and_a_folder_put_in_place_whole(tmp_path):
     replace_folder(new, final)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["final"]
     assert json.loads((final / "state.json").read_text()) == {"step": 3} and not (final / "old").exists()
+
+
+def test_a_file_is_replaced_whole(tmp_path):
+    path = tmp_path / "results.json"
+    path.write_text("old")
+    replace_file(path, '{"done": true}\n')
+    assert path.read_text() == '{"done": true}\n' and sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]
