@@ -62,8 +62,9 @@ def main() -> None:
 
     from corefbert.corpus.cache import file_sha256, verify_folder
     from corefbert.corpus.mentions import load_spacy_pipeline
-    from corefbert.corpus.prepare import PrepareArguments, load_tokenizer, prepare_corpus
+    from corefbert.corpus.prepare import PrepareArguments, prepare_corpus
     from corefbert.corpus.readers import document_sources, iter_documents
+    from corefbert.text.tokenizers import load_tokenizer
 
     datasets.disable_progress_bars()
     work = tempfile.mkdtemp(prefix="bench_corpus_resume_")

@@ -53,7 +53,8 @@ def _child_prepare(input_dir: str, output_dir: str, model: str) -> dict:
     import datasets  # noqa: F401  (imported before the clock, like spaCy's own imports)
 
     from corefbert.corpus.mentions import load_spacy_pipeline
-    from corefbert.corpus.prepare import PrepareArguments, load_tokenizer, prepare_corpus
+    from corefbert.corpus.prepare import PrepareArguments, prepare_corpus
+    from corefbert.text.tokenizers import load_tokenizer
 
     tokenizer, nlp = load_tokenizer(model), load_spacy_pipeline()
     list(nlp.pipe(["Warm-up text about a lighthouse."] * WARMUP_DOCS))

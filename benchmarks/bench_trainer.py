@@ -64,7 +64,8 @@ def model_folder(name: str, work: Path, tokenizer: str | None = None) -> str:
 
 def demo_corpus(model: str, work: Path, max_seq_length: int) -> str:
     """The shipped demo corpus prepared at ``max_seq_length`` (needs spaCy; CPU runs only)."""
-    from corefbert.corpus.prepare import PrepareArguments, load_tokenizer, prepare_corpus
+    from corefbert.corpus.prepare import PrepareArguments, prepare_corpus
+    from corefbert.text.tokenizers import load_tokenizer
 
     out = work / f"demo_corpus_{max_seq_length}"
     corpus = ROOT / "corefbert" / "resources" / "demo_corpus.txt"
@@ -91,10 +92,10 @@ def model_only_seconds(args, model_dir: str, dataset_dir: str, device: torch.dev
                        steps: int) -> tuple[float, int, int]:
     """Mean seconds of one model-only step over ``steps`` timed steps of real collated batches (after
     ``--model_warmup`` untimed ones), the trainer's measure (window time / steps); and the batch shape."""
-    from corefbert.corpus.prepare import load_tokenizer
     from corefbert.pretraining.collator import DataCollatorForMentionReferencePrediction
     from corefbert.pretraining.data import load_prepared_corpus
     from corefbert.pretraining.modeling import load_pretraining_model
+    from corefbert.text.tokenizers import load_tokenizer
 
     tokenizer = load_tokenizer(model_dir)
     rows = load_prepared_corpus(dataset_dir)["train"]

@@ -10,12 +10,21 @@ from typing import TypeVar
 F = TypeVar("F", bound=Callable[..., object])
 
 
-def one_line(text: object) -> str:
+def one_line(text: object, *, first_line: bool = False, limit: int | None = None) -> str:
     """``text`` with line breaks and other control characters escaped (``\\n``), so it prints as one line.
 
     A file name may hold a newline; printed as is, one error would read as two ``error:`` lines.
+    ``first_line``: only the first non-blank line, for a library's error quoted inside ours (transformers and
+    torch put what went wrong first and paragraphs of advice after); an exception without text reads as its
+    type's name. ``limit``: at most that many characters.
     """
-    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in str(text))
+    plain = str(text)
+    if first_line:
+        plain = next((line.strip() for line in plain.splitlines() if line.strip()), "")
+        if not plain and isinstance(text, BaseException):
+            plain = type(text).__name__
+    escaped = "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in plain)
+    return escaped if limit is None else escaped[:limit]
 
 
 class CorefBertError(Exception):

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from corefbert.errors import CorefBertError
+from corefbert.text.tokenizers import load_tokenizer
 
 RATIO, GAP_F1 = "ratio", "gap_f1"
 
@@ -112,7 +113,6 @@ def heldout_counts(model_dir: str, eval_rows, mlm_probability: float, mrp_ratio:
     bootstrap resamples. ``init_seed`` seeds a fresh MLM head (a backbone without one)."""
     import torch
 
-    from corefbert.corpus.prepare import load_tokenizer
     from corefbert.pretraining.collator import DataCollatorForMentionReferencePrediction
     from corefbert.pretraining.data import SeededCollate, pretraining_dataloader
     from corefbert.pretraining.modeling import load_pretraining_model

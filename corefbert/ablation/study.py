@@ -35,6 +35,8 @@ from corefbert.ablation.probes import (
     statistic,
 )
 from corefbert.errors import CorefBertError
+from corefbert.text.durable import replace_file
+from corefbert.text.tokenizers import load_tokenizer
 
 #: Each arm's flags over the given ones. "corefbert" keeps the flags as given.
 ARMS = {
@@ -163,7 +165,7 @@ def _study_corpus(train_args, corpus_args):
     """The one corpus every run trains on: ``--dataset_dir``, or the corpus flags prepared once (cached)."""
     from transformers import AutoConfig
 
-    from corefbert.corpus.prepare import PrepareArguments, load_tokenizer, prepare_corpus
+    from corefbert.corpus.prepare import PrepareArguments, prepare_corpus
     from corefbert.pretraining.data import check_corpus, check_corpus_tokenizer, load_prepared_corpus
 
     model = train_args.model_name_or_path
@@ -252,9 +254,7 @@ def _cached(path: Path, settings: dict):
 
 
 def _store(path: Path, settings: dict, results: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"settings": settings, "results": results}), encoding="utf-8")
-    tmp.replace(path)  # a kill mid-write leaves no half file that reads as done
+    replace_file(path, json.dumps({"settings": settings, "results": results}))  # never a half file that reads as done
 
 
 # ------------------------------------------------------------------------------------------- collect

@@ -22,7 +22,7 @@ import shutil
 import sys
 
 from corefbert.errors import CorefBertError
-from corefbert.training.checkpointing import replace_folder, writing
+from corefbert.text.durable import replace_folder, writing
 
 MANIFEST_FILE = "prepare_manifest.json"
 SUMMARY_FILE = "prepare_summary.json"

@@ -21,7 +21,8 @@ from corefbert.corpus.document_packing import DocumentRowPacker, pack_document_r
 from corefbert.corpus.mentions import MentionExtractor, iter_pieces, load_spacy_pipeline
 from corefbert.corpus.packed_rows import new_columns, rows_table, usable_groups
 from corefbert.errors import CorefBertError
-from corefbert.text.positions import PADDING_OFFSET_MODELS, max_positions, padding_offset
+from corefbert.text.positions import max_positions, positions_reason
+from corefbert.text.tokenizers import check_tokenizer_vocabulary, special_token_frame
 
 PACKING_MODES = ("documents", "single")
 # A document is tokenized, tagged and packed in segments of at most this many characters, cut at a
@@ -31,41 +32,6 @@ PACKING_MODES = ("documents", "single")
 SEGMENT_CHARS = 1_000_000
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 TOKENIZE_CHARS = 100_000  # longest piece of text one tokenizer call gets (see _tokenizer_pieces)
-# A tokenizer with fewer entries is a stand-in (transformers 5's 5-token fallback), not a language's.
-MIN_VOCABULARY = 100
-PROBE_SENTENCE = "The keeper of the lighthouse wrote in his notebook every evening."
-
-
-def special_token_frame(tokenizer) -> tuple[list[int], list[int]]:
-    """The ids the tokenizer puts before and after a single sequence (``[CLS]``/``[SEP]``, ``<s>``/``</s>``)."""
-    plain = tokenizer("corpus", add_special_tokens=False)["input_ids"]
-    full = tokenizer("corpus", add_special_tokens=True)["input_ids"]
-    for i in range(len(full) - len(plain) + 1):
-        if full[i : i + len(plain)] == plain:
-            return full[:i], full[i + len(plain) :]
-    raise CorefBertError(f"cannot locate the special tokens of {type(tokenizer).__name__}; use a BERT/RoBERTa one")
-
-
-def check_tokenizer_vocabulary(tokenizer, where: object = None) -> None:
-    """Refuse a tokenizer that would turn English text into ``[UNK]``: a tiny vocabulary, or a probe sentence
-    that comes out mostly unknown.
-
-    transformers 5 loads a model folder without tokenizer files as a tokenizer of its 5 special tokens,
-    silently: every word becomes ``[UNK]``, preparation and training exit 0, and ``final/`` ships it.
-    """
-    label = where or type(tokenizer).__name__
-    size = len(tokenizer)
-    files = "tokenizer.json, or vocab.txt (BERT) / vocab.json + merges.txt (RoBERTa)"
-    if size < MIN_VOCABULARY:
-        raise CorefBertError(f"tokenizer {label} has only {size} vocabulary entries (a real one has thousands): "
-                             f"its folder most likely lacks the tokenizer files ({files}); copy them there from the "
-                             "model it was made from, or pass a folder that has them")
-    ids = tokenizer(PROBE_SENTENCE, add_special_tokens=False)["input_ids"]
-    unknown = sum(i == tokenizer.unk_token_id for i in ids) if tokenizer.unk_token_id is not None else 0
-    if not ids or 2 * unknown >= len(ids):
-        raise CorefBertError(f"tokenizer {label} maps {unknown} of the {len(ids)} tokens of the English probe "
-                             f"sentence {PROBE_SENTENCE!r} to {tokenizer.unk_token} (vocabulary of {size}); check "
-                             f"its files ({files}) and --model_name_or_path")
 
 
 def check_tokenizer(tokenizer, max_seq_length: int, name: object = None, model_config=None) -> None:
@@ -90,7 +56,7 @@ def check_tokenizer(tokenizer, max_seq_length: int, name: object = None, model_c
     positions = max_positions(model_config) if model_config is not None else None
     if positions is not None and max_seq_length > positions:
         raise CorefBertError(f"max_seq_length {max_seq_length} exceeds the {positions} positions of the model in "
-                             f"{label} ({_positions_reason(model_config)}); lower --max_seq_length to {positions}")
+                             f"{label} ({positions_reason(model_config)}); lower --max_seq_length to {positions}")
 
 
 def tokenizer_identity(tokenizer) -> dict:
@@ -108,14 +74,6 @@ def tokenizer_identity(tokenizer) -> dict:
     return {"class": type(tokenizer).__name__, "name_or_path": str(getattr(tokenizer, "name_or_path", "")),
             "vocab_size": len(tokenizer), "vocab_sha256": digest, "special_token_ids": special,
             "frame": [prefix, suffix]}
-
-
-def _positions_reason(model_config) -> str:
-    config = model_config if isinstance(model_config, dict) else model_config.to_dict()
-    text = f"{config.get('model_type')} with max_position_embeddings {config.get('max_position_embeddings')}"
-    if config.get("model_type") in PADDING_OFFSET_MODELS:
-        text += f", of which pad_token_id + 1 = {padding_offset(config)} are the padding offset"
-    return text
 
 
 _armed_pid: int | None = None

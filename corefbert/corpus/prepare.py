@@ -39,10 +39,8 @@ from corefbert.corpus.packing import (
     STAT_KEYS,
     SequencePacker,
     check_tokenizer,
-    check_tokenizer_vocabulary,
     children_die_with_this_process,
     row_packer,
-    special_token_frame,
     tokenizer_identity,
 )
 from corefbert.corpus.readers import (
@@ -53,8 +51,9 @@ from corefbert.corpus.readers import (
     source_fingerprint,
 )
 from corefbert.errors import CorefBertError, one_line
+from corefbert.text.durable import check_writable, replace_folder, writing
+from corefbert.text.tokenizers import load_tokenizer, special_token_frame
 from corefbert.training import lock as run_lock
-from corefbert.training.checkpointing import check_writable, replace_folder, writing
 
 # Bump when the output of the same inputs and settings changes, so old caches are not reused.
 CORPUS_FORMAT_VERSION = 2  # 2: WikiText and CoNLL-2012 readers, escaped WikiExtractor titles, spaCy pieces of 20k
@@ -141,22 +140,6 @@ def _check_args(args: PrepareArguments) -> None:
         raise CorefBertError(f"--documents_per_chunk must be at least 1, not {args.documents_per_chunk}")
     if args.verify_corpus not in VERIFY_MODES:
         raise CorefBertError(f"--verify_corpus must be one of {', '.join(VERIFY_MODES)}, not {args.verify_corpus!r}")
-
-
-def load_tokenizer(model_name_or_path: str | None):
-    """``AutoTokenizer.from_pretrained`` with a one-line error for a missing or unusable path."""
-    from transformers import AutoTokenizer
-
-    if not model_name_or_path:
-        raise CorefBertError("no tokenizer: pass --model_name_or_path (a checkpoint or tokenizer directory)")
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(model_name_or_path)
-    except (OSError, ValueError) as err:
-        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise CorefBertError(f"cannot load a tokenizer ({first_line}); check --model_name_or_path",
-                             path=model_name_or_path) from None
-    check_tokenizer_vocabulary(tokenizer, model_name_or_path)
-    return tokenizer
 
 
 def folder_model_config(model_name_or_path: str | None) -> dict | None:

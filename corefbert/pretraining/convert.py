@@ -47,6 +47,8 @@ from corefbert.pretraining.convert_checks import (
     expected_shapes,
     resolve_source,
 )
+from corefbert.text.durable import remove_folder, replace_folder, writing
+from corefbert.text.positions import max_positions
 
 COPY_VECTOR = "mrp.copy_vector"
 OFFICIAL_COPY_VECTOR = "coef"
@@ -332,7 +334,6 @@ def convert_checkpoint(official_dir, output_dir, model_type: str | None = None, 
     runs before a model is built: config.json's types and sizes against the weights' shapes, then the values.
     """
     from corefbert.pretraining.modeling import PRETRAINING_CLASSES
-    from corefbert.training.checkpointing import remove_folder, replace_folder, writing
     from corefbert.training.hub import conversion_card
 
     source, target = resolve_source(str(official_dir)), Path(output_dir)
@@ -361,7 +362,7 @@ def convert_checkpoint(official_dir, output_dir, model_type: str | None = None, 
     report.converted = len(renamed)
     # Only what the source had (plus the tied decoder when the head is there): a missing part stays missing.
     keep = set(renamed) | (set(_tied_sources(kind)) if report.mlm_head else set())
-    tokenizer.model_max_length = model.config.max_position_embeddings - (2 if kind == "roberta" else 0)
+    tokenizer.model_max_length = max_positions(model.config)
     tmp = target.with_name(target.name + ".converting")
     remove_folder(tmp)
     with writing(tmp, "the converted checkpoint", "the released folder is untouched", then="run the conversion again"):

@@ -10,7 +10,8 @@ from pathlib import Path
 import torch
 from huggingface_hub import ModelCard, ModelCardData
 
-from corefbert.training.checkpointing import raise_if_stopping, remove_folder, replace_folder, writing
+from corefbert.text.durable import remove_folder, replace_folder, writing
+from corefbert.training.checkpointing import raise_if_stopping
 from corefbert.training.hub import (
     CARD_SETTINGS,
     LICENSE,

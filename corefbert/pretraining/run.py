@@ -23,6 +23,7 @@ from corefbert.pretraining.data import (
 )
 from corefbert.pretraining.modeling import load_pretraining_model
 from corefbert.pretraining.report import evaluate
+from corefbert.text.tokenizers import load_tokenizer
 from corefbert.training import lock as run_lock
 from corefbert.training.hub import push_pretrained
 from corefbert.training.loop import (
@@ -108,7 +109,6 @@ def run_pretraining(args: PretrainingArguments, data_args=None, splits=None) -> 
 def _run(args: PretrainingArguments, data_args, splits, accelerator) -> dict[str, float]:
     from accelerate.utils import set_seed
 
-    from corefbert.corpus.prepare import load_tokenizer
     from corefbert.pretraining.collator import DataCollatorForMentionReferencePrediction
     from corefbert.pretraining.report import final_save, print_summary
 

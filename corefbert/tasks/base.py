@@ -29,9 +29,10 @@ from torch.utils.data import DataLoader, Dataset
 from corefbert.arguments import parse_args
 from corefbert.errors import CorefBertError, cli_entry
 from corefbert.tasks.heads import load_weights
+from corefbert.text.durable import check_writable
 from corefbert.training import lock as run_lock
 from corefbert.training.arguments import TrainingArguments
-from corefbert.training.checkpointing import check_writable, resolve_checkpoint
+from corefbert.training.checkpointing import resolve_checkpoint
 from corefbert.training.hub import public_settings, push_finetuned
 from corefbert.training.loop import (
     LOG_FILE,

@@ -33,7 +33,6 @@ import torch
 from accelerate.utils import gather_object
 from torch import nn
 from torch.utils.checkpoint import checkpoint
-from transformers import AutoTokenizer
 
 from corefbert.errors import CorefBertError
 from corefbert.metrics.docred import (
@@ -59,6 +58,7 @@ from corefbert.tasks.heads import (
     save_encoder_and_head,
 )
 from corefbert.text.jsonio import read_json
+from corefbert.text.tokenizers import load_tokenizer, special_token_frame
 from corefbert.training.hub import hub_offline
 
 NA_RELATION = "Na"
@@ -168,19 +168,6 @@ def _space_prefixed(tokenizer) -> bool:
     return tokenizer(" word", add_special_tokens=False)["input_ids"] != plain
 
 
-def special_wrapping(tokenizer) -> tuple[list[int], list[int]]:
-    """The special tokens a single sequence gets before and after its ids (``[CLS]``/``[SEP]``, ``<s>``/``</s>``).
-
-    transformers 5 dropped ``build_inputs_with_special_tokens``; probing one word finds the template.
-    """
-    plain = tokenizer("word", add_special_tokens=False)["input_ids"]
-    full = tokenizer("word", add_special_tokens=True)["input_ids"]
-    for start in range(len(full) - len(plain) + 1):
-        if full[start:start + len(plain)] == plain:
-            return full[:start], full[start + len(plain):]
-    raise ValueError(f"cannot find the special-token template of {type(tokenizer).__name__}")
-
-
 def window_stride(stride: int | None, content: int) -> int:
     """The step between sliding windows of ``content`` tokens each (the special tokens left out): half a
     window when ``stride`` is None. A larger step than ``content`` would skip tokens: refused."""
@@ -210,7 +197,7 @@ def document_features(doc: dict, tokenizer, max_seq_length: int, sliding_window:
                        add_special_tokens=False)["input_ids"] if words else []
     word_starts = np.cumsum([0] + [len(p) for p in pieces])  # [W + 1] token offset of each word
     token_ids = [t for p in pieces for t in p]
-    prefix_ids, suffix_ids = special_wrapping(tokenizer)
+    prefix_ids, suffix_ids = special_token_frame(tokenizer)
     content = max_seq_length - len(prefix_ids) - len(suffix_ids)
     starts = window_starts(len(token_ids), content, window_stride(stride, content)) if sliding_window else [0]
     kept = min(len(token_ids), content) if len(starts) == 1 else len(token_ids)
@@ -274,7 +261,7 @@ def docred_collate(features: list[dict], tokenizer, num_relations: int) -> dict[
     num_tokens = max(max(f["num_tokens"] for f in features), 1)
     num_entities = max(max(len(f["mention_spans"]) for f in features), 1)
     num_pairs = max(max(len(f["pairs"]) for f in features), 1)
-    prefix_ids, suffix_ids = special_wrapping(tokenizer)
+    prefix_ids, suffix_ids = special_token_frame(tokenizer)
     window_inputs, window_index = [], []
     for b, feature in enumerate(features):
         for offset, ids in feature["windows"]:
@@ -467,11 +454,11 @@ class DocredTask(FinetuningTask):
             raise CorefBertError("pass --rel_info_file (DocRED's rel_info.json) to fix the relation classes")
         self.relation_index = {r: i for i, r in enumerate(self.relations)}
         self.threshold = args.threshold if args.threshold is not None else (self.head or {}).get("threshold")
-        self.tokenizer = AutoTokenizer.from_pretrained(model_name_or_path)
+        self.tokenizer = load_tokenizer(model_name_or_path)
         if args.window_batch_size < 1:
             raise CorefBertError(f"--window_batch_size {args.window_batch_size} must be at least 1")
         if args.sliding_window:  # checked before any document is read
-            window_stride(args.window_stride, args.max_seq_length - sum(map(len, special_wrapping(self.tokenizer))))
+            window_stride(args.window_stride, args.max_seq_length - sum(map(len, special_token_frame(self.tokenizer))))
         read = lambda path: read_docred(path, self.relations) if path else None  # noqa: E731
         self.train_docs, self.eval_docs, self.test_docs = (read(args.train_file), read(args.validation_file),
                                                            read(args.test_file))

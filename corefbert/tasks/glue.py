@@ -19,6 +19,7 @@ from corefbert.errors import CorefBertError
 from corefbert.metrics.glue import GLUE_MAIN_METRIC, canonical_task_name, glue_metrics
 from corefbert.tasks.base import FinetuningArguments, FinetuningTask
 from corefbert.tasks.base import main as run_task
+from corefbert.text.tokenizers import load_tokenizer
 
 
 @dataclass(frozen=True)
@@ -223,8 +224,6 @@ class GlueTask(FinetuningTask):
     args_class = GlueArguments
 
     def __init__(self, task_args: GlueArguments, training_args: FinetuningArguments):
-        from transformers import AutoTokenizer
-
         super().__init__(task_args, training_args)
         a = task_args
         self.task = canonical_task_name(a.task_name)
@@ -240,11 +239,8 @@ class GlueTask(FinetuningTask):
                     "predict": training_args.do_predict})
         self.max_seq_length = a.max_seq_length
         tokenizer_path = a.tokenizer_name or self.model_name_or_path
-        try:
-            self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
-        except (OSError, ValueError) as err:
-            raise CorefBertError(f"cannot load a tokenizer ({type(err).__name__}); give a checkpoint directory "
-                                 "with tokenizer files or --tokenizer_name", path=tokenizer_path) from None
+        self.tokenizer = load_tokenizer(
+            tokenizer_path, advice="give a checkpoint directory with tokenizer files or --tokenizer_name")
         self._examples: dict[str, list[GlueExample]] = {}
 
     @property

@@ -15,7 +15,7 @@ import os
 
 import torch
 
-from corefbert.errors import CorefBertError
+from corefbert.errors import CorefBertError, one_line
 from corefbert.text.jsonio import read_json
 
 ENCODER_PREFIX = "encoder."
@@ -75,7 +75,7 @@ def load_encoder(model_name_or_path: str) -> torch.nn.Module:
     try:
         encoder = AutoModel.from_pretrained(model_name_or_path)
     except (OSError, ValueError) as err:
-        raise CorefBertError(f"cannot load an encoder ({str(err).splitlines()[0]})", path=model_name_or_path) from None
+        raise CorefBertError(f"cannot load an encoder ({one_line(err, first_line=True)})", path=model_name_or_path) from None
     pooler = getattr(encoder, "pooler", None)
     if pooler is not None:
         pooler.requires_grad_(False)

@@ -16,7 +16,7 @@ import zlib
 from collections.abc import Iterator
 from typing import Any
 
-from corefbert.errors import CorefBertError
+from corefbert.errors import CorefBertError, one_line
 
 COMPRESSED_SUFFIXES = (".gz", ".bz2")
 _BOM = b"\xef\xbb\xbf"
@@ -102,4 +102,4 @@ def _reason(err: BaseException) -> str:
         return "nested too deeply"
     if isinstance(err, OSError) and err.strerror:
         return err.strerror
-    return str(err).splitlines()[0] if str(err) else type(err).__name__
+    return one_line(err, first_line=True)

@@ -23,5 +23,16 @@ def max_positions(model_config) -> int | None:
 
 
 def padding_offset(config: dict) -> int:
+    """The position slots before the first usable one (``pad_token_id + 1``; RoBERTa's default pad is 1)."""
     pad = config.get("pad_token_id")
     return (1 if pad is None else int(pad)) + 1
+
+
+def positions_reason(model_config) -> str:
+    """How :func:`max_positions` came to its number, for an error line: ``roberta with
+    max_position_embeddings 514, of which pad_token_id + 1 = 2 are the padding offset``."""
+    config = model_config if isinstance(model_config, dict) else model_config.to_dict()
+    text = f"{config.get('model_type')} with max_position_embeddings {config.get('max_position_embeddings')}"
+    if config.get("model_type") in PADDING_OFFSET_MODELS:
+        text += f", of which pad_token_id + 1 = {padding_offset(config)} are the padding offset"
+    return text

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 import torch
 
 from corefbert.errors import CorefBertError
+from corefbert.text.tokenizers import load_tokenizer
 from corefbert.text.vocabulary import Vocabulary
 
 __all__ = ["read_word_vectors", "vocabulary_with_vectors", "write_input_embeddings"]
@@ -76,10 +77,10 @@ def write_input_embeddings(model_name_or_path: str, texts: Iterable[str], path: 
     each distinct whitespace word of ``texts`` gets the mean of its subword rows (no context, no position).
     Where no GloVe file can be downloaded, this gives ``--embeddings_file`` vectors under which equal words
     are equal and related words near. Returns how many words were written."""
-    from transformers import AutoModel, AutoTokenizer
+    from transformers import AutoModel
 
+    tokenizer = load_tokenizer(model_name_or_path)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(model_name_or_path)
         table = AutoModel.from_pretrained(model_name_or_path).get_input_embeddings().weight.detach()  # [V, d]
     except (OSError, ValueError) as err:
         raise CorefBertError(f"cannot load a model with a tokenizer ({type(err).__name__})",

@@ -8,24 +8,29 @@ ignored and removed on the next save. Old checkpoints are renamed out of the ``s
 they are deleted, so an interrupted deletion never looks like a checkpoint either.
 
 A save that fails for lack of space or permission removes its partial folder (freeing what it took) and
-stops the run with one line naming the checkpoint that is still intact; :func:`check_writable` fails a run
-before any loading when its output directory cannot take files at all.
+stops the run with one line naming the checkpoint that is still intact. The folder-level helpers (rename into
+place, fsync, the error line of a refused write) live in :mod:`corefbert.text.durable`, shared with the corpus.
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import json
 import os
 import re
-import shutil
 import signal
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-from corefbert.errors import CorefBertError
+from corefbert.errors import CorefBertError, one_line
+from corefbert.text.durable import (
+    fsync_dir,
+    remove_folder,
+    replace_file,
+    replace_folder,
+    write_error,
+    write_failure,
+    write_json_durably,
+)
 
 STATE_FILE = "trainer_state.json"
 _STEP_DIR = re.compile(r"^step_(\d+)$")
@@ -82,7 +87,7 @@ def recover_interrupted_saves(output_dir: str | os.PathLike) -> None:
     for _, path in list_checkpoints(output_dir):
         if path.name.endswith(".tmp"):
             os.replace(path, path.with_name(path.name.removesuffix(".tmp")))
-            _fsync_dir(path.parent)
+            fsync_dir(path.parent)
 
 
 def resolve_checkpoint(resume_from_checkpoint: str | None, output_dir: str | os.PathLike,
@@ -131,135 +136,6 @@ def read_trainer_state(path: str | os.PathLike) -> dict:
     return json.loads((Path(path) / STATE_FILE).read_text(encoding="utf-8"))
 
 
-def check_writable(output_dir: str | os.PathLike, flag: str = "--output_dir") -> None:
-    """Create ``output_dir`` and write a probe file in it; one error line if the filesystem refuses.
-
-    Run before loading models or data: a read-only mount or a full disk should cost seconds, not the hour
-    it takes to reach the first checkpoint.
-    """
-    path = Path(output_dir)
-    if path.is_file():
-        raise CorefBertError(f"{flag} is a file, not a directory; pass a directory path", path=path)
-    probe = path / f".write_probe_{os.getpid()}"
-    created = not path.exists()
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        with open(probe, "wb") as handle:
-            handle.write(b"corefbert")
-            handle.flush()
-            os.fsync(handle.fileno())
-        probe.unlink()
-        if created:
-            path.rmdir()  # a check leaves nothing behind; the run creates the folder when it writes
-    except OSError as err:
-        with contextlib.suppress(OSError):
-            probe.unlink()
-        raise CorefBertError(
-            f"{flag} cannot be written ({_reason(err)}); free space, fix its permissions or choose another "
-            f"{flag}", path=path,
-        ) from None
-
-
-def os_error_reason(err: OSError) -> str:
-    """A short reason for a failed write: disk full, read-only file system, permission denied, ..."""
-    return _reason(err)
-
-
-def _reason(err: OSError) -> str:
-    if err.errno in (errno.ENOSPC, errno.EDQUOT):
-        return "disk full"
-    if err.errno == errno.EROFS:
-        return "read-only file system"
-    if err.errno in (errno.EACCES, errno.EPERM):
-        return "permission denied"
-    return err.strerror or type(err).__name__
-
-
-@contextlib.contextmanager
-def writing(partial: str | os.PathLike, what: str, fallback: str,
-            then: str = "rerun with --resume_from_checkpoint latest") -> Iterator[None]:
-    """Turn a failed write of ``partial`` (disk full, read-only, no permission) into one error line, after
-    deleting ``partial``; any other exception is a bug and goes up unchanged.
-
-    ``fallback`` says what is still intact (e.g. the previous checkpoint), so the message tells the user
-    exactly where to resume from once space is freed.
-    """
-    try:
-        yield
-    except Exception as err:
-        reason = _write_failure(err, Path(partial).parent)
-        if reason is None:
-            raise
-        remove_folder(Path(partial))
-        raise _write_error(partial, what, reason, fallback, then) from None
-
-
-def _write_error(partial, what: str, reason: str, fallback: str,
-                 then: str = "rerun with --resume_from_checkpoint latest") -> CorefBertError:
-    return CorefBertError(f"could not write {what} ({reason}); removed the partial copy, {fallback}. Free space "
-                          f"or choose another --output_dir, then {then}", path=partial)
-
-
-# Writers that do not raise OSError: safetensors (Rust) raises SafetensorError naming the OS error, and
-# torch.save's zip writer a RuntimeError ("unexpected pos ...") that names nothing.
-_OS_ERROR_TEXT = {"os error 28": "disk full", "No space left": "disk full", "os error 122": "disk full",
-                  "os error 30": "read-only file system", "os error 13": "permission denied"}
-
-
-def _write_failure(err: Exception, folder: Path) -> str | None:
-    """Why writing into ``folder`` failed, or None when ``err`` is not a failure to write."""
-    if isinstance(err, OSError):
-        return _reason(err)
-    text = str(err)
-    for marker, reason in _OS_ERROR_TEXT.items():
-        if marker in text:
-            return reason
-    if not isinstance(err, RuntimeError | ValueError) and type(err).__name__ != "SafetensorError":
-        return None
-    # Ask the filesystem directly, before the partial copy is deleted and the space is free again.
-    probe = folder / f".write_probe_{os.getpid()}"
-    try:
-        with open(probe, "wb") as handle:
-            handle.write(b"\0" * (1 << 20))
-            handle.flush()
-            os.fsync(handle.fileno())
-    except OSError as probe_err:
-        return _reason(probe_err)
-    finally:
-        with contextlib.suppress(OSError):
-            probe.unlink()
-    return None
-
-
-def remove_folder(path: Path) -> None:
-    """Delete a folder so that no interruption leaves a half-deleted one under its old name."""
-    if not path.exists():
-        return
-    trash = path if path.name.endswith(".deleting") else path.with_name(path.name + ".deleting")
-    if trash != path:
-        try:
-            os.replace(path, trash)
-        except OSError:
-            trash = path
-    shutil.rmtree(trash, ignore_errors=True)
-
-
-def replace_folder(tmp: str | os.PathLike, final: str | os.PathLike) -> None:
-    """Put the finished folder ``tmp`` in the place of ``final``.
-
-    The old ``final`` is renamed aside and deleted only once the new one is in place, so the old copy stays
-    whole through the slow part (the deletion); only between the two renames does ``final`` not exist.
-    Deleting first, as before, left no ``final`` at all for as long as the deletion took.
-    """
-    tmp, final = Path(tmp), Path(final)
-    aside = final.with_name(final.name + ".deleting")
-    if final.exists():
-        remove_folder(aside)
-        os.replace(final, aside)
-    os.replace(tmp, final)
-    remove_folder(aside)
-
-
 def atomic_save_state(accelerator, final: Path, trainer_state: dict, fallback: str) -> Path:
     """``accelerator.save_state`` + ``trainer_state.json`` (written last) into ``final``, via ``final.tmp``.
 
@@ -287,10 +163,10 @@ def atomic_save_state(accelerator, final: Path, trainer_state: dict, fallback: s
         _fail_everywhere(accelerator, error, tmp, what, fallback)
     if accelerator.is_main_process:
         try:
-            _write_json_durably(tmp / STATE_FILE, trainer_state)
+            write_json_durably(tmp / STATE_FILE, trainer_state)
             # The same step saved twice (a signal right after a periodic save): keep the newer copy.
             replace_folder(tmp, final)
-            _fsync_dir(final.parent)
+            fsync_dir(final.parent)
         except Exception as err:  # noqa: BLE001 - decided below, with the other processes
             error = err
     if any_process(accelerator, error is not None, if_peer_gone=True):
@@ -301,14 +177,14 @@ def atomic_save_state(accelerator, final: Path, trainer_state: dict, fallback: s
 def _fail_everywhere(accelerator, error: Exception | None, tmp: Path, what: str, fallback: str):
     """After a failed save: one line on every process (the reason where the write failed), the partial
     folder removed; an exception that is no failure to write is a bug and keeps its traceback."""
-    reason = _write_failure(error, tmp.parent) if error is not None else None  # probe before freeing space
+    reason = write_failure(error, tmp.parent) if error is not None else None  # probe before freeing space
     if accelerator.is_main_process:
         remove_folder(tmp)
     if error is None:
         raise CorefBertError(f"another process could not write {what}; its error line says why", path=tmp)
     if reason is None:
         raise error
-    raise _write_error(tmp, what, reason, fallback) from None
+    raise write_error(tmp, what, reason, fallback) from None
 
 
 def truncate_log(path: Path, step: int, evaluated: bool = True) -> None:
@@ -327,29 +203,7 @@ def truncate_log(path: Path, step: int, evaluated: bool = True) -> None:
         if at < step or (at == step and (evaluated or record.get("split") in ("train", "resume", "signal"))):
             kept.append(line)
     # Rewritten beside and renamed: a kill right after a resume must not cost the log of the whole run.
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def _write_json_durably(path: Path, values: dict) -> None:
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(values, handle, indent=2)
-        handle.flush()
-        os.fsync(handle.fileno())
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    replace_file(path, "".join(line + "\n" for line in kept))
 
 
 def save_checkpoint(accelerator, output_dir: str | os.PathLike, step: int, trainer_state: dict,
@@ -377,7 +231,7 @@ def _mismatch_detail(text: str) -> str:
         line = line.strip()
         if line.startswith(("size mismatch", "Missing key", "Unexpected key")):
             return line[:160]
-    return text.strip().splitlines()[0][:160]
+    return one_line(text, first_line=True, limit=160)
 
 
 def load_checkpoint(accelerator, path: str | os.PathLike, fallbacks=()) -> tuple[Path, dict]:
@@ -398,14 +252,14 @@ def load_checkpoint(accelerator, path: str | os.PathLike, fallbacks=()) -> tuple
             error = err
         if not any_process(accelerator, error is not None):
             return candidate, state
-        text = str(error).strip().splitlines()[0][:200] if error is not None and str(error).strip() else ""
         if _MISMATCH.search(str(error)):  # a healthy checkpoint of another model: every earlier one is too
             model = state.get("settings", {}).get("model_name_or_path") if isinstance(state, dict) else None
             raise CorefBertError(
                 f"the checkpoint does not match the model ({_mismatch_detail(str(error))}); resume with the model "
                 f"it was trained from{f' (--model_name_or_path {model})' if model else ''}, or start a new run "
                 "in another --output_dir", path=candidate)
-        reasons.append(f"{type(error).__name__}: {text}" if error is not None else "unreadable on another process")
+        reasons.append(f"{type(error).__name__}: {one_line(error, first_line=True, limit=200)}" if error is not None
+                       else "unreadable on another process")
         if index + 1 < len(candidates) and accelerator.is_main_process:
             print(f"warning: {candidate}: checkpoint cannot be loaded ({reasons[-1]}); trying "
                   f"{candidates[index + 1]}", file=sys.stderr)

@@ -25,6 +25,7 @@ from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData
 
 from corefbert.arguments import SECRET_ARGUMENTS, redact
 from corefbert.errors import CorefBertError
+from corefbert.text.durable import remove_folder
 
 HUB_DIR = "hub"
 LICENSE = "apache-2.0"  # the toolkit's and the released CorefBERT weights' licence
@@ -199,8 +200,6 @@ its transformers class, other task heads in a sidecar file), so `{auto_class}` l
 def stage_repository(model_dir: Path, staging_dir: Path, card: ModelCard | None, results: dict | None) -> Path:
     """Copy ``model_dir`` to ``staging_dir`` (replacing an earlier staging), add the card as ``README.md`` (or
     keep the folder's own when ``card`` is None) and ``all_results.json``: the repository as uploaded."""
-    from corefbert.training.checkpointing import remove_folder
-
     remove_folder(staging_dir)
     shutil.copytree(model_dir, staging_dir, symlinks=False)
     if card is not None:

@@ -36,6 +36,7 @@ from pathlib import Path
 import torch
 
 from corefbert.errors import CorefBertError
+from corefbert.text.durable import check_writable, os_error_reason
 from corefbert.training import lock as run_lock
 from corefbert.training.arguments import (
     TrainingArguments,
@@ -53,7 +54,6 @@ from corefbert.training.checkpointing import (
     checkpoints_root,
     list_checkpoints,
     load_checkpoint,
-    os_error_reason,
     read_trainer_state,
     remove_folder,
     resolve_checkpoint,
@@ -176,8 +176,6 @@ def prepare_output_dir(args: TrainingArguments, accelerator) -> Path:
 
 def check_training_start(args: TrainingArguments) -> None:
     """Everything about the output folder that must fail before any model or data is loaded."""
-    from corefbert.training.checkpointing import check_writable
-
     resolve_checkpoint(args.resume_from_checkpoint, args.output_dir, args.overwrite_output_dir)  # bad path first
     run_lock.refuse_if_locked(args.output_dir)
     check_output_dir(args)

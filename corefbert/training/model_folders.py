@@ -10,7 +10,7 @@ import json
 import os
 
 from corefbert.errors import CorefBertError
-from corefbert.text.positions import max_positions
+from corefbert.text.positions import max_positions, positions_reason
 
 PICKLE_WEIGHTS = ("pytorch_model*.bin", "*.pt", "*.pth", "*.ckpt")
 
@@ -41,5 +41,5 @@ def check_model_folder(path: str, max_seq_length: int | None = None) -> None:
     if limit is not None and max_seq_length > limit:
         raise CorefBertError(
             f"--max_seq_length {max_seq_length} exceeds the {limit} positions of this model "
-            f"({config.get('model_type')} with max_position_embeddings {config.get('max_position_embeddings')}); "
+            f"({positions_reason(config)}); "
             f"lower --max_seq_length to {limit}", path=path)

@@ -17,7 +17,8 @@ import torch
 from tqdm.auto import tqdm
 
 from corefbert.errors import CorefBertError
-from corefbert.training.checkpointing import raise_if_stopping, remove_folder, replace_folder, writing
+from corefbert.text.durable import remove_folder, replace_file, replace_folder, writing
+from corefbert.training.checkpointing import raise_if_stopping
 
 
 def _plain(value):
@@ -35,11 +36,7 @@ def _plain(value):
 
 def write_json(path: str, values: dict) -> None:
     """Write ``values`` as indented JSON, atomically (temp file + rename)."""
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(_plain(values), handle, indent=2, sort_keys=True)
-        handle.write("\n")
-    os.replace(tmp, path)
+    replace_file(path, json.dumps(_plain(values), indent=2, sort_keys=True) + "\n")
 
 
 class JsonlLogger:

@@ -22,12 +22,11 @@ from helpers import ROOT, load_cli, tiny_config
 from test_corpus import TINY, prepare
 
 from corefbert.corpus import prepare as corpus
-from corefbert.corpus.packing import check_tokenizer_vocabulary
-from corefbert.corpus.prepare import load_tokenizer
 from corefbert.corpus.readers import document_sources
 from corefbert.errors import CorefBertError
 from corefbert.pretraining.data import check_corpus_tokenizer
 from corefbert.text.positions import max_positions
+from corefbert.text.tokenizers import check_tokenizer_vocabulary, load_tokenizer
 
 PREPARE = ROOT / "pretrain" / "prepare_corpus.py"
 FIXTURES = ALL_FIXTURES / "corpus_reliability"

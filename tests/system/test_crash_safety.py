@@ -26,9 +26,9 @@ from helpers import FIXTURES, ROOT, load_cli, synthetic_corpus
 from test_pretraining import _save_tiny_bert
 
 from corefbert.errors import CorefBertError
+from corefbert.text.durable import check_writable
 from corefbert.training.checkpointing import (
     STATE_FILE,
-    check_writable,
     checkpoints_root,
     is_complete,
     list_checkpoints,
@@ -503,7 +503,7 @@ def test_clis_refuse_an_unwritable_output_dir_in_one_line(tmp_path, model_dir, s
 def test_an_interrupted_deletion_of_an_old_checkpoint_never_looks_like_one(tmp_path):
     """Pruning renames a checkpoint out of the step_N namespace first: a half-deleted folder is never
     picked by `latest` even when its trainer_state.json is the last file left."""
-    from corefbert.training.checkpointing import remove_folder
+    from corefbert.text.durable import remove_folder
 
     root = checkpoints_root(tmp_path)
     for step in (1, 2):
@@ -573,7 +573,7 @@ def test_a_damaged_latest_checkpoint_falls_back_to_the_one_before_and_the_run_en
 
 
 def test_replacing_a_folder_deletes_the_old_copy_only_after_the_new_one_is_in_place(tmp_path):
-    from corefbert.training.checkpointing import replace_folder
+    from corefbert.text.durable import replace_folder
 
     final, new = tmp_path / "best", tmp_path / "best.tmp"
     final.mkdir()

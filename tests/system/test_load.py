@@ -93,10 +93,11 @@ def _child(input_dir: str, output_dir: str, tokenizer_dir: str) -> dict:
     import resource
 
     from corefbert.corpus.mentions import load_spacy_pipeline
-    from corefbert.corpus.prepare import PrepareArguments, load_tokenizer, prepare_corpus
+    from corefbert.corpus.prepare import PrepareArguments, prepare_corpus
     from corefbert.pretraining.arguments import PretrainingArguments
     from corefbert.pretraining.collator import DataCollatorForMentionReferencePrediction
     from corefbert.pretraining.data import check_corpus, load_prepared_corpus
+    from corefbert.text.tokenizers import load_tokenizer
     from corefbert.training.loop import build_accelerator
 
     tokenizer, nlp = load_tokenizer(tokenizer_dir), load_spacy_pipeline()

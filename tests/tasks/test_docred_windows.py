@@ -20,8 +20,8 @@ from corefbert.tasks.docred import (
     docred_collate,
     document_features,
     load_relation_ids,
-    special_wrapping,
 )
+from corefbert.text.tokenizers import special_token_frame
 
 DOCRED = FIXTURES / "docred"
 REL_INFO = str(DOCRED / "rel_info.json")
@@ -54,7 +54,7 @@ def test_default_stride_encodes_every_token(tmp_path, tiny_bert_dir, max_seq_len
     """At --max_seq_length 256 the old default stride (256) stepped past the 254 tokens a window holds."""
     task = _task(tmp_path, tiny_bert_dir, max_seq_length=max_seq_length)
     (feature,) = task.train_dataset().features
-    content = max_seq_length - sum(map(len, special_wrapping(task.tokenizer)))
+    content = max_seq_length - sum(map(len, special_token_frame(task.tokenizer)))
     assert feature["num_tokens"] > 2 * content and len(feature["windows"]) > 2
     assert all(len(ids) == content for _, ids in feature["windows"])
     assert _covered(feature) == set(range(feature["num_tokens"]))
@@ -95,7 +95,7 @@ def test_batched_windows_equal_each_window_encoded_alone(bert_tokenizer, tiny_be
     model = _model(tiny_bert_dir, window_batch_size=3)
     docs = [_long_document(6), _long_document(2)]  # windows of unequal count and length across documents
     features, batch = _batch(bert_tokenizer, docs, max_seq_length=24, stride=7)
-    prefix, suffix = special_wrapping(bert_tokenizer)
+    prefix, suffix = special_token_frame(bert_tokenizer)
     num_tokens = batch["entity_weights"].shape[-1]
     with torch.no_grad():
         tokens = model.token_states(batch["input_ids"], batch["attention_mask"], batch["token_index"], 2, num_tokens)

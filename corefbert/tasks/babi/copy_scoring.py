@@ -11,11 +11,10 @@ where pronouns occur.
 
 from __future__ import annotations
 
-from transformers import AutoTokenizer
-
 from corefbert.tasks.babi.data import entity_mentions, groups_to_ids
 from corefbert.tasks.coref.copy_scoring import CopyHeadScorer, copy_view
 from corefbert.tasks.coref.readers import PronounExample
+from corefbert.text.tokenizers import load_tokenizer
 
 __all__ = ["PRONOUNS", "CopyHeadLinker", "copy_head_clusters"]
 
@@ -27,7 +26,7 @@ class CopyHeadLinker:
 
     def __init__(self, model_name_or_path: str, max_length: int = 512):
         self.model = CopyHeadScorer.from_pretrained(model_name_or_path).eval()
-        self.tokenizer = AutoTokenizer.from_pretrained(model_name_or_path)
+        self.tokenizer = load_tokenizer(model_name_or_path)
         self.max_length = max_length
 
     def scores(self, text: str, pronoun: tuple[int, int], candidates: list[tuple[int, int]]) -> list[float]:

@@ -27,7 +27,7 @@ import torch
 from torch import nn
 from transformers import AutoModel
 
-from corefbert.errors import CorefBertError
+from corefbert.errors import CorefBertError, one_line
 from corefbert.pretraining.modeling import copy_scores, load_quietly
 from corefbert.tasks.coref.mlm_scoring import CandidateScoringOutput, with_labels_and_index
 from corefbert.tasks.coref.readers import PronounExample
@@ -67,7 +67,7 @@ class CopyHeadScorer(nn.Module):
         except TypeError:
             encoder, _ = load_quietly(AutoModel, path)
         except (OSError, ValueError) as err:
-            raise CorefBertError(f"cannot load an encoder ({str(err).splitlines()[0]})", path=path) from None
+            raise CorefBertError(f"cannot load an encoder ({one_line(err, first_line=True)})", path=path) from None
         vector = read_copy_vector(path) if os.path.isdir(path) else None
         if vector is None:
             if not allow_untrained:

@@ -12,11 +12,10 @@ uses too; this module only turns a text, a pronoun span and candidates into that
 
 from __future__ import annotations
 
-from transformers import AutoTokenizer
-
 from corefbert.errors import CorefBertError
 from corefbert.tasks.coref.copy_scoring import CopyHeadScorer, CopyView, copy_view, render_copy_html
 from corefbert.tasks.coref.readers import PronounExample, match_candidates
+from corefbert.text.tokenizers import load_tokenizer
 
 
 class CopyResolver:
@@ -24,7 +23,7 @@ class CopyResolver:
 
     def __init__(self, model_name_or_path: str, allow_untrained: bool = False, copy_span: str = "last_word",
                  max_length: int = 512, model: CopyHeadScorer | None = None, tokenizer=None):
-        self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(model_name_or_path)
+        self.tokenizer = tokenizer or load_tokenizer(model_name_or_path)
         self.model = (model or CopyHeadScorer.from_pretrained(model_name_or_path, allow_untrained)).eval()
         self.copy_span, self.max_length = copy_span, max_length
 

@@ -17,7 +17,7 @@ from collections import Counter
 import torch
 from transformers import AutoModelForMaskedLM
 
-from corefbert.errors import CorefBertError
+from corefbert.errors import CorefBertError, one_line
 from corefbert.pretraining.modeling import load_quietly
 from corefbert.tasks.coref.copy_scoring import (
     CopyHeadScorer,
@@ -73,7 +73,7 @@ class MlmScorer(CandidateScorer):
             mlm, info = load_quietly(AutoModelForMaskedLM, path, unused=("mrp.", "pooler."),
                                      fresh_ok=("cls.", "lm_head."))
         except (OSError, ValueError) as err:
-            raise CorefBertError(f"cannot load a masked-LM model ({str(err).splitlines()[0]})", path=path) from None
+            raise CorefBertError(f"cannot load a masked-LM model ({one_line(err, first_line=True)})", path=path) from None
         if any(k.startswith(("cls.", "lm_head.")) for k in info.get("missing_keys", ())):
             logger.warning("%s has no trained MLM head: a fresh one is initialized, so zero-shot MLM scores are "
                            "close to chance until it is fine-tuned", path)

@@ -15,7 +15,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import torch
-from transformers import AutoTokenizer
 
 from corefbert.errors import CorefBertError
 from corefbert.metrics.gap import accuracy, gap_metrics
@@ -32,6 +31,7 @@ from corefbert.tasks.coref.readers import (
 )
 from corefbert.tasks.coref.scorers import SCORERS
 from corefbert.tasks.heads import load_weights, saved_pooler, with_pooler
+from corefbert.text.tokenizers import load_tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -97,11 +97,7 @@ class CorefTask(FinetuningTask):
         args = training_args
         if data_args.zero_shot and args.do_train:
             raise CorefBertError("--zero_shot evaluates a checkpoint as it is; drop --do_train or --zero_shot")
-        try:
-            self.tokenizer = AutoTokenizer.from_pretrained(args.model_name_or_path)
-        except (OSError, ValueError) as err:
-            raise CorefBertError(f"cannot load a tokenizer ({str(err).splitlines()[0]})",
-                                 path=args.model_name_or_path) from None
+        self.tokenizer = load_tokenizer(args.model_name_or_path)
         if self.tokenizer.mask_token_id is None:
             raise CorefBertError("the tokenizer has no mask token; candidate scoring needs a masked-LM tokenizer",
                                  path=args.model_name_or_path)

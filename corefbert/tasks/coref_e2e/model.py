@@ -28,6 +28,7 @@ from corefbert.tasks.heads import (
     save_encoder_and_head,
     write_head_config,
 )
+from corefbert.text.tokenizers import load_tokenizer
 from corefbert.text.vocabulary import Vocabulary
 
 TASK = "coref_e2e"
@@ -121,11 +122,9 @@ def load_model(directory: str) -> tuple[E2ECorefModel, Vocabulary | None, object
                              "finetune/run_coref_e2e.py --do_train", path=directory)
     config = CorefE2EConfig.from_dict(values, os.path.join(directory, f"{TASK}_head.json"))
     if config.reads_subwords:
-        from transformers import AutoTokenizer
-
         model = build_model(config, encoder_path=directory)
         load_encoder_and_head(model, directory, TASK, with_encoder=False)
-        return model, None, AutoTokenizer.from_pretrained(directory)
+        return model, None, load_tokenizer(directory)
     vocab = Vocabulary.load(directory, VOCAB_FILE, missing=f"no {VOCAB_FILE}: not a model folder written by "
                                                           "run_coref_e2e.py")
     model = build_model(config, vocab)

@@ -47,6 +47,7 @@ from corefbert.tasks.coref_e2e.model import TASK, build_model, load_model, save_
 from corefbert.tasks.coref_e2e.span_ranking import SpanRankingConfig, predict_clusters
 from corefbert.tasks.heads import read_head_config
 from corefbert.text.conll import ConllDocument, read_conll, write_conll
+from corefbert.text.tokenizers import load_tokenizer
 from corefbert.text.word_vocab import read_word_vectors
 
 logger = logging.getLogger(__name__)
@@ -387,16 +388,7 @@ class TransformerCorefE2ETask(CorefE2ETask):
                                  "or CorefBERT folder)")
 
     def _prepare_inputs(self, path: str | None) -> None:
-        self.tokenizer = self._tokenizer(path)
-
-    @staticmethod
-    def _tokenizer(path: str):
-        from transformers import AutoTokenizer
-
-        try:
-            return AutoTokenizer.from_pretrained(path)
-        except (OSError, ValueError) as err:
-            raise CorefBertError(f"cannot load a tokenizer ({str(err).splitlines()[0]})", path=path) from None
+        self.tokenizer = load_tokenizer(path)
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:

@@ -23,7 +23,7 @@ import sys
 from dataclasses import dataclass, field
 
 import torch
-from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+from transformers import AutoConfig, AutoModelForSequenceClassification
 
 from corefbert.arguments import peek_argument
 from corefbert.errors import CorefBertError
@@ -47,6 +47,8 @@ from corefbert.tasks.heads import (
     write_head_config,
 )
 from corefbert.text.jsonio import read_jsonl
+from corefbert.text.positions import max_positions
+from corefbert.text.tokenizers import load_tokenizer
 
 HEAD = "fever"  # fever_head.json (the model type) + fever_head.safetensors (KGAT's head)
 MODEL_TYPES = ("concat", "kgat")
@@ -314,7 +316,7 @@ class FeverTask(FinetuningTask):
             raise CorefBertError(f"this folder holds a {self.head['model_type']} model, not a {self.model_type} "
                                  "one", path=model_name_or_path)
         args.model_type = self.model_type  # the class decides; the flag only chose the class
-        self.tokenizer = AutoTokenizer.from_pretrained(model_name_or_path)
+        self.tokenizer = load_tokenizer(model_name_or_path)
         self.claims = {
             "train": self._load(args.train_file, args.train_evidence_file),
             "eval": self._load(args.validation_file, args.validation_evidence_file),
@@ -406,9 +408,9 @@ class ConcatFeverTask(FeverTask):
     def __init__(self, task_args: FeverArguments, training_args: FinetuningArguments):
         super().__init__(task_args, training_args)
         config = AutoConfig.from_pretrained(self.model_name_or_path)
-        # RoBERTa's positions start after the padding index: two fewer usable positions.
-        positions = config.max_position_embeddings - (2 if config.model_type in ("roberta", "camembert") else 0)
-        self.concat_length = min(task_args.max_concat_length, positions)
+        positions = max_positions(config)
+        self.concat_length = task_args.max_concat_length if positions is None else min(task_args.max_concat_length,
+                                                                                        positions)
 
     def encode(self, claims):
         k = self.task_args.max_evidence

@@ -34,6 +34,7 @@ from corefbert.tasks.pronoun_pairs.models import (
     save_pair_model,
 )
 from corefbert.text.jsonio import read_jsonl
+from corefbert.text.tokenizers import load_tokenizer
 from corefbert.text.vocabulary import UNK, Vocabulary
 from corefbert.text.word_vocab import vocabulary_with_vectors
 
@@ -353,7 +354,8 @@ class BertPairsTask(PronounPairsTask):
         if not self.model_dir:
             raise CorefBertError("--model bert fine-tunes a checkpoint: pass --model_name_or_path (a BERT, "
                                  "RoBERTa or CorefBERT folder)")
-        self.tokenizer = _load_tokenizer(self.model_dir)
+        self.tokenizer = load_tokenizer(
+            self.model_dir, advice="--model bert needs a checkpoint directory with tokenizer files")
 
     def build_model(self) -> torch.nn.Module:
         from transformers import AutoModelForSequenceClassification
@@ -387,16 +389,6 @@ def replacement_window(source: str, target: str, max_words: int) -> tuple[str, s
         start = max(0, min(change - max_words // 2, len(text) - max_words))
         windows.append(" ".join(text[start:start + max_words]))
     return windows[0], windows[1], True
-
-
-def _load_tokenizer(path: str | None):
-    from transformers import AutoTokenizer
-
-    try:
-        return AutoTokenizer.from_pretrained(path)
-    except (OSError, ValueError, TypeError) as err:
-        raise CorefBertError(f"cannot load a tokenizer ({type(err).__name__}); --model bert needs a checkpoint "
-                             "directory with tokenizer files", path=path) from None
 
 
 def _pad(rows: list[list[int]], value: int) -> torch.Tensor:

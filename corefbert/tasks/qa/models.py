@@ -24,7 +24,7 @@ from transformers.modeling_outputs import ModelOutput
 from transformers.models.bert.modeling_bert import BertLayer
 from transformers.models.roberta.modeling_roberta import RobertaLayer
 
-from corefbert.errors import CorefBertError
+from corefbert.errors import CorefBertError, one_line
 from corefbert.tasks.heads import (
     frozen_pooler,
     load_encoder,
@@ -160,7 +160,7 @@ class SpanQAModel(nn.Module):
         try:
             qa = AutoModelForQuestionAnswering.from_pretrained(model_name_or_path)
         except (OSError, ValueError) as err:
-            raise CorefBertError(f"cannot load a QA model ({str(err).splitlines()[0]})", path=model_name_or_path) from None
+            raise CorefBertError(f"cannot load a QA model ({one_line(err, first_line=True)})", path=model_name_or_path) from None
         return cls(qa, saved_pooler(str(model_name_or_path)))
 
     def save_pretrained(self, output_dir: str, state_dict: dict | None = None) -> None:

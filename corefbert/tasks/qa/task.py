@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from transformers import AutoConfig, AutoTokenizer
+from transformers import AutoConfig
 
 from corefbert.errors import CorefBertError
 from corefbert.tasks.base import (
@@ -24,6 +24,8 @@ from corefbert.tasks.base import (
 )
 from corefbert.tasks.qa.data import QAExample, read_qa_file
 from corefbert.tasks.qa.windows import build_windows, collate_windows, decode_answers
+from corefbert.text.positions import max_positions
+from corefbert.text.tokenizers import load_tokenizer
 
 
 @dataclass
@@ -57,16 +59,10 @@ class ExtractiveQATask(FinetuningTask):
         self.data_args = data_args = task_args  # self.args: the training arguments
         args = training_args
         check_data_flags(args, data_args)
-        try:
-            self.tokenizer = AutoTokenizer.from_pretrained(args.model_name_or_path)
-        except (OSError, ValueError) as err:
-            raise CorefBertError(f"cannot load a tokenizer ({str(err).splitlines()[0]})",
-                                 path=args.model_name_or_path) from None
+        self.tokenizer = load_tokenizer(args.model_name_or_path)
         self._splits: dict[str, tuple[list[QAExample], list[dict]]] = {}
         config = AutoConfig.from_pretrained(args.model_name_or_path)
-        positions = getattr(config, "max_position_embeddings", None)
-        if positions is not None and config.model_type == "roberta":
-            positions -= config.pad_token_id + 1  # RoBERTa's positions start after the padding index
+        positions = max_positions(config)
         if positions is not None and data_args.max_seq_length > positions:
             raise CorefBertError(f"--max_seq_length {data_args.max_seq_length} exceeds the model's {positions} "
                                  "positions; lower it", path=args.model_name_or_path)

@@ -1,0 +1,123 @@
+"""One home per primitive (issue 24): each shared piece is defined, and each library call behind it made, in one
+module of the package, so a fix to it (an error line, a RoBERTa offset, an fsync) reaches every caller.
+
+Read from the source, like the layer tests. The last test plants a second home of each primitive in a fake
+module and watches the checker find every one, so a rule that silently stopped matching would fail too.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from test_architecture import MODULES
+
+TOKENIZERS = "corefbert.text.tokenizers"
+POSITIONS = "corefbert.text.positions"
+DURABLE = "corefbert.text.durable"
+ERRORS = "corefbert.errors"
+CHECKPOINTING = "corefbert.training.checkpointing"
+# Function name -> the one module that defines it.
+PRIMITIVES = {
+    "load_tokenizer": TOKENIZERS,
+    "check_tokenizer_vocabulary": TOKENIZERS,
+    "special_token_frame": TOKENIZERS,
+    "max_positions": POSITIONS,
+    "padding_offset": POSITIONS,
+    "check_writable": DURABLE,
+    "writing": DURABLE,
+    "replace_folder": DURABLE,
+    "remove_folder": DURABLE,
+    "fsync_dir": DURABLE,
+    "write_json_durably": DURABLE,
+    "replace_file": DURABLE,
+    "os_error_reason": DURABLE,
+    "one_line": ERRORS,
+}
+
+
+def _keyword_is(call: ast.Call, name: str, value: object) -> bool:
+    return any(k.arg == name and isinstance(k.value, ast.Constant) and k.value.value is value for k in call.keywords)
+
+
+def second_homes(name: str, tree: ast.Module) -> list[str]:
+    """What module ``name`` (its parsed source ``tree``) does that only a primitive's home may do."""
+    found = []
+
+    def outside(home: str, line: int, what: str) -> None:
+        if name != home:
+            found.append(f"{name}:{line}: {what} (the home is {home})")
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in PRIMITIVES:
+            outside(PRIMITIVES[node.name], node.lineno, f"defines {node.name}")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            owner = ast.unparse(node.func.value)
+            if node.func.attr == "from_pretrained" and "Tokenizer" in owner:
+                outside(TOKENIZERS, node.lineno, f"loads a tokenizer with {owner}.from_pretrained")
+            elif node.func.attr == "fsync" and owner == "os":
+                outside(DURABLE, node.lineno, "calls os.fsync")
+            elif node.func.attr == "replace" and owner == "os" and name != CHECKPOINTING:
+                # checkpointing renames its own step_N.tmp into place when it recovers an interrupted save
+                outside(DURABLE, node.lineno, "renames into place by hand (replace_file / replace_folder)")
+            elif node.func.attr == "get" and node.args and isinstance(node.args[0], ast.Constant) \
+                    and node.args[0].value == "max_position_embeddings":
+                outside(POSITIONS, node.lineno, "reads max_position_embeddings")
+        if isinstance(node, ast.Call) and _keyword_is(node, "add_special_tokens", True):
+            # Encoders rely on the default; asking for the special tokens explicitly is the frame probe.
+            outside(TOKENIZERS, node.lineno, "probes the special-token frame (add_special_tokens=True)")
+        if isinstance(node, ast.Attribute) and node.attr == "max_position_embeddings" \
+                and isinstance(node.ctx, ast.Load):
+            outside(POSITIONS, node.lineno, "reads max_position_embeddings")
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            key = node.slice.value
+            if key == "max_position_embeddings":
+                outside(POSITIONS, node.lineno, "reads max_position_embeddings")
+            elif key == 0 and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute) \
+                    and node.value.func.attr == "splitlines":
+                outside(ERRORS, node.lineno, "cuts a first line by hand (one_line(..., first_line=True))")
+    return found
+
+
+def test_each_primitive_has_one_home():
+    found = [line for module in MODULES.values() if module.name.startswith("corefbert")
+             for line in second_homes(module.name, module.tree)]
+    assert not found, "\n".join(found)
+
+
+def test_each_home_exists_and_defines_its_primitives():
+    for function, home in PRIMITIVES.items():
+        assert home in MODULES, home
+        defined = {n.name for n in ast.walk(MODULES[home].tree) if isinstance(n, ast.FunctionDef)}
+        assert function in defined, f"{home} no longer defines {function}"
+
+
+def test_the_corpus_writes_durably_without_reaching_into_checkpoints():
+    reaching = [f"{m.name}:{line}" for m in MODULES.values() if m.name.startswith("corefbert.corpus")
+                for line, base, name in m.imports
+                if base == "corefbert.training.checkpointing"
+                or (base == "corefbert.training" and name == "checkpointing")]
+    assert not reaching, reaching
+
+
+def test_a_planted_second_home_of_each_primitive_is_found():
+    planted = ast.parse(
+        "import os\n"
+        "from transformers import AutoTokenizer\n"
+        "def load_tokenizer(path):\n"
+        "    return AutoTokenizer.from_pretrained(path)\n"
+        "def frame(tokenizer):\n"
+        "    return tokenizer('x', add_special_tokens=True)\n"
+        "def usable(config):\n"
+        "    return config.max_position_embeddings - 2, config['max_position_embeddings'], "
+        "config.get('max_position_embeddings')\n"
+        "def save(handle, err):\n"
+        "    os.fsync(handle.fileno())\n"
+        "    os.replace('a.tmp', 'a')\n"
+        "    return str(err).splitlines()[0]\n"
+    )
+    found = second_homes("corefbert.tasks.planted", planted)
+    for what in ("defines load_tokenizer", "AutoTokenizer.from_pretrained", "add_special_tokens=True",
+                 "calls os.fsync", "renames into place by hand", "cuts a first line"):
+        assert any(what in line for line in found), (what, found)
+    assert sum("reads max_position_embeddings" in line for line in found) == 3, found
+    assert second_homes(TOKENIZERS, ast.parse("def load_tokenizer(p):\n    return AutoTokenizer.from_pretrained(p)\n")) == []

@@ -1,0 +1,60 @@
+"""The one tokenizer loader and the special-token frame (corefbert/text/tokenizers.py)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from corefbert.errors import CorefBertError, one_line
+from corefbert.text.tokenizers import load_tokenizer, special_token_frame
+
+
+def test_a_missing_folder_is_one_line_naming_it_and_the_callers_advice(tmp_path):
+    missing = tmp_path / "no_such_model"
+    with pytest.raises(CorefBertError) as err:
+        load_tokenizer(str(missing), advice="pass --tokenizer_name")
+    text = str(err.value)
+    assert text.startswith(f"{missing}: cannot load a tokenizer (") and text.endswith("; pass --tokenizer_name")
+    assert "\n" not in text
+    with pytest.raises(CorefBertError, match="no tokenizer: pass --model_name_or_path"):
+        load_tokenizer(None)
+
+
+def test_a_library_error_is_quoted_by_its_first_line(tmp_path, monkeypatch):
+    from transformers import AutoTokenizer
+
+    def refuse(path):
+        raise OSError("\nthe file is damaged\nIf you were trying to load it from the Hub, make sure ...")
+
+    monkeypatch.setattr(AutoTokenizer, "from_pretrained", refuse)
+    with pytest.raises(CorefBertError, match=r"cannot load a tokenizer \(the file is damaged\); check") as err:
+        load_tokenizer(str(tmp_path))
+    assert "Hub" not in str(err.value)
+
+
+def test_the_fallback_tokenizer_of_a_folder_without_tokenizer_files_is_refused(tmp_path, tiny_bert_dir):
+    bare = tmp_path / "config_only"
+    bare.mkdir()
+    shutil.copy(tiny_bert_dir / "config.json", bare / "config.json")
+    with pytest.raises(CorefBertError, match=r"only \d vocabulary entries .*lacks the tokenizer files"):
+        load_tokenizer(str(bare))
+    assert len(load_tokenizer(str(bare), check_vocabulary=False)) < 100  # what every task got before
+    assert load_tokenizer(str(tiny_bert_dir)).is_fast
+
+
+def test_the_frame_is_what_the_tokenizer_adds_around_one_sequence(bert_tokenizer, roberta_tokenizer):
+    for tokenizer, first, last in ((bert_tokenizer, "cls", "sep"), (roberta_tokenizer, "bos", "eos")):
+        prefix, suffix = special_token_frame(tokenizer)
+        assert prefix == [getattr(tokenizer, f"{first}_token_id")]
+        assert suffix == [getattr(tokenizer, f"{last}_token_id")]
+        text = "The keeper of the lighthouse wrote in his notebook."
+        plain = tokenizer(text, add_special_tokens=False)["input_ids"]
+        assert tokenizer(text)["input_ids"] == prefix + plain + suffix
+
+
+def test_one_line_quotes_the_first_line_of_an_error():
+    assert one_line(ValueError("\n  what went wrong \nadvice\tmore"), first_line=True) == "what went wrong"
+    assert one_line(KeyError(), first_line=True) == "KeyError"  # str() was "" and [0] an IndexError
+    assert one_line("a\tb\nc", first_line=True, limit=2) == "a\\"
+    assert one_line("two\nlines") == "two\\nlines"  # without first_line: the whole text, escaped
