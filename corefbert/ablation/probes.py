@@ -107,7 +107,9 @@ def _interval(observed: float, values: np.ndarray, level: float, shape) -> dict[
 def heldout_counts(model_dir: str, eval_rows, mlm_probability: float, mrp_ratio: float, mask_seed: int,
                    init_seed: int) -> dict[str, list[list[int]]]:
     """Per held-out sequence ``[correct, masked]`` for MLM (all masked tokens, MRP-masked ones included, as
-    the loss) and for MRP (masked mentions whose best copy is a referent).
+    the loss), split into the tokens of masked repeated mentions (``mlm_repeated``: the positions the MRP
+    sampler selects, a noun whose surface form occurs unmasked elsewhere in the row) and every other masked
+    token (``mlm_other``), and for MRP (masked mentions whose best copy is a referent).
 
     Sequences run one at a time: the model's MRP counts are per batch, and per sequence is what the
     bootstrap resamples. ``init_seed`` seeds a fresh MLM head (a backbone without one)."""
@@ -123,16 +125,33 @@ def heldout_counts(model_dir: str, eval_rows, mlm_probability: float, mrp_ratio:
     collate = SeededCollate(DataCollatorForMentionReferencePrediction(
         tokenizer, mlm_probability=mlm_probability, mrp_ratio=mrp_ratio), mask_seed)
     collate.epoch = "eval"  # the evaluation masks: a function of (mask_seed, row) only
-    mlm, mrp = [], []
+    mlm, repeated, other, mrp = [], [], [], []
     with torch.no_grad():
         for batch in pretraining_dataloader(eval_rows, collate, 1, train=False):
             out = model(**batch, masked_logits_only=True)
             labels = batch["labels"]
-            targets = labels[labels != -100]  # [masked]
-            mlm.append([int((out.logits.argmax(-1) == targets).sum()), int(targets.numel())])
+            masked = labels != -100  # [1, L]
+            targets = labels[masked]  # [masked]
+            hit = out.logits.argmax(-1) == targets  # [masked], logits in the same row-major order
+            in_mention = repeated_mention_tokens(batch)[masked]  # [masked]
+            mlm.append([int(hit.sum()), int(targets.numel())])
+            repeated.append([int(hit[in_mention].sum()), int(in_mention.sum())])
+            other.append([int(hit[~in_mention].sum()), int((~in_mention).sum())])
             total = 0 if out.mrp_total is None else int(out.mrp_total)
             mrp.append([int(out.mrp_correct) if total else 0, total])
-    return {"mlm": mlm, "mrp": mrp}
+    return {"mlm": mlm, "mlm_repeated": repeated, "mlm_other": other, "mrp": mrp}
+
+
+def repeated_mention_tokens(batch: dict):
+    """``[B, L]`` True on the tokens of the masked repeated mentions: the nouns the MRP sampler masked that
+    have an unmasked occurrence elsewhere in the row (the collator's ``mrp_mention_*`` spans, inclusive)."""
+    import torch
+
+    B, L = batch["input_ids"].shape
+    starts, ends, valid = batch["mrp_mention_starts"], batch["mrp_mention_ends"], batch["mrp_mention_mask"]  # [B, M]
+    position = torch.arange(L)[None, None, :]  # [1, 1, L]
+    inside = (position >= starts[..., None]) & (position <= ends[..., None]) & valid[..., None]  # [B, M, L]
+    return inside.any(dim=1) if starts.shape[1] else torch.zeros(B, L, dtype=torch.bool)
 
 
 # ----------------------------------------------------------------------------------- pronoun probes
@@ -221,3 +240,55 @@ def _is_gap(path: str) -> bool:
     from corefbert.tasks.coref.readers import detect_format
 
     return detect_format(path) == "gap"
+
+
+# ----------------------------------------------------------------------------------------- QUOREF probe
+
+
+@dataclass
+class QuorefProbe:
+    """Short QUOREF fine-tuning (:class:`corefbert.tasks.qa.quoref.QuorefTask`, the paper's model) on
+    ``train_file`` for ``max_steps`` steps, EM/F1 of the last model on ``validation_file``."""
+
+    train_file: str
+    validation_file: str
+    max_steps: int = 100
+    batch_size: int = 8
+    learning_rate: float = 5e-5
+    max_seq_length: int = 256
+
+    def settings(self) -> dict:
+        return {"train_file": os.path.abspath(self.train_file), "validation_file": os.path.abspath(
+            self.validation_file), "max_steps": self.max_steps, "batch_size": self.batch_size,
+                "learning_rate": self.learning_rate, "max_seq_length": self.max_seq_length}
+
+
+def run_quoref_probe(probe: QuorefProbe, model_dir: str, out_dir: Path, seed: int, mixed_precision: str,
+                     fresh: bool) -> dict:
+    """Run ``probe`` on ``model_dir`` in ``out_dir``; returns per-question counts ``{"exact_match": [[em, 1],
+    ...], "f1": [[f1, 1], ...]}`` (the bootstrap's examples are the dev questions) and the task's own corpus
+    figures under ``"reported"``."""
+    from corefbert.metrics.drop import quoref_question_scores
+    from corefbert.tasks.base import FinetuningArguments, run_finetuning
+    from corefbert.tasks.qa.data import read_qa_file
+    from corefbert.tasks.qa.quoref import QuorefArguments, QuorefTask
+
+    task_args = QuorefArguments(train_file=probe.train_file, validation_file=probe.validation_file,
+                                max_seq_length=probe.max_seq_length, doc_stride=probe.max_seq_length // 2)
+    args = FinetuningArguments(
+        model_name_or_path=str(model_dir), output_dir=str(out_dir), do_train=True, do_eval=True, seed=seed,
+        max_steps=probe.max_steps, per_device_train_batch_size=probe.batch_size, per_device_eval_batch_size=32,
+        learning_rate=probe.learning_rate, eval_steps=probe.max_steps, load_best_model_at_end=False,
+        save_total_limit=1, mixed_precision=mixed_precision, disable_tqdm=True, overwrite_output_dir=fresh,
+        resume_from_checkpoint=None if fresh else "latest")
+    results = run_finetuning(QuorefTask(task_args, args), args)
+    path = out_dir / "eval_predictions.json"
+    if not path.is_file():
+        raise CorefBertError("the QUOREF probe wrote no predictions here", path=path)
+    predictions = json.loads(path.read_text(encoding="utf-8"))
+    references = {e.qid: e.gold_texts for e in read_qa_file(probe.validation_file) if e.gold_texts}
+    scores = quoref_question_scores(predictions, references)
+    for folder in ("best", "last", "checkpoints"):  # model copies: the probe's figures are all that is kept
+        shutil.rmtree(out_dir / folder, ignore_errors=True)
+    return {"exact_match": [[em, 1] for em, _ in scores.values()], "f1": [[f1, 1] for _, f1 in scores.values()],
+            "reported": {key: results.get(f"eval_{key}", results.get(key)) for key in ("exact_match", "f1")}}

@@ -10,7 +10,7 @@ import numpy as np
 from corefbert.errors import CorefBertError
 from corefbert.pretraining.plotting import read_log
 
-ARM_LABELS = {"backbone": "backbone (start)", "corefbert": "CorefBERT (MLM+MRP)", "mrm": "MRM (no copy loss)",
+ARM_LABELS = {"base": "base (whole-word MLM, shared start)", "backbone": "backbone (start)", "corefbert": "CorefBERT (MLM+MRP)", "mrm": "MRM (no copy loss)",
               "wwm": "WWM (MLM only)", "official_loss": "CorefBERT, official loss"}
 
 
@@ -65,7 +65,15 @@ def _settings_line(result: dict) -> str:
     if heldout:
         line += (f"; held-out probes on {heldout['sequences']} sequences, masks drawn with seed "
                  f"{heldout['mask_seed']} for every model")
+    base = result["study"].get("base_mlm_steps")
+    if base:
+        line += (f"; every arm of every seed starts from the same base, the backbone continued with {base} steps "
+                 "of whole-word MLM (the 'backbone (start)' column probes that base)")
     for name, settings in result["probe_settings"].items():
+        if name == "quoref":
+            line += (f"; QUOREF: {settings['max_steps']} fine-tuning steps of {settings['batch_size']} windows of "
+                     f"{settings['max_seq_length']} at LR {settings['learning_rate']:g}, EM/F1 of the last model on "
+                     f"{os.path.basename(settings['validation_file'])}")
         if name.startswith("finetune_"):
             line += (f"; {name[len('finetune_'):]}: {settings['max_steps']} eq. 5 steps of {settings['batch_size']} "
                      f"at LR {settings['learning_rate']:g}")
@@ -73,10 +81,12 @@ def _settings_line(result: dict) -> str:
     return line + (f"; at most {', '.join(map(str, sorted(capped)))} problems per evaluated file" if capped else "") + "."
 
 
-def plot_study(logs: dict[tuple[str, int], os.PathLike], out_path: Path, copy_trained: set) -> Path | None:
+def plot_study(logs: dict[tuple[str, int], os.PathLike], out_path: Path, copy_trained: set,
+               base_log: os.PathLike | None = None) -> Path | None:
     """Training loss, held-out MLM accuracy and held-out MRP accuracy against training tokens, one line per
     run (colour: arm); MRP only for the runs in ``copy_trained``. Evaluation records carry steps only: their
-    tokens are read off the train records."""
+    tokens are read off the train records. ``base_log``: the base every arm continued (grey); the arms' tokens
+    then count on from the base's last one."""
     if not logs:
         return None
     try:
@@ -88,13 +98,21 @@ def plot_study(logs: dict[tuple[str, int], os.PathLike], out_path: Path, copy_tr
         raise CorefBertError("the study plot needs matplotlib: pip install 'corefbert[plot]'") from None
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     colours = {}
-    for (arm, seed), path in sorted(logs.items()):
+    runs = sorted(logs.items())
+    offset = 0
+    if base_log is not None and Path(base_log).is_file():
+        base_train = [r for r in read_log(base_log) if r.get("split") == "train"]
+        offset = base_train[-1]["tokens"] if base_train else 0
+        runs = [(("base", 0), base_log)] + runs
+        colours["base"] = "0.5"
+    for (arm, seed), path in runs:
         records = read_log(path)
         train = [r for r in records if r.get("split") == "train"]
         evals = [r for r in records if r.get("split") == "eval"]
         colour = colours.setdefault(arm, f"C{len(colours)}")
-        label = ARM_LABELS.get(arm, arm) if seed == min(s for a, s in logs if a == arm) else None
-        steps, tokens = [0] + [r["step"] for r in train], [0] + [r["tokens"] for r in train]
+        label = ARM_LABELS.get(arm, arm) if arm == "base" or seed == min(s for a, s in logs if a == arm) else None
+        shift = 0 if arm == "base" else offset
+        steps, tokens = [0] + [r["step"] for r in train], [shift] + [shift + r["tokens"] for r in train]
         # The MLM part of the loss is comparable across arms; the total is not (MRM and WWM drop L_MRP).
         axes[0].plot(tokens[1:], [r.get("mlm_loss", r["loss"]) for r in train], color=colour, alpha=0.7, label=label)
         if (arm, seed) in copy_trained and all("mrp_loss" in r for r in train):

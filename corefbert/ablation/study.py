@@ -28,10 +28,12 @@ import numpy as np
 
 from corefbert.ablation.probes import (
     CorefProbe,
+    QuorefProbe,
     file_stem,
     heldout_counts,
     paired_bootstrap,
     run_coref_probe,
+    run_quoref_probe,
     statistic,
 )
 from corefbert.errors import CorefBertError
@@ -79,6 +81,18 @@ class AblationArguments:
         "help": "Seed of the probes' held-out masks and of the bootstrap (the same for every arm and seed)."})
     bootstrap_samples: int = field(default=1000, metadata={"help": "Bootstrap samples of each CI."})
     skip_backbone: bool = field(default=False, metadata={"help": "Do not probe the starting backbone."})
+    base_mlm_steps: int = field(default=0, metadata={
+        "help": "First continue the backbone with whole-word MLM (the WWM arm's objective) for N steps, once, into "
+                "output_dir/base; every arm of every seed then starts from those weights (the paper continues "
+                "Google's BERT, whose MLM head is trained). 0: start from the backbone as it is."})
+    quoref_train_file: str | None = field(default=None, metadata={
+        "help": "QUOREF probe: fine-tune each model on this file (official QUOREF JSON) ..."})
+    quoref_validation_file: str | None = field(default=None, metadata={
+        "help": "... and report EM/F1 on this one (the last model, no selection on it)."})
+    quoref_max_steps: int = field(default=100, metadata={"help": "Optimizer steps of the QUOREF probe."})
+    quoref_batch_size: int = field(default=8, metadata={"help": "Batch size (windows) of the QUOREF probe."})
+    quoref_learning_rate: float = field(default=5e-5, metadata={"help": "LR of the QUOREF probe."})
+    quoref_max_seq_length: int = field(default=256, metadata={"help": "Window length of the QUOREF probe."})
 
     def arm_list(self) -> list[str]:
         arms = [a.strip() for a in self.arms.split(",") if a.strip()]
@@ -108,11 +122,26 @@ class AblationArguments:
                     raise CorefBertError("probe file not found; check --zero_shot_file / --finetune", path=path)
         return probes
 
+    def quoref_probe(self) -> QuorefProbe | None:
+        if not self.quoref_train_file:
+            return None
+        return QuorefProbe(self.quoref_train_file, self.quoref_validation_file, self.quoref_max_steps,
+                           self.quoref_batch_size, self.quoref_learning_rate, self.quoref_max_seq_length)
+
     def validate(self) -> None:
         self.arm_list()
         if self.seeds < 1:
             raise CorefBertError(f"--seeds must be at least 1 (got {self.seeds})")
-        for name in ("finetune_max_steps", "finetune_batch_size", "probe_sequences", "bootstrap_samples"):
+        if self.base_mlm_steps < 0:
+            raise CorefBertError(f"--base_mlm_steps must be 0 or more (got {self.base_mlm_steps})")
+        if bool(self.quoref_train_file) != bool(self.quoref_validation_file):
+            raise CorefBertError("the QUOREF probe needs both --quoref_train_file and --quoref_validation_file")
+        for path in (self.quoref_train_file, self.quoref_validation_file):
+            if path and not Path(path).is_file():
+                raise CorefBertError("QUOREF probe file not found; check --quoref_train_file / "
+                                     "--quoref_validation_file", path=path)
+        for name in ("finetune_max_steps", "finetune_batch_size", "probe_sequences", "bootstrap_samples",
+                     "quoref_max_steps", "quoref_batch_size", "quoref_max_seq_length"):
             if getattr(self, name) < 1:
                 raise CorefBertError(f"--{name} must be at least 1 (got {getattr(self, name)})")
         if self.probe_max_eval_samples is not None and self.probe_max_eval_samples < 1:
@@ -137,19 +166,23 @@ def run_study(study: AblationArguments, train_args, corpus_args=None) -> dict:
         dataclasses.replace(train_args, **ARMS[arm]).validate()
     seeds = [train_args.seed + k for k in range(study.seeds)]
     counts = {"trained": 0, "resumed": 0, "finished_before": 0, "probes_run": 0, "probes_reused": 0}
+    check_study_settings(root, study, train_args)
     if not study.collect_only:
         splits = _study_corpus(train_args, corpus_args)
         eval_rows = splits["validation"].select(range(min(study.probe_sequences, len(splits["validation"]))))
+        start = train_args.model_name_or_path
+        if study.base_mlm_steps:
+            start, counts["base"] = train_base(study, train_args, splits)
         total, done = len(arms) * len(seeds), 0
         for seed in seeds:
             if not study.skip_backbone:
-                _probe(study, train_args, eval_rows, BACKBONE, seed, train_args.model_name_or_path, False, counts)
+                _probe(study, train_args, eval_rows, BACKBONE, seed, start, False, counts)
             for arm in arms:
                 done += 1
                 args = dataclasses.replace(train_args, output_dir=str(run_dir(root, arm, seed)), seed=seed,
-                                           plot=False, **ARMS[arm])
+                                           model_name_or_path=start, plot=False, **ARMS[arm])
                 print(f"[ablation] {arm}, seed {seed} ({done}/{total})", flush=True)
-                counts[_train(args, splits)] += 1
+                counts[_train(args, splits, base_mlm_steps=study.base_mlm_steps)] += 1
                 _probe(study, train_args, eval_rows, arm, seed, str(Path(args.output_dir) / "final"),
                        trains_copy_head(args), counts)
     study_result = collect(root, arms, seeds, study)
@@ -159,6 +192,46 @@ def run_study(study: AblationArguments, train_args, corpus_args=None) -> dict:
           f"settings, skipped); probe results missing: {len(study_result['missing'])}; wrote {root / 'study.md'}",
           flush=True)
     return study_result
+
+
+#: What a study folder is bound to: a rerun with another value would mix runs from two starting points.
+STUDY_SETTINGS = "study_settings.json"
+BASE = "base"
+
+
+def check_study_settings(root: Path, study: AblationArguments, train_args) -> None:
+    """Record the study's starting point (``root/study_settings.json``) on its first run; refuse a rerun
+    whose ``--base_mlm_steps`` or backbone differs from the recorded one."""
+    settings = {"base_mlm_steps": study.base_mlm_steps, "backbone": str(train_args.model_name_or_path)}
+    path = Path(root) / STUDY_SETTINGS
+    if path.is_file():
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        for key, value in settings.items():
+            if saved.get(key, value) != value and not (key == "backbone" and study.collect_only):
+                flag = "--base_mlm_steps" if key == "base_mlm_steps" else "--model_name_or_path"
+                raise CorefBertError(f"{flag} {value!r} differs from the {saved[key]!r} this study was started with; "
+                                     "every arm must start from the same weights: use another --output_dir, or "
+                                     f"give {flag} {saved[key]!r}", path=path)
+        return
+    if not study.collect_only:
+        Path(root).mkdir(parents=True, exist_ok=True)
+        replace_file(path, json.dumps(settings, indent=2))
+
+
+def base_args(study: AblationArguments, train_args):
+    """The base run's flags: the WWM arm's objective for ``--base_mlm_steps`` steps at the study's first seed,
+    in ``output_dir/base``."""
+    return dataclasses.replace(train_args, output_dir=str(Path(train_args.output_dir) / BASE),
+                               max_steps=study.base_mlm_steps, plot=False, **ARMS["wwm"])
+
+
+def train_base(study: AblationArguments, train_args, splits) -> tuple[str, str]:
+    """Train the study's base once (a finished base is reused, an interrupted one resumes); returns the
+    folder every arm starts from (``output_dir/base/final``) and trained / resumed / finished_before."""
+    args = base_args(study, train_args)
+    print(f"[ablation] base: {study.base_mlm_steps} steps of whole-word MLM from {train_args.model_name_or_path}",
+          flush=True)
+    return str(Path(args.output_dir) / "final"), _train(args, splits)
 
 
 def _study_corpus(train_args, corpus_args):
@@ -193,15 +266,17 @@ def _arm_settings(args, splits) -> dict:
     return {"max_steps": args.max_steps, **{k: getattr(args, k) for k in EXACT_SETTINGS}, **settings}
 
 
-def _train(args, splits) -> str:
-    """Run one arm x seed unless finished; returns trained / resumed / finished_before."""
+def _train(args, splits, base_mlm_steps: int = 0) -> str:
+    """Run one arm x seed (or the base) unless finished; returns trained / resumed / finished_before."""
     from corefbert.pretraining.run import run_pretraining
 
     out = Path(args.output_dir)
-    settings = json.loads(json.dumps(_arm_settings(args, splits), default=str))
+    settings = json.loads(json.dumps({**_arm_settings(args, splits), "base_mlm_steps": base_mlm_steps},
+                                     default=str))
     if (out / "all_results.json").is_file() and (out / "final").is_dir():
         marker = out / RUN_MARKER
         saved = json.loads(marker.read_text(encoding="utf-8")) if marker.is_file() else settings
+        saved.setdefault("base_mlm_steps", 0)  # runs finished before the flag existed started from the backbone
         changed = sorted(k for k in settings if saved.get(k) != settings[k] and k != "model_name_or_path")
         if changed:
             raise CorefBertError(f"this finished run was trained with other settings ({', '.join(changed)}: "
@@ -223,14 +298,19 @@ def _probe(study, train_args, eval_rows, arm: str, seed: int, model_dir: str, co
 
     folder = run_dir(Path(train_args.output_dir), arm, seed) / "probes"
     folder.mkdir(parents=True, exist_ok=True)
-    probes = study.coref_probes()
+    probes = dict(study.coref_probes())
+    quoref = study.quoref_probe()
+    if quoref is not None:
+        probes["quoref"] = quoref
     mrp_ratio = train_args.mrp_ratio or 0.2  # the paper's 4 : 1 where the given flags have no MRP share
     heldout = {"sequences": len(eval_rows), "mask_seed": study.probe_seed, "mrp_ratio": mrp_ratio,
                "mlm_probability": train_args.mlm_probability, "copy_trained": copy_trained,
                # The probe reads the held-out rows only (was labelled "32 train + 32 held-out", one split twice).
-               "corpus": f"{len(eval_rows)} held-out rows, sha256 {rows_digest(eval_rows)}"}
+               "corpus": f"{len(eval_rows)} held-out rows, sha256 {rows_digest(eval_rows)}",
+               "split": "mlm_repeated/mlm_other"}  # results from before the split lack it: probed again
+    start = {"base_mlm_steps": study.base_mlm_steps}  # a probe of another starting point is not reused
     todo = [name for name, settings in (("heldout", heldout), *((n, p.settings()) for n, p in probes.items()))
-            if _cached(folder / f"{name}.json", settings) is None]
+            if _cached(folder / f"{name}.json", {**settings, **start}) is None]
     counts["probes_run"] += len(todo)
     counts["probes_reused"] += 1 + len(probes) - len(todo)
     if todo:
@@ -239,11 +319,12 @@ def _probe(study, train_args, eval_rows, arm: str, seed: int, model_dir: str, co
         found = heldout_counts(model_dir, eval_rows, train_args.mlm_probability, mrp_ratio, study.probe_seed, seed)
         if not copy_trained:
             found.pop("mrp")
-        _store(folder / "heldout.json", heldout, found)
+        _store(folder / "heldout.json", {**heldout, **start}, found)
     for name in todo[1:] if "heldout" in todo else todo:
         stale = (folder / f"{name}.json").is_file()  # other settings: start the probe over
-        results = run_coref_probe(probes[name], model_dir, folder / name, seed, train_args.mixed_precision, stale)
-        _store(folder / f"{name}.json", probes[name].settings(), results)
+        run = run_quoref_probe if name == "quoref" else run_coref_probe
+        results = run(probes[name], model_dir, folder / name, seed, train_args.mixed_precision, stale)
+        _store(folder / f"{name}.json", {**probes[name].settings(), **start}, results)
 
 
 def _cached(path: Path, settings: dict):
@@ -280,14 +361,22 @@ def probe_table(root: Path, arms: list[str], seeds: list[int]) -> tuple[dict, li
         for arm in by_arm:
             missing += [f"{arm}/seed_{s}: no {probe}" for s in seeds if s not in by_arm[arm] and (arm, s) not in empty]
     table["settings"] = settings  # popped by the caller: what the probes on disk were run with
-    order = ("held-out MLM", "held-out MRP", "zero-shot", "eq. 5")  # the table's row order
+    order = ("held-out MLM", "held-out MRP", "QUOREF", "zero-shot", "eq. 5")  # the table's row order
     return dict(sorted(table.items(), key=lambda item: (next(i for i, o in enumerate(order + ("",))
                                                              if item[0].startswith(o)), item[0]))), missing
 
 
+#: Row names of the held-out probe's parts.
+HELDOUT_ROWS = {"mlm": "held-out MLM accuracy", "mlm_repeated": "held-out MLM accuracy: repeated mentions",
+                "mlm_other": "held-out MLM accuracy: other masked words", "mrp": "held-out MRP accuracy"}
+
+
 def _flatten(name: str, results: dict) -> dict[str, tuple[str, list]]:
     if name == "heldout":
-        return {f"held-out {key.upper()} accuracy": ("ratio", value) for key, value in results.items()}
+        return {HELDOUT_ROWS.get(key, key): ("ratio", value) for key, value in results.items()}
+    if name == "quoref":
+        return {f"QUOREF dev {label}": ("ratio", results[key]) for key, label in (("exact_match", "EM"),
+                                                                                 ("f1", "F1"))}
     kind = "zero-shot" if name.startswith("zeroshot_") else f"eq. 5 on {name[len('finetune_'):]}"
     return {f"{kind}: {stem} {'F1' if r['kind'] == 'gap_f1' else 'accuracy'}": (r["kind"], r["counts"])
             for stem, r in results.items()}
@@ -355,7 +444,8 @@ def collect(root: Path, arms: list[str], seeds: list[int], study: AblationArgume
     logs = {(arm, seed): run_dir(root, arm, seed) / "log.jsonl" for arm in arms for seed in seeds}
     copy_trained = {(arm, int(seed)) for arm, runs in result["pretraining"].items() for seed, figures in runs.items()
                     if figures["copy_trained"] is not False}
+    base_log = root / BASE / "log.jsonl" if study.base_mlm_steps else None
     plot = plot_study({key: path for key, path in logs.items() if path.is_file()}, root / "curves.png",
-                      copy_trained)
+                      copy_trained, base_log)
     result["plot"] = str(plot) if plot else None
     return result

@@ -94,6 +94,20 @@ def drop_em_f1(predicted: str | Sequence[str], gold: str | Sequence[str]) -> tup
     return exact, f1
 
 
+def quoref_question_scores(
+    predictions: Mapping[str, Sequence[str]], references: Mapping[str, Sequence[str]]
+) -> dict[str, tuple[float, float]]:
+    """``{qid: (EM, F1)}`` (both 0-1) for every gold question: a missing prediction, or a question whose gold
+    answer is empty (never matched, as in the official evaluator), scores ``(0, 0)``."""
+    scores = {}
+    for qid, gold in references.items():
+        if qid not in predictions or not list(gold) or not str(list(gold)[0]).strip():
+            scores[qid] = (0.0, 0.0)
+        else:
+            scores[qid] = drop_em_f1(predictions[qid], gold)
+    return scores
+
+
 def quoref_metrics(
     predictions: Mapping[str, Sequence[str]], references: Mapping[str, Sequence[str]]
 ) -> dict[str, float]:
@@ -104,17 +118,8 @@ def quoref_metrics(
     """
     if not references:
         return {"exact_match": 0.0, "f1": 0.0, "total": 0, "missing": 0}
-    exact = f1 = 0.0
-    missing = 0
-    for qid, gold in references.items():
-        if qid not in predictions:
-            missing += 1
-            continue
-        # An empty gold answer is never scored as matched, as in the official evaluator.
-        if not list(gold) or not str(list(gold)[0]).strip():
-            continue
-        question_exact, question_f1 = drop_em_f1(predictions[qid], gold)
-        exact += question_exact
-        f1 += question_f1
+    scores = quoref_question_scores(predictions, references)
     total = len(references)
-    return {"exact_match": 100.0 * exact / total, "f1": 100.0 * f1 / total, "total": total, "missing": missing}
+    return {"exact_match": 100.0 * sum(em for em, _ in scores.values()) / total,
+            "f1": 100.0 * sum(f1 for _, f1 in scores.values()) / total, "total": total,
+            "missing": sum(qid not in predictions for qid in references)}

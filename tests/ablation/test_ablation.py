@@ -72,7 +72,9 @@ def test_the_study_writes_table_json_and_plot(study):
         for seed in SEEDS:
             assert (out / arm / f"seed_{seed}" / "final" / "model.safetensors").is_file()
     probes = result["probes"]
-    expected = {"held-out MLM accuracy", "held-out MRP accuracy", "zero-shot: blocks accuracy", "zero-shot: gap F1",
+    expected = {"held-out MLM accuracy", "held-out MLM accuracy: repeated mentions",
+                "held-out MLM accuracy: other masked words", "held-out MRP accuracy", "zero-shot: blocks accuracy",
+                "zero-shot: gap F1",
                 "eq. 5 on blocks: blocks accuracy", "eq. 5 on blocks: gap F1"}
     assert set(probes) == expected and result["missing"] == []
     for name, entry in probes.items():
