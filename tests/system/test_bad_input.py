@@ -657,6 +657,9 @@ CASES = [
     Case(ABLATION_CLI, "--seeds 0", ablation("--dataset_dir", "{work}", "--seeds", "0")),
     Case(ABLATION_CLI, "arm flags that contradict (official_loss with weight 0)",
          ablation("--dataset_dir", "{work}", "--arms", "corefbert,official_loss", "--mrp_loss_weight", "0")),
+    Case(ABLATION_CLI, "negative --base_mlm_steps", ablation("--dataset_dir", "{work}", "--base_mlm_steps", "-1")),
+    Case(ABLATION_CLI, "QUOREF probe with a train file only",
+         ablation("--dataset_dir", "{work}", "--quoref_train_file", str(QUOREF))),
     # Coref-GRU on bAbI (issue 17)
     Case(BABI_CLI, "missing file",
          lambda w, m: ["--data_dir", str(w / "missing_dir"), "--do_train", "--output_dir", str(w / "out")]),
