@@ -8,7 +8,10 @@ conftest); benchmarks put ``tests/`` on ``sys.path`` first. pytest fixtures stay
 
 from __future__ import annotations
 
+import ast
 import os
+import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -150,3 +153,43 @@ def run_under_memory_cap(code: str, headroom_mb: int, timeout: float = 300):
     script = _MEMORY_CAP_PRELUDE.format(headroom_mb=int(headroom_mb)) + code
     return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout, env=env,
                           cwd=root)
+
+
+# --- model cards: what a test reads in one (corefbert/training/cards.py) ---
+
+
+def card_code_blocks(text: str, language: str) -> list[str]:
+    """The contents of a card's fenced code blocks in ``language`` (``python``, ``bash``)."""
+    return re.findall(rf"```{language}\n(.*?)```", text, flags=re.S)
+
+
+def card_spacy_config(text: str) -> dict | None:
+    """The config the card's spaCy snippet gives ``nlp.add_pipe("corefbert_coref", config=...)``; None without one."""
+    for block in card_code_blocks(text, "python"):
+        for node in ast.walk(ast.parse(block)):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_pipe" and \
+                    node.args and ast.literal_eval(node.args[0]) == "corefbert_coref":
+                return ast.literal_eval(next(k.value for k in node.keywords if k.arg == "config"))
+    return None
+
+
+def card_commands(text: str, command: str) -> list[list[str]]:
+    """The argv (after ``corefbert COMMAND``) of each line of the card's bash blocks that runs ``command``."""
+    found = []
+    for block in card_code_blocks(text, "bash"):
+        for line in block.splitlines():
+            words = shlex.split(line)
+            if words[:2] == ["corefbert", command]:
+                found.append(words[2:])
+    return found
+
+
+def assert_card_links_the_project(text: str, project_url: str) -> None:
+    """A model card's "made with" line links this project (``project_url``); the paper and the authors' code are
+    cited, not credited."""
+    from corefbert.training.cards import AUTHORS_CODE, PAPER_URL
+
+    made_with = next(line for line in text.splitlines() if line.startswith("Made with"))
+    assert made_with.startswith(f"Made with [corefbert]({project_url}) ")
+    assert PAPER_URL in made_with and f"[the authors' code]({AUTHORS_CODE})" in made_with
+    assert text.count(AUTHORS_CODE) == 1  # nowhere else: thunlp did not make this checkpoint

@@ -334,7 +334,7 @@ def convert_checkpoint(official_dir, output_dir, model_type: str | None = None, 
     runs before a model is built: config.json's types and sizes against the weights' shapes, then the values.
     """
     from corefbert.pretraining.modeling import PRETRAINING_CLASSES
-    from corefbert.training.hub import conversion_card
+    from corefbert.training.cards import conversion_card
 
     source, target = resolve_source(str(official_dir)), Path(output_dir)
     if not source.is_dir():
@@ -373,7 +373,7 @@ def convert_checkpoint(official_dir, output_dir, model_type: str | None = None, 
                   "mlm_head": report.mlm_head, "pooler": report.pooler, "converted_tensors": report.converted,
                   "dropped_tensors": report.dropped, "notes": report.notes}
         (tmp / CONVERSION_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-        conversion_card(record).save(tmp / "README.md")  # a card to publish with: `hf upload user/name OUTPUT_DIR`
+        conversion_card(record, target.name).save(tmp / "README.md")  # a card to publish with: `hf upload user/name OUTPUT_DIR`
         replace_folder(tmp, target)
     return report
 

@@ -11,18 +11,21 @@ import torch
 from huggingface_hub import ModelCard, ModelCardData
 
 from corefbert.text.durable import remove_folder, replace_folder, writing
-from corefbert.training.checkpointing import raise_if_stopping
-from corefbert.training.hub import (
+from corefbert.training.cards import (
     CARD_SETTINGS,
     LICENSE,
     PAPER,
+    Usage,
     eval_results,
-    load_snippet,
+    made_with,
     model_reference,
+    pretrained_finetune_line,
     render_card,
     repo_name,
     settings_table,
+    usage_section,
 )
+from corefbert.training.checkpointing import raise_if_stopping
 from corefbert.training.loop import PreservedRng
 
 
@@ -144,15 +147,26 @@ def pretraining_card(args, before: dict, after: dict, num_processes: int, precis
         ("mlm_loss", "MLM loss")))
     batch = args.per_device_train_batch_size * args.gradient_accumulation_steps * num_processes
     names = CARD_SETTINGS + ("mlm_probability", "mrp_ratio", "mrp_loss_weight", "mrp_official_loss")
+    # The copy head learns only from the MRP loss: without it V stays at its initial value.
+    copy_trained = args.mrp_loss_weight > 0 and args.mrp_ratio > 0
+    # Published under a known name: the download's folder; else the run's own folder, as the card names it.
+    folder = (args.hub_model_id.rsplit("/", 1)[-1] if args.hub_model_id
+              else f"{Path(os.path.abspath(args.output_dir)).name}/final")
+    usage = Usage(folder, args.hub_model_id, finetune=pretrained_finetune_line(folder),
+                  spacy_config={"scorer": "copy"} if copy_trained else None)
+    copy_note = "" if copy_trained else (
+        "\n\nThis run trained without MRP (`mrp_loss_weight` or `mrp_ratio` 0), so its copy head is untrained: "
+        "it is not for zero-shot pronoun resolution.")
     body = f"""# CorefBERT checkpoint ({name})
 
-Pretrained with [corefbert](https://github.com/thunlp/CorefBERT) (CorefBERT, Ye et al., EMNLP 2020) from
-{base_text}: masked-language modelling plus Mention Reference Prediction, a copy-based objective over
-repeated nouns. An ordinary checkpoint of the backbone type: `AutoModel`, `AutoModelForMaskedLM`,
+{made_with()}
+
+Pretrained from {base_text}: masked-language modelling plus Mention Reference Prediction, a copy-based
+objective over repeated nouns. An ordinary checkpoint of the backbone type: `AutoModel`, `AutoModelForMaskedLM`,
 `AutoModelForQuestionAnswering` and `AutoModelForSequenceClassification` load it; the MRP head
 (`mrp.copy_vector`) travels with it. With the MRP head: `import corefbert` first, then
 `AutoModelForPreTraining` gives the CorefBERT pretraining class (without that import, transformers returns
-its stock pretraining class with a random next-sentence head).
+its stock pretraining class with a random next-sentence head).{copy_note}
 
 ## Settings
 
@@ -171,9 +185,7 @@ Masked positions are fixed across evaluations, so before and after are comparabl
 |---|---|---|
 {rows}
 
-## How to load
-
-{load_snippet(args.hub_model_id or f"{Path(os.path.abspath(args.output_dir)).name}/final")}
+{usage_section(usage)}
 """
     return render_card(data, body)
 

@@ -16,7 +16,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import FIXTURES, load_cli, training_text
+from helpers import (
+    FIXTURES,
+    assert_card_links_the_project,
+    card_code_blocks,
+    card_commands,
+    card_spacy_config,
+    load_cli,
+    training_text,
+)
 
 from corefbert.errors import CorefBertError
 from corefbert.pretraining.convert import convert_checkpoint, main, official_name, vocabulary_casing
@@ -202,6 +210,43 @@ def test_converted_folder_loads_everywhere(converted, variant, coef):
     assert f"trained: {str(coef).lower()}" in card.text and str(out.parent) not in card.text
     if kind == "bert":
         assert report.dropped == ["cls.seq_relationship.weight"]
+
+
+@pytest.mark.parametrize("coef", [True, False])
+def test_the_converted_card_says_how_to_use_the_folder(converted, coef, monkeypatch, tmp_path):
+    """The card written into the folder: made with this project, the AutoModelForMaskedLM lines and the fine-tuning
+    command on the folder (which load and parse), the spaCy copy scorer only where the copy head is trained."""
+    from huggingface_hub import ModelCard
+
+    from corefbert.tasks.base import parse_task_arguments
+    from corefbert.tasks.glue import GlueTask
+    from corefbert.training.cards import made_with
+
+    _, _, out, _ = converted["bert-cased", coef]
+    card = ModelCard.load(out / "README.md")
+    assert made_with() in card.text.splitlines() and card.data.base_model is None  # converted from a local folder
+    monkeypatch.chdir(out.parent)
+    (transformers_code,) = [b for b in card_code_blocks(card.text, "python") if "from transformers" in b]
+    assert f'AutoModelForMaskedLM.from_pretrained("{out.name}")' in transformers_code
+    scope = {}
+    exec(transformers_code, scope)
+    assert scope["model"].config.model_type == "bert" and scope["tokenizer"].is_fast
+    (finetune,) = card_commands(card.text, "finetune")
+    assert parse_task_arguments(GlueTask, finetune[1:])[1].model_name_or_path == out.name
+    expected = {"scorer": "copy", "model": out.name} if coef else None
+    assert card_spacy_config(card.text) == expected and ("copy head is untrained" in card.text) is not coef
+
+
+def test_a_card_converted_from_the_hub_names_it_as_base_and_links_the_project(monkeypatch):
+    from corefbert.training import cards
+
+    monkeypatch.setattr(cards, "project_url", lambda: "https://example.org/corefbert-project")
+    record = {"source": "nielsr/coref-bert-base", "model_type": "bert", "copy_head_trained": True, "notes": []}
+    card = cards.conversion_card(record, "corefbert-base")
+    assert card.data.base_model == "nielsr/coref-bert-base"
+    assert "[nielsr/coref-bert-base](https://huggingface.co/nielsr/coref-bert-base)" in card.text
+    assert_card_links_the_project(card.text, "https://example.org/corefbert-project")
+    assert card_spacy_config(card.text) == {"scorer": "copy", "model": "corefbert-base"}
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

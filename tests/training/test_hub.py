@@ -9,11 +9,19 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from helpers import FIXTURES, load_cli, synthetic_corpus
+from helpers import (
+    FIXTURES,
+    assert_card_links_the_project,
+    card_code_blocks,
+    card_commands,
+    card_spacy_config,
+    load_cli,
+    synthetic_corpus,
+)
 from huggingface_hub import ModelCard
 
 from corefbert.errors import CorefBertError
-from corefbert.training import hub
+from corefbert.training import cards, hub
 
 TOKEN = "hf_secret_token_never_on_disk"
 
@@ -153,6 +161,42 @@ def test_run_pretraining_push_to_hub_end_to_end(tmp_path, tiny_bert_dir, recordi
     _no_local_path_or_token(files, tmp_path, tiny_bert_dir)
 
 
+def test_a_pushed_coreference_model_resolves_text_as_its_card_says(tmp_path, recording_hub, fresh_accelerate_state,
+                                                                    monkeypatch, capsys):
+    """An end-to-end coreference run with --push_to_hub: the uploaded card links this project and says how to
+    download and use the model; its `hf download` and `corefbert resolve` lines, run on the uploaded files,
+    resolve the card's example text."""
+    import shlex
+
+    from corefbert.tasks.coref_e2e.resolve import main as resolve
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setattr(cards, "project_url", lambda: "https://example.org/corefbert-project")
+    load_cli("finetune/run_coref_e2e.py").main([
+        "--encoder", "lsl", "--train_file", str(FIXTURES / "coref_e2e" / "two_docs.conll"), "--do_train",
+        "--max_steps", "2", "--embedding_dim", "16", "--lstm_size", "16", "--ffnn_size", "16", "--char_filters",
+        "4", "--max_span_width", "3", "--disable_tqdm", "true", "--output_dir", str(tmp_path / "lsl"),
+        "--push_to_hub", "--hub_model_id", "me/lsl-tiny", "--hub_token", TOKEN])
+    repo_id, files = _uploaded(recording_hub)
+    assert repo_id == "me/lsl-tiny" and {"model.safetensors", "coref_e2e_head.json", "README.md"} <= set(files)
+    _no_local_path_or_token(files, tmp_path)
+    text = files["README.md"].decode("utf-8")
+    assert_card_links_the_project(text, "https://example.org/corefbert-project")
+    assert "from_pretrained" not in text  # a recurrent encoder: no transformers class loads it
+    assert card_spacy_config(text) == {"model": "lsl-tiny"}
+    # `hf download`, done with the uploaded files, then the card's own resolve line in that folder's parent.
+    (download,) = [shlex.split(b) for b in card_code_blocks(text, "bash") if b.startswith("hf download")]
+    assert download == ["hf", "download", "me/lsl-tiny", "--local-dir", "lsl-tiny"]
+    for name, content in files.items():
+        (tmp_path / "lsl-tiny" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "lsl-tiny" / name).write_bytes(content)
+    monkeypatch.chdir(tmp_path)
+    (resolve_argv,) = card_commands(text, "resolve")
+    result = resolve(resolve_argv + ["--output_dir", "resolved"])
+    capsys.readouterr()
+    assert result["text"] == cards.EXAMPLE_TEXT and (tmp_path / "resolved" / "text.html").is_file()
+
+
 def test_push_to_hub_offline_is_refused_before_training(tmp_path, tiny_bert_dir, monkeypatch, capsys,
                                                         fresh_accelerate_state):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -202,9 +246,9 @@ def test_hub_arguments_are_checked_before_training(monkeypatch):
 
 
 def test_cards_name_no_local_path(tmp_path):
-    assert hub.model_reference("bert-base-cased") == ("bert-base-cased", "[bert-base-cased](https://huggingface.co/bert-base-cased)")
+    assert cards.model_reference("bert-base-cased") == ("bert-base-cased", "[bert-base-cased](https://huggingface.co/bert-base-cased)")
     (tmp_path / "runs" / "base" / "final").mkdir(parents=True)
-    base, text = hub.model_reference(str(tmp_path / "runs" / "base" / "final"))
+    base, text = cards.model_reference(str(tmp_path / "runs" / "base" / "final"))
     assert base is None and "base/final" in text and str(tmp_path) not in text
     settings = hub.public_settings(_training_args(push_to_hub=True, hub_token=TOKEN))
     assert settings["hub_token"] == "<redacted>" and TOKEN not in json.dumps(settings)
