@@ -145,10 +145,11 @@ class BabiTask(FinetuningTask):
     main_metric = "accuracy"
     args_class = BabiArguments
     uses_model_folder = False
-    # Paper (appendix, bAbI): Adam, LR 0.01 halved every 120 updates (the step schedule), batch 32. Not stated:
-    # epochs (30 here: 870 updates at 29 batches per epoch, the LR ends at 1/128 of its start), clipping
-    # (10, the official code's value). A checkpoint per epoch: a 20-task table runs for hours, and an interrupted
-    # task resumes from its last epoch (run_babi).
+    # Paper (appendix B, bAbI): batch 32, LR 0.01 halved after every 120 updates (the step schedule). Not stated
+    # there: the optimizer (Adam here: AdamW with no weight decay), epochs (30 here: 870 updates at 29 batches per
+    # epoch, the LR ends at 1/128 of its start), clipping (10). A checkpoint per epoch: a 20-task table runs for
+    # hours, and an interrupted task resumes from its last epoch (run_babi). The paper <-> code table is in
+    # docs/guides/babi.md.
     training_defaults = {"checkpointing_steps": "epoch", "learning_rate": 0.01, "per_device_train_batch_size": 32, "weight_decay": 0.0,
                          "warmup_ratio": 0.0, "num_train_epochs": 30.0, "max_grad_norm": 10.0,
                          "lr_scheduler_type": "step", "lr_decay_steps": 120, "lr_decay_factor": 0.5,

@@ -398,3 +398,17 @@ def test_table_of_an_unfinished_run_names_the_missing_tasks(tmp_path):
     text = (tmp_path / "babi_table.md").read_text()
     assert "Not finished yet: tasks 8; the average and the failed count are over the 2 finished tasks only." in text
     assert "missing_tasks" not in write_tables(task_args, Args, {1: [1.0], 8: [1.0], 16: [0.5]}, {})[0]
+
+
+@pytest.mark.shared_data
+def test_exact_match_clusters_of_the_shared_stories_never_exceed_the_papers_13():
+    """Appendix B: "the maximum number of coreference clusters across all tasks was C = 13". Our exact match
+    reaches exactly that maximum (tasks 2, 3, 5) and never more, so --max_clusters 13 never drops a cluster."""
+    data = shared_data("babi", "en-1k")
+    most = {}
+    for task in range(1, 21):
+        for e in read_babi_file(find_task_file(str(data), task, "train"), task):
+            tokens = tokenize(e.document)
+            clusters = exact_match_clusters(tokens, [e.document[s:x] for _, s, x in tokens], 1000)
+            most[task] = max(most.get(task, 0), max(clusters, default=0))
+    assert max(most.values()) == 13 and {t for t, n in most.items() if n == 13} == {2, 3, 5}
