@@ -150,10 +150,10 @@ class BabiTask(FinetuningTask):
     # epoch, the LR ends at 1/128 of its start), clipping (10). A checkpoint per epoch: a 20-task table runs for
     # hours, and an interrupted task resumes from its last epoch (run_babi). The paper <-> code table is in
     # docs/guides/babi.md.
-    training_defaults = {"checkpointing_steps": "epoch", "learning_rate": 0.01, "per_device_train_batch_size": 32, "weight_decay": 0.0,
+    training_defaults = {"learning_rate": 0.01, "per_device_train_batch_size": 32, "weight_decay": 0.0,
                          "warmup_ratio": 0.0, "num_train_epochs": 30.0, "max_grad_norm": 10.0,
                          "lr_scheduler_type": "step", "lr_decay_steps": 120, "lr_decay_factor": 0.5,
-                         "load_best_model_at_end": False,
+                         "checkpointing_steps": "epoch", "load_best_model_at_end": False,
                          "per_device_eval_batch_size": 100}
 
     @classmethod
@@ -441,6 +441,7 @@ def run_babi(task_args: BabiArguments, args) -> dict[str, float]:
     results: dict[str, float] = {}
     test_accuracies: dict[int, list[float]] = {}
     unanswerable: dict[str, int] = {}
+    tables: list[dict] = []
     for number, (task_id, seed_index) in enumerate(runs, start=1):
         print(f"[{number}/{len(runs)}] bAbI task {task_id}, seed {args.seed + seed_index} ({task_args.model})",
               flush=True)
