@@ -432,6 +432,17 @@ def babi_file(data):
     return argv
 
 
+def babi_finished_then(*changed):
+    """A finished tiny qa1 run in ``out``, then a rerun that keeps finished tasks, with ``changed`` settings."""
+    def argv(w, _model):
+        base = ["--data_dir", str(FIXTURES / "babi"), "--task_ids", "1", "--do_train", "--do_eval", "--output_dir",
+                str(w / "out"), "--max_steps", "1", "--checkpointing_steps", "1", "--embedding_dim", "8",
+                "--hidden_size", "8", "--disable_tqdm", "true"]
+        load_cli(BABI_CLI).main(base)
+        return [*base, "--resume_from_checkpoint", "latest", *changed]
+    return argv
+
+
 GLUE_CLI, QUOREF_CLI, MRQA_CLI = "finetune/run_glue.py", "finetune/run_quoref.py", "finetune/run_mrqa.py"
 DOCRED_CLI, FEVER_CLI, COREF_CLI = "finetune/run_docred.py", "finetune/run_fever.py", "finetune/run_coref.py"
 PREP_CLI, MRP_CLI = "pretrain/prepare_corpus.py", "pretrain/run_mrp.py"
@@ -683,6 +694,9 @@ CASES = [
     Case(BABI_CLI, "empty question", babi_file("1 Mary went home.\n2 \thome\t1\n")),
     Case(BABI_CLI, "training answer not in its story (extractive task)",
          babi_file("1 Mary went home.\n2 Where is Mary?\tmoon\t1\n")),
+    # issue 26: a finished task is kept by a rerun only under the settings it ran with
+    Case(BABI_CLI, "rerun of a finished task with a changed setting (--learning_rate)",
+         babi_finished_then("--learning_rate", "0.02")),
     # issue 23 (a): a planted output lock, convert's output folder, config values and weights, a Hub id offline
     Case(MRP_CLI, ".run.lock planted as a symlink", planted_lock(mrp("--dataset_dir", "{work}"), "run", "symlink")),
     Case(GLUE_CLI, ".run.lock planted as a directory",

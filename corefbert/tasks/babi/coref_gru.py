@@ -21,8 +21,9 @@ The reset gate multiplies ``U_h m_t`` (as the official code and cuDNN/PyTorch do
 
 Batched form (:class:`CorefGRU`): instead of antecedent indices, each token carries a cluster id (0: none).
 The "most recent coreferent antecedent" of a token is the last earlier token of its cluster, so a memory of
-the latest φ_c(h) per cluster replaces the look-up h_{y_t}: one scan over time, batched over sequences and
-clusters. Cost: O(T · B · (H² + H·D)) for the gates plus O(T · B · C · H) for the memory writes, memory
+the latest state per cluster replaces the look-up h_{y_t} (φ_c is applied by the mixing coefficients, see
+:func:`coref_scan`): one scan over time, batched over sequences and clusters. Cost: O(T · B · (H² + H·D)) for
+the gates plus O(T · B · C · H) for the out-of-place memory writes (a copy), memory
 O(B · C · H) for the clusters on top of the O(T · B · H) outputs (T tokens, B sequences, C clusters, D input,
 H hidden). The backward direction runs the same scan on the time-reversed sequence, so its "antecedent" is
 the next mention of the cluster (descendant links). :func:`reference_coref_gru` is the literal per-token
@@ -57,7 +58,6 @@ class CorefGRU(nn.Module):
         if memory == "split" and hidden_size % 2:
             raise ValueError("memory='split' needs an even hidden_size (two halves)")
         self.input_size, self.hidden_size, self.memory, self.reverse = input_size, hidden_size, memory, reverse
-        self.coref_size = hidden_size // 2 if memory == "split" else hidden_size
         self.input_proj = nn.Linear(input_size, 3 * hidden_size)  # [W_r; W_z; W_h], biases b_r, b_z, b_h
         self.recurrent_proj = nn.Linear(hidden_size, 3 * hidden_size, bias=False)  # [U_r; U_z; U_h]
         self.keys = nn.Parameter(torch.randn(2, input_size) * 0.1)  # k_1 (sequential), k_2 (coreferent)
@@ -116,12 +116,20 @@ def coref_scan(layers: list[CorefGRU], inputs: torch.Tensor, mask: torch.Tensor,
     """One time loop for ``len(layers)`` = L directions (same sizes): ``[L, B, T, H]`` outputs and ``[L, B, T]`` α.
 
     Everything that does not depend on the state is computed before the loop for all t: the input half of
-    the gates, α_t (the no-antecedent rule from the cluster ids) and the memory-write masks. A reverse layer
-    reads its rows reversed within their lengths, so padding is always at the end and the loop needs no
-    masking: padded steps write no memory and their outputs are zeroed.
+    the gates, α_t (the no-antecedent rule from the cluster ids), the two mixing coefficients and the
+    memory-write masks. A reverse layer reads its rows reversed within their lengths, so padding is always at
+    the end and the loop needs no masking: padded steps write no memory and their outputs are zeroed.
+
+    The step is written for few operations, since on a CPU each costs a fixed dispatch (and, in the backward,
+    an autograd node) that outweighs its arithmetic at bAbI's sizes: m_t = s_t ⊙ h_{t−1} + c_t ⊙ M[y_t] with
+    precomputed coefficient vectors (``split``: s_t = α_t on the first half and 0 on the second, c_t = 0 on the
+    first half and 1 − α_t on the second, which is the paper's φ_s ‖ φ_c concatenation; ``full``: α_t and
+    1 − α_t everywhere), the memory M holding whole states (one read, one write per step), r and z from one
+    ``baddbmm``, h̃ from one ``addcmul``, and h_t = (1 − z) m + z h̃ as one ``lerp``: 10 operations a step.
     """
     first = layers[0]
-    hidden, coref_size, memory_kind = first.hidden_size, first.coref_size, first.memory
+    hidden, memory_kind = first.hidden_size, first.memory
+    num_layers = len(layers)
     lengths = mask.sum(1)
     batch, steps, _ = inputs.shape
     num_slots = int(clusters.max()) + 1 if clusters.numel() else 1
@@ -132,35 +140,40 @@ def coref_scan(layers: list[CorefGRU], inputs: torch.Tensor, mask: torch.Tensor,
     keys = torch.stack([layer.sequential_weight(xs) for layer, (xs, _) in zip(layers, ordered)])  # [L, B, T]
     linked = has_antecedent(cl.flatten(0, 1)).view_as(cl)  # [L, B, T]
     alpha = torch.where(linked, keys, torch.ones_like(keys))  # [L, B, T]: α_t = 1 where y_t = 0
+    a = alpha.transpose(1, 2).unsqueeze(-1)  # [L, T, B, 1]
+    if memory_kind == "split":  # φ_s = first half of h_{t−1}, φ_c = second half of h_{y_t}
+        first_half = torch.arange(hidden, device=inputs.device) < hidden // 2  # [H]
+        seq_coef = torch.where(first_half, a, 0.0)  # [L, T, B, H]
+        coref_coef = torch.where(first_half, 0.0, 1 - a)  # [L, T, B, H]
+    else:
+        seq_coef, coref_coef = a.expand(-1, -1, -1, hidden), (1 - a).expand(-1, -1, -1, hidden)
     recurrent = torch.stack([layer.recurrent_proj.weight.t() for layer in layers])  # [L, H, 3H]
-    n = len(layers) * batch
+    recurrent_rz, recurrent_h = recurrent[..., : 2 * hidden], recurrent[..., 2 * hidden:]  # [L, H, 2H], [L, H, H]
+    n = num_layers * batch
     flat_cl = cl.reshape(n, steps)  # [N, T]
-    write = (flat_cl.unsqueeze(-1) == torch.arange(num_slots, device=inputs.device)) & (flat_cl > 0).unsqueeze(-1)
-    write = (write & mask.repeat(len(layers), 1).unsqueeze(-1)).unsqueeze(-1)  # [N, T, C+1, 1]
+    # slot 0 (no cluster) is read, never written, so it stays zero; a token outside every cluster (or padding)
+    # writes to the extra slot C+1, which is never read: every row writes each step, one index_put
+    write_slot = torch.where((flat_cl > 0) & mask.repeat(num_layers, 1), flat_cl, num_slots)  # [N, T]
     rows = torch.arange(n, device=inputs.device)
-    state = inputs.new_zeros(len(layers), batch, hidden)  # [L, B, H]
-    memory = inputs.new_zeros(n, num_slots, coref_size)  # [N, C+1, H_c]: latest φ_c(h) per cluster
+    state = inputs.new_zeros(num_layers, batch, hidden)  # [L, B, H]
+    memory = inputs.new_zeros(n, num_slots + 1, hidden)  # [N, C+2, H]: the latest state of each cluster
     outputs = []
     # unbind once: indexing x[:, :, t] in the loop would make its backward allocate a full [L, B, T, 3H]
     # gradient per step (O(T²) time)
-    x_steps, alpha_steps, write_steps, cluster_steps = x.unbind(2), alpha.unbind(2), write.unbind(1), flat_cl.unbind(1)
+    x_rz_steps, x_h_steps = x[..., : 2 * hidden].unbind(2), x[..., 2 * hidden:].unbind(2)  # T x [L, B, 2H], [L, B, H]
+    seq_steps, coref_steps = seq_coef.unbind(1), coref_coef.unbind(1)  # T x [L, B, H]
+    write_steps, cluster_steps = write_slot.unbind(1), flat_cl.unbind(1)  # T x [N], [N]
     for t in range(steps):
-        a_t = alpha_steps[t].unsqueeze(-1)  # [L, B, 1]
-        coref = memory[rows, cluster_steps[t]].view(len(layers), batch, coref_size)  # φ_c(h_{y_t})
-        if memory_kind == "split":
-            mixed = torch.cat([a_t * state[..., : hidden // 2], (1 - a_t) * coref], dim=-1)  # m_t [L, B, H]
-        else:
-            mixed = a_t * state + (1 - a_t) * coref
-        u = torch.bmm(mixed, recurrent)  # [L, B, 3H]
-        x_t = x_steps[t]
-        gates = torch.sigmoid(x_t[..., : 2 * hidden] + u[..., : 2 * hidden])
-        reset, update = gates[..., :hidden], gates[..., hidden:]
-        candidate = torch.tanh(x_t[..., 2 * hidden:] + reset * u[..., 2 * hidden:])
-        state = mixed + update * (candidate - mixed)  # (1 − z) m + z h̃
-        new_coref = state[..., hidden // 2:] if memory_kind == "split" else state
-        memory = torch.where(write_steps[t], new_coref.reshape(n, 1, coref_size), memory)
+        coref = memory[rows, cluster_steps[t]].view(num_layers, batch, hidden)  # h_{y_t} (zeros when y_t = 0)
+        mixed = torch.addcmul(state * seq_steps[t], coref, coref_steps[t])  # m_t [L, B, H]
+        gates = torch.sigmoid(torch.baddbmm(x_rz_steps[t], mixed, recurrent_rz))  # [r_t ‖ z_t] [L, B, 2H]
+        candidate = torch.tanh(torch.addcmul(x_h_steps[t], gates[..., :hidden], torch.bmm(mixed, recurrent_h)))
+        state = torch.lerp(mixed, candidate, gates[..., hidden:])  # (1 − z_t) ⊙ m_t + z_t ⊙ h̃_t
+        # out of place: the read above keeps the old memory for its backward; a copy of N x (C+2) x H floats
+        # costs less than a masked select over it (torch.where was a third of the step)
+        memory = memory.index_put((rows, write_steps[t]), state.reshape(n, hidden))
         outputs.append(state)
-    out = torch.stack(outputs, dim=2) if outputs else inputs.new_zeros(len(layers), batch, 0, hidden)  # [L, B, T, H]
+    out = torch.stack(outputs, dim=2) if outputs else inputs.new_zeros(num_layers, batch, 0, hidden)  # [L, B, T, H]
     out = out * mask.unsqueeze(-1)
     for i, layer in enumerate(layers):
         if layer.reverse:

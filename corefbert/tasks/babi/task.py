@@ -38,6 +38,7 @@ from corefbert.tasks.babi.data import (
 )
 from corefbert.tasks.babi.ga_reader import GAReader, GAReaderConfig
 from corefbert.tasks.base import (
+    FinetuningJob,
     FinetuningTask,
     HeldOutArguments,
     held_out_split,
@@ -46,6 +47,8 @@ from corefbert.tasks.base import (
 from corefbert.tasks.base import main as run_task
 from corefbert.tasks.heads import load_weights
 from corefbert.text.vocabulary import Vocabulary
+from corefbert.training.arguments import changed_settings, refuse_changed_settings, run_settings
+from corefbert.training.checkpointing import list_checkpoints, read_trainer_state
 from corefbert.training.outputs import write_json
 
 __all__ = ["EXTRACTIVE_TASKS", "MODELS", "BabiArguments", "BabiTask", "babi_table", "load_babi_reader", "run_babi"]
@@ -142,13 +145,15 @@ class BabiTask(FinetuningTask):
     main_metric = "accuracy"
     args_class = BabiArguments
     uses_model_folder = False
-    # Paper (appendix, bAbI): Adam, LR 0.01 halved every 120 updates (the step schedule), batch 32. Not stated:
-    # epochs (30 here: 870 updates at 29 batches per epoch, the LR ends at 1/128 of its start), clipping
-    # (10, the official code's value).
+    # Paper (appendix B, bAbI): batch 32, LR 0.01 halved after every 120 updates (the step schedule). Not stated
+    # there: the optimizer (Adam here: AdamW with no weight decay), epochs (30 here: 870 updates at 29 batches per
+    # epoch, the LR ends at 1/128 of its start), clipping (10). A checkpoint per epoch: a 20-task table runs for
+    # hours, and an interrupted task resumes from its last epoch (run_babi). The paper <-> code table is in
+    # docs/guides/babi.md.
     training_defaults = {"learning_rate": 0.01, "per_device_train_batch_size": 32, "weight_decay": 0.0,
                          "warmup_ratio": 0.0, "num_train_epochs": 30.0, "max_grad_norm": 10.0,
                          "lr_scheduler_type": "step", "lr_decay_steps": 120, "lr_decay_factor": 0.5,
-                         "load_best_model_at_end": False,
+                         "checkpointing_steps": "epoch", "load_best_model_at_end": False,
                          "per_device_eval_batch_size": 100}
 
     @classmethod
@@ -348,28 +353,70 @@ def table_markdown(table: dict) -> str:
     lines += [f"| {t} | {r['mean']:.3f} | {r['max']:.3f} |" for t, r in table["tasks"].items()]
     lines.append(f"| average | {table['average_mean']:.3f} | {table['average_max']:.3f} |")
     lines.append(f"| failed (< {FAILED_BELOW}) | {table['failed_mean']} | {table['failed_max']} |")
+    if table.get("missing_tasks"):
+        lines += ["", f"Not finished yet: tasks {', '.join(map(str, table['missing_tasks']))}; the average and the "
+                      f"failed count are over the {len(table['tasks'])} finished tasks only."]
     return "\n".join(lines) + "\n"
 
 
-def _finished(out: str, args) -> bool:
-    """Whether ``out`` holds a finished run of the same length (a resume with a longer schedule continues it)."""
+def _length_unchanged(out: str, args) -> bool:
+    """Whether the finished run in ``out`` had the schedule length of ``args`` (a longer one continues it)."""
     try:
         with open(os.path.join(out, "finetuning_args.json"), encoding="utf-8") as handle:
             saved = json.load(handle)
     except (OSError, ValueError):
         return False
-    return os.path.isfile(os.path.join(out, "all_results.json")) and all(
-        saved.get(name) == getattr(args, name) for name in ("max_steps", "num_train_epochs"))
+    return all(saved.get(name) == getattr(args, name) for name in ("max_steps", "num_train_epochs"))
+
+
+def _refuse_changed_finished_run(out: str, task: BabiTask, args) -> None:
+    """A finished run is kept only under the settings it ran with: the same comparison, on its newest
+    checkpoint's record, as a resume of an unfinished one (``refuse_changed_settings``: one line, or a warning
+    with ``--ignore_changed_settings``). A run saved without checkpoints has no record to compare."""
+    found = list_checkpoints(out)
+    if not found:
+        return
+    saved = read_trainer_state(found[-1][1]).get("settings") or {}
+    current = run_settings(args, saved.get("num_processes", 1), saved.get("mixed_precision", "no"),
+                           FinetuningJob(task, args, None, None).settings())
+    refuse_changed_settings(changed_settings(saved, current), found[-1][1], args.ignore_changed_settings, print)
 
 
 def _one_run(task_args: BabiArguments, args, task_id: int, seed_index: int) -> dict:
+    """One task x seed in ``output_dir/qaN/seed_k``. With ``--resume_from_checkpoint``, a finished run of the
+    same settings and length is kept (not retrained, not re-evaluated), an unfinished one continues from its
+    newest checkpoint, and one whose settings changed is refused."""
     out = os.path.join(args.output_dir, f"qa{task_id}", f"seed_{seed_index}")
-    if args.resume_from_checkpoint and _finished(out, args):  # finished before the interruption: keep it
-        with open(os.path.join(out, "all_results.json"), encoding="utf-8") as handle:
-            return json.load(handle)
     run_args = dataclasses.replace(args, output_dir=out, seed=args.seed + seed_index)
-    run_task_args = dataclasses.replace(task_args, task_ids=[task_id], seeds=1)
-    return run_finetuning(BabiTask(run_task_args, run_args), run_args)
+    task = BabiTask(dataclasses.replace(task_args, task_ids=[task_id], seeds=1), run_args)
+    results_path = os.path.join(out, "all_results.json")
+    if args.resume_from_checkpoint and os.path.isfile(results_path):
+        _refuse_changed_finished_run(out, task, run_args)
+        if _length_unchanged(out, run_args):
+            print(f"bAbI task {task_id}, seed {run_args.seed}: finished in {out}, kept", flush=True)
+            with open(results_path, encoding="utf-8") as handle:
+                return json.load(handle)
+    return run_finetuning(task, run_args)
+
+
+def write_tables(task_args: BabiArguments, args, accuracies: dict[int, list[float]],
+                 test_accuracies: dict[int, list[float]]) -> list[dict]:
+    """``babi_table.json`` / ``babi_test_table.json`` / ``babi_table.md`` from the runs finished so far (run_babi
+    rewrites them after every run, so an interrupted table shows what it has); a table short of some of
+    ``--task_ids`` says which tasks it lacks and that its average is over the others only."""
+    tables = []
+    for values, test, name in ((accuracies, False, "babi_table.json"), (test_accuracies, True, "babi_test_table.json")):
+        if values:
+            table = babi_table(values, task_args.model, split_description(task_args, test=test))
+            missing = [t for t in task_args.task_ids if t not in values]
+            if missing:
+                table["missing_tasks"] = missing
+            write_json(os.path.join(args.output_dir, name), table)
+            tables.append(table)
+    if tables:  # one section per split, each naming its questions, so no number is read as the other split's
+        with open(os.path.join(args.output_dir, "babi_table.md"), "w", encoding="utf-8") as handle:
+            handle.write("\n".join(table_markdown(table) for table in tables))
+    return tables
 
 
 def run_babi(task_args: BabiArguments, args) -> dict[str, float]:
@@ -394,6 +441,7 @@ def run_babi(task_args: BabiArguments, args) -> dict[str, float]:
     results: dict[str, float] = {}
     test_accuracies: dict[int, list[float]] = {}
     unanswerable: dict[str, int] = {}
+    tables: list[dict] = []
     for number, (task_id, seed_index) in enumerate(runs, start=1):
         print(f"[{number}/{len(runs)}] bAbI task {task_id}, seed {args.seed + seed_index} ({task_args.model})",
               flush=True)
@@ -405,25 +453,16 @@ def run_babi(task_args: BabiArguments, args) -> dict[str, float]:
         for split in ("eval", "predict"):  # the same questions for every seed: the count of one run
             if f"{split}_unanswerable" in run:
                 unanswerable[f"{split}_unanswerable_qa{task_id}"] = run[f"{split}_unanswerable"]
+        tables = write_tables(task_args, args, accuracies, test_accuracies)
     results.update({f"predict_accuracy_qa{t}": statistics.fmean(a) for t, a in test_accuracies.items()})
     results.update(unanswerable)
-    tables = []
     if accuracies:
-        table = babi_table(accuracies, task_args.model, split_description(task_args, test=False))
+        table = tables[0]
         results.update({f"eval_accuracy_qa{t}": r["mean"] for t, r in table["tasks"].items()})
         results.update(eval_accuracy=table["average_mean"], eval_accuracy_max=table["average_max"],
                        failed_tasks_mean=table["failed_mean"], failed_tasks_max=table["failed_max"])
-        write_json(os.path.join(args.output_dir, "babi_table.json"), table)
-        tables.append(table)
-    if test_accuracies:
-        table = babi_table(test_accuracies, task_args.model, split_description(task_args, test=True))
-        write_json(os.path.join(args.output_dir, "babi_test_table.json"), table)
-        tables.append(table)
-    if tables:  # one section per split, each naming its questions, so no number is read as the other split's
-        text = "\n".join(table_markdown(table) for table in tables)
-        with open(os.path.join(args.output_dir, "babi_table.md"), "w", encoding="utf-8") as handle:
-            handle.write(text)
-        print(text)
+    if tables:
+        print("\n".join(table_markdown(table) for table in tables))
     write_json(os.path.join(args.output_dir, "all_results.json"), results)
     return results
 

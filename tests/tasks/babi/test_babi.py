@@ -338,3 +338,77 @@ def test_every_shared_babi_file_parses():
     for task in range(1, 21):
         examples = read_babi_file(find_task_file(str(data), task, "train"), task)
         assert len(examples) == 1000
+
+
+def _interrupt_after_first_checkpoint(run) -> int:
+    """Make ``run`` look killed right after its first checkpoint: later checkpoints and final files removed,
+    the log cut back to that step; returns the step."""
+    steps = sorted(int(path.name.split("_")[1]) for path in (run / "checkpoints").iterdir())
+    for step in steps[1:]:
+        shutil.rmtree(run / "checkpoints" / f"step_{step}")
+    for name in ("last", "best", "all_results.json", "eval_predictions.tsv", "finetuning_args.json"):
+        target = run / name
+        shutil.rmtree(target) if target.is_dir() else target.unlink(missing_ok=True)
+    lines = [line for line in (run / "log.jsonl").read_text().splitlines()
+             if json.loads(line).get("step", 10**9) <= steps[0]]
+    (run / "log.jsonl").write_text("".join(line + "\n" for line in lines))
+    return steps[0]
+
+
+def test_a_rerun_keeps_finished_tasks_resumes_the_interrupted_one_and_refuses_changed_settings(tmp_path, capsys):
+    # checkpoints once per epoch by default: no --checkpointing_steps here
+    flags = ["--data_dir", str(BABI), "--task_ids", "1", "8", "--model", "ga_cgru", "--do_train", "--do_eval",
+             "--num_train_epochs", "2", "--per_device_train_batch_size", "16", "--validation_split_percentage", "25",
+             "--save_total_limit", "0", "--output_dir", str(tmp_path / "out"), *TINY]
+    want = _main()(flags)
+    kept, interrupted = tmp_path / "out" / "qa1" / "seed_0", tmp_path / "out" / "qa8" / "seed_0"
+    assert len(list((kept / "checkpoints").iterdir())) == 2  # one per epoch
+    step = _interrupt_after_first_checkpoint(interrupted)
+    before = {path: path.stat().st_mtime_ns for path in kept.rglob("*") if path.is_file()}
+    capsys.readouterr()
+    got = _main()([*flags, "--resume_from_checkpoint", "latest"])
+    printed = capsys.readouterr().out
+    assert "bAbI task 1, seed 42: finished in" in printed and "task 8" not in printed.split("[2/2]")[0]
+    assert {path: path.stat().st_mtime_ns for path in kept.rglob("*") if path.is_file()} == before  # not touched
+    resumed = [json.loads(line) for line in (interrupted / "log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in resumed if r.get("split") == "resume"] == [step]  # continued, not restarted
+    assert got["eval_accuracy_qa1"] == want["eval_accuracy_qa1"]
+    assert got["eval_accuracy_qa8"] == want["eval_accuracy_qa8"]
+    table = json.loads((tmp_path / "out" / "babi_table.json").read_text())
+    assert set(table["tasks"]) == {"1", "8"} and "missing_tasks" not in table
+    # a changed setting is refused for a finished task too (it would otherwise be kept under the new name)
+    for changed, name in ((["--learning_rate", "0.02"], "learning_rate"), (["--hidden_size", "4"], "task_args")):
+        with pytest.raises(SystemExit) as exit_:
+            _main()([*flags, "--resume_from_checkpoint", "latest", *changed])
+        assert exit_.value.code == 2
+        error = capsys.readouterr().err.strip().splitlines()
+        assert len(error) == 1 and f"cannot resume: {name} was" in error[0] and "qa1" in error[0]
+
+
+def test_table_of_an_unfinished_run_names_the_missing_tasks(tmp_path):
+    from corefbert.tasks.babi.task import BabiArguments, write_tables
+
+    task_args = BabiArguments(data_dir=str(BABI), task_ids=[1, 8, 16])
+
+    class Args:
+        output_dir = str(tmp_path)
+
+    tables = write_tables(task_args, Args, {1: [1.0], 16: [0.5]}, {})
+    assert tables[0]["missing_tasks"] == [8] and tables[0]["average_mean"] == 0.75
+    text = (tmp_path / "babi_table.md").read_text()
+    assert "Not finished yet: tasks 8; the average and the failed count are over the 2 finished tasks only." in text
+    assert "missing_tasks" not in write_tables(task_args, Args, {1: [1.0], 8: [1.0], 16: [0.5]}, {})[0]
+
+
+@pytest.mark.shared_data
+def test_exact_match_clusters_of_the_shared_stories_never_exceed_the_papers_13():
+    """Appendix B: "the maximum number of coreference clusters across all tasks was C = 13". Our exact match
+    reaches exactly that maximum (tasks 2, 3, 5) and never more, so --max_clusters 13 never drops a cluster."""
+    data = shared_data("babi", "en-1k")
+    most = {}
+    for task in range(1, 21):
+        for e in read_babi_file(find_task_file(str(data), task, "train"), task):
+            tokens = tokenize(e.document)
+            clusters = exact_match_clusters(tokens, [e.document[s:x] for _, s, x in tokens], 1000)
+            most[task] = max(most.get(task, 0), max(clusters, default=0))
+    assert max(most.values()) == 13 and {t for t, n in most.items() if n == 13} == {2, 3, 5}
