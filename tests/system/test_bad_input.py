@@ -930,3 +930,21 @@ CASES += [
          lambda w, m: ["--model", str(w), "--text", "Anna met Tom.", "--output_dir", _file(w, "taken.txt", "x")]),
     Case(RESOLVE_CLI, "--input_file a folder", lambda w, m: ["--model", str(w), "--input_file", str(w)]),
 ]
+# issue 27: resolve's .jsonl input of many texts and its spaCy pipeline (all before the model loads)
+CASES += [
+    Case(RESOLVE_CLI, ".jsonl line not JSON",
+         lambda w, m: ["--model", str(w), "--input_file", _file(w, "t.jsonl", '{"text": "Anna met Tom."}\n{"text": '),
+                       "--output_dir", str(w / "out")]),
+    Case(RESOLVE_CLI, ".jsonl line without a text",
+         lambda w, m: ["--model", str(w), "--input_file", _file(w, "t.jsonl", '{"id": "a", "body": "Anna met Tom."}\n'),
+                       "--output_dir", str(w / "out")]),
+    Case(RESOLVE_CLI, ".jsonl id that cannot name a file",
+         lambda w, m: ["--model", str(w), "--input_file", _file(w, "t.jsonl", '{"id": "../x", "text": "Anna met."}\n'),
+                       "--output_dir", str(w / "out")]),
+    Case(RESOLVE_CLI, ".jsonl without --output_dir",
+         lambda w, m: ["--model", str(w), "--input_file", _file(w, "t.jsonl", '{"text": "Anna met Tom."}\n')]),
+    Case(RESOLVE_CLI, "--spacy_model not installed",
+         lambda w, m: ["--model", str(w), "--text", "Anna met Tom.", "--spacy_model", "no_such_pipeline"]),
+    Case(RESOLVE_CLI, "--overlap_words negative",
+         lambda w, m: ["--model", str(w), "--text", "Anna met Tom.", "--overlap_words", "-1"]),
+]

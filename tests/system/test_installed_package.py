@@ -103,3 +103,42 @@ def test_the_installed_package_finds_its_configs(installed):
         assert run.returncode == 0, run.stderr[-2000:]
         path = Path(run.stdout.strip())
         assert path.is_file() and path.parent.name == kind and bin_dir.parent in path.parents, path
+
+
+def test_the_spacy_component_and_copy_scorer_come_from_the_entry_points(installed, tmp_path, coref_checkpoint):
+    """Issue 27.1: after installing, spaCy finds ``corefbert_coref`` (``spacy_factories``) and the copy scorer
+    (``spacy_misc``) with nothing of corefbert imported by the script."""
+    from accelerate.state import AcceleratorState, GradientState
+    from helpers import FIXTURES, load_cli
+
+    load_cli("finetune/run_coref_e2e.py").main([
+        "--encoder", "lsl", "--train_file", str(FIXTURES / "coref_e2e" / "two_docs.conll"), "--do_train",
+        "--num_train_epochs", "20", "--learning_rate", "1e-2", "--embedding_dim", "32", "--lstm_size", "32",
+        "--ffnn_size", "32", "--char_filters", "8", "--dropout", "0", "--lexical_dropout", "0",
+        "--max_span_width", "3", "--top_span_ratio", "3", "--allow_crossing_spans", "--disable_tqdm",
+        "--output_dir", str(tmp_path / "model")])
+    AcceleratorState._reset_state(True)
+    GradientState._reset_state()
+    script = f"""
+import sys, spacy
+from spacy.tokens import Doc
+nlp = spacy.blank("en")
+nlp.add_pipe("sentencizer")
+nlp.add_pipe("corefbert_coref", config={{"model": {str(tmp_path / "model" / "last")!r}}})
+doc = nlp("Anna met Tom at the station. She gave him a letter.")
+print("CLUSTERS", [[span.text for span in cluster] for cluster in doc._.coref_clusters])
+print("RESOLVED", doc._.resolved_text)
+copy = spacy.blank("en").add_pipe("corefbert_coref", config={{"model": {str(coref_checkpoint)!r}, "scorer": "copy"}})
+tagged = Doc(nlp.vocab, words=["The", "farmer", "slept", ".", "He", "woke", "."],
+             pos=["DET", "NOUN", "VERB", "PUNCT", "PRON", "VERB", "PUNCT"],
+             sent_starts=[True, False, False, False, True, False, False])
+print("COPY", [[span.text for span in cluster] for cluster in copy(tagged)._.coref_clusters])
+print("FROM", "corefbert" in sys.modules and sys.modules["corefbert"].__file__)
+"""
+    bin_dir, env, cwd = installed
+    run = _run([str(bin_dir / "python"), "-c", script], env=env, cwd=cwd)
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = dict(line.split(" ", 1) for line in run.stdout.splitlines() if " " in line)
+    assert "'Anna', 'She'" in lines["CLUSTERS"] and lines["RESOLVED"].startswith("Anna met Tom at the station. Anna")
+    assert lines["COPY"] == "[['The farmer', 'He']]"
+    assert str(bin_dir.parent) in lines["FROM"], lines["FROM"]

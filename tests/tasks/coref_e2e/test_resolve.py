@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from helpers import FIXTURES, load_cli, run_under_memory_cap
 
-from corefbert.tasks.coref_e2e.resolve import main, render_html, tokenize
+from corefbert.tasks.coref_e2e.inference import Resolver
+from corefbert.tasks.coref_e2e.resolve import load_pipeline, main, render_html, resolve_texts, text_sentences
 
 FIXTURE = FIXTURES / "coref_e2e" / "two_docs.conll"
 TEXT = "Anna met Tom at the station. She gave him a letter.\n\nThe letter was from her mother."
@@ -31,13 +32,48 @@ def model_dir(tmp_path_factory):
     return out / "last"
 
 
-def test_tokenize_offsets_and_sentences():
-    sentences = tokenize('Anna met Tom. "She smiled!" Then he left.\n\nThe end')
-    assert [[w for w, _, _ in s] for s in sentences] == [
-        ["Anna", "met", "Tom", "."], ['"', "She", "smiled", "!", '"'], ["Then", "he", "left", "."], ["The", "end"]]
-    text = "It's well-known, isn't it?"
-    assert [(w, text[s:e]) for w, s, e in tokenize(text)[0]][:3] == [("It's", "It's"), ("well-known", "well-known"),
-                                                                      (",", ",")]
+@pytest.fixture(scope="module")
+def nlp():
+    return load_pipeline()
+
+
+def test_spacy_sentences_keep_abbreviations_and_exact_offsets(nlp):
+    sentences = text_sentences(nlp, "Dr. Smith arrived. He sat.")
+    assert [[w[0] for w in s] for s in sentences] == [["Dr.", "Smith", "arrived", "."], ["He", "sat", "."]]
+    text = 'Anna met Tom.  "She smiled!" Then he left.\n\nIt\'s well-known, isn\'t it?'
+    sentences = text_sentences(nlp, text)
+    assert len(sentences) >= 3 and all(text[start:end] == word for s in sentences for word, start, end, _ in s)
+    assert "".join(w[0] for s in sentences for w in s) == "".join(text.split())  # no character lost or added
+
+
+def test_long_texts_go_through_spacy_in_pieces_with_offsets_kept(nlp):
+    text = "Anna met Tom at the station. She gave him a letter. " * 1000  # 52,000 characters: three pieces
+    words = [w for s in text_sentences(nlp, text) for w in s]
+    assert len(words) == 13_000 and all(text[start:end] == word for word, start, end, _ in words)
+
+
+def test_dr_smith_stays_whole(model_dir):
+    (result,) = resolve_texts(Resolver(str(model_dir)), load_pipeline("blank"), ["Dr. Smith arrived. He sat."])
+    mentions = [m["text"] for c in result["clusters"] for m in c]
+    assert all(m not in ("Dr.", "Smith") for m in mentions), mentions
+    assert text_sentences(load_pipeline("blank"), "Dr. Smith arrived. He sat.")[0][0][0] == "Dr."
+
+
+def test_jsonl_of_many_texts_writes_one_result_per_line(model_dir, tmp_path, capsys):
+    texts = [{"id": "a", "text": TEXT}, {"text": "Dr. Smith arrived. He sat."}, {"id": "c", "text": TEXT[:51]}]
+    source = tmp_path / "many.jsonl"
+    source.write_text("\n".join(json.dumps(t) for t in texts) + "\n\n", encoding="utf-8")
+    out = tmp_path / "out"
+    summary = main(["--model", str(model_dir), "--input_file", str(source), "--output_dir", str(out),
+                    "--batch_size", "2"])
+    assert summary == {"texts": 3, "output": str(out / "many.jsonl")}
+    lines = [json.loads(line) for line in (out / "many.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [line["id"] for line in lines] == ["a", "2", "c"]
+    for line, given in zip(lines, texts):
+        assert line["text"] == given["text"] and (out / "many" / f"{line['id']}.html").is_file()
+        (alone,) = resolve_texts(Resolver(str(model_dir)), load_pipeline(), [given["text"]])
+        assert line["clusters"] == alone["clusters"], "a batch of texts gives each one's own clusters"
+    assert "resolve" in capsys.readouterr().err  # the progress bar
 
 
 def test_resolve_writes_json_and_html(model_dir, tmp_path, capsys):
@@ -73,7 +109,7 @@ def test_html_nests_mentions_and_escapes():
 
 @pytest.mark.parametrize("argv_tail, message", [
     (["--text", "  \n "], "the text is empty"),
-    (["--text", "... !!"], None),  # punctuation only still has tokens: resolves to no cluster
+    (["--text", "... !!"], None),  # punctuation only still has tokens: a result, not an error
     (["--input_file", "{binary}"], "a binary file"),
     (["--input_file", "{latin1}"], "not UTF-8 text"),
     (["--input_file", "{missing}"], "no such file"),
@@ -84,7 +120,11 @@ def test_bad_input_is_one_line(model_dir, tmp_path, capsys, argv_tail, message):
     paths = {"binary": tmp_path / "binary.bin", "latin1": tmp_path / "latin1.txt", "missing": tmp_path / "nope.txt"}
     argv = ["--model", str(model_dir)] + [a.format(**paths) for a in argv_tail]
     if message is None:
-        assert main(argv)["clusters"] == []
+        # spaCy reads "..." as one token; this tiny model, fitted with every span kept, may then link the two
+        # punctuation tokens (the regex tokenizer's five single marks gave it nothing to link): any clusters
+        # are fine as long as they point into the text.
+        result = main(argv)
+        assert all(result["text"][m["start"]:m["end"]] == m["text"] for c in result["clusters"] for m in c)
         return
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
@@ -169,7 +209,9 @@ def test_resolve_on_500_kb_without_sentence_breaks_stays_under_a_memory_cap(tmp_
                        "--output_dir", {str(tmp_path / "view")!r}])
         print("CLUSTERS", len(result["clusters"]))
     """
-    done = run_under_memory_cap(textwrap.dedent(setup) + "cap_memory()\n" + textwrap.dedent(work), headroom_mb=500)
+    # 600 s: overlapping windows read about a third more words than the touching segments this test was timed on.
+    done = run_under_memory_cap(textwrap.dedent(setup) + "cap_memory()\n" + textwrap.dedent(work), headroom_mb=500,
+                                timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "CLUSTERS" in done.stdout.splitlines()[-1]
     saved = json.loads((tmp_path / "view" / "unbroken.json").read_text(encoding="utf-8"))
@@ -178,15 +220,13 @@ def test_resolve_on_500_kb_without_sentence_breaks_stays_under_a_memory_cap(tmp_
             assert saved["text"][mention["start"]:mention["end"]] == mention["text"]
 
 
-def test_long_text_is_resolved_segment_by_segment(model_dir):
-    from corefbert.tasks.coref_e2e.resolve import Resolver
-
-    # Within the bounds: one segment, the same clusters as before; with one-sentence segments every cluster
-    # lies inside one sentence, and offsets still point into the whole text.
-    whole = Resolver(str(model_dir)).resolve(TEXT)
+def test_long_text_is_resolved_segment_by_segment(model_dir, nlp):
+    # Within the bounds: one window, the same clusters as before; with one-sentence windows that share nothing
+    # every cluster lies inside one sentence, and offsets still point into the whole text.
+    (whole,) = resolve_texts(Resolver(str(model_dir)), nlp, [TEXT])
     assert whole["clusters"], "the fixture model links something in TEXT"
-    pieces = Resolver(str(model_dir), max_segment_words=12).resolve(TEXT)  # each sentence (6-7 words) alone
-    sentences = [(s[0][1], s[-1][2]) for s in tokenize(TEXT)]
+    (pieces,) = resolve_texts(Resolver(str(model_dir), max_segment_words=12, overlap_words=0), nlp, [TEXT])
+    sentences = [(s[0][1], s[-1][2]) for s in text_sentences(nlp, TEXT)]
     for cluster in pieces["clusters"]:
         inside = {next(i for i, (lo, hi) in enumerate(sentences) if lo <= m["start"] and m["end"] <= hi)
                   for m in cluster}
@@ -209,3 +249,39 @@ def test_output_file_and_input_folder_are_one_line_before_the_model_loads(tmp_pa
         main(["--model", str(tmp_path / "no_model"), *make(tmp_path)])
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and err.count("\n") == 1 and message in err, err
+
+
+def test_a_50k_word_text_resolves_in_merged_windows_under_a_memory_cap(tmp_path):
+    """Issue 27.3: 50,600 words (59,800 spaCy tokens; 4,600 two-sentence paragraphs) in overlapping windows of
+    the model's 5,000 words, with the default spaCy pipeline, within 400 MiB above what imports and loading map."""
+    story = tmp_path / "long.txt"
+    story.write_text("Anna met Tom at the station. She gave him a letter.\n" * 4600, encoding="utf-8")
+    # Fitted to the fixture (so it links pronouns), with the paper's pruning (λ = 0.4) and K = 50.
+    train = ["--encoder", "lsl", "--train_file", str(FIXTURE), "--do_train", "--num_train_epochs", "20",
+             "--learning_rate", "1e-2", "--dropout", "0", "--lexical_dropout", "0", "--max_antecedents", "50",
+             "--embedding_dim", "32", "--lstm_size", "32", "--ffnn_size", "32", "--char_filters", "8",
+             "--max_span_width", "3", "--disable_tqdm", "--output_dir", str(tmp_path / "m")]
+    setup = f"""
+        import json, resource
+        from helpers import load_cli
+        from corefbert.tasks.coref_e2e.resolve import main
+        load_cli("finetune/run_coref_e2e.py").main({train!r})
+        main(["--model", {str(tmp_path / "m" / "last")!r}, "--text", "Anna met Tom. She gave him a letter."])
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    """
+    work = f"""
+        result = main(["--model", {str(tmp_path / "m" / "last")!r}, "--input_file", {str(story)!r},
+                       "--output_dir", {str(tmp_path / "view")!r}])
+        grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024
+        print("CLUSTERS", len(result["clusters"]), "PEAK_GROWTH_MB", grown)
+    """
+    done = run_under_memory_cap(textwrap.dedent(setup) + "cap_memory()\n" + textwrap.dedent(work), headroom_mb=400,
+                                timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "CLUSTERS" in done.stdout.splitlines()[-1], done.stdout[-500:]
+    print(done.stdout.splitlines()[-1])
+    saved = json.loads((tmp_path / "view" / "long.json").read_text(encoding="utf-8"))
+    mentions = [m for cluster in saved["clusters"] for m in cluster]
+    assert all(saved["text"][m["start"]:m["end"]] == m["text"] for m in mentions)
+    assert max(m["end"] for m in mentions) > len(saved["text"]) - 200, "the last window is read too"
+    assert len({(m["start"], m["end"]) for m in mentions}) == len(mentions), "merged clusters share no mention"
