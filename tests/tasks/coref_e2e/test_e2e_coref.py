@@ -367,7 +367,10 @@ def test_unbroken_20k_word_document_trains_and_evaluates_under_a_memory_cap(tmp_
         results = cli.main({argv(long_doc, tmp_path / "long")!r})
         print(json.dumps(results))
     """
-    done = run_under_memory_cap(textwrap.dedent(setup) + "cap_memory()\n" + textwrap.dedent(work), headroom_mb=600)
+    # The claim is memory, not speed: the paper's ASL loops over the words of each 250-word piece, and on the
+    # shared 2-core machine (load ~19) the default 300 s ran out before the run did.
+    done = run_under_memory_cap(textwrap.dedent(setup) + "cap_memory()\n" + textwrap.dedent(work), headroom_mb=600,
+                                timeout=1200)
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads(done.stdout.strip().splitlines()[-1])
     assert results["train_steps"] == 2 and "eval_avg_f1" in results
