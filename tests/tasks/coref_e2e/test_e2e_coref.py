@@ -346,6 +346,7 @@ def write_unbroken_conll(path: Path, num_words: int) -> None:
 TINY_ASL = ["--encoder", "asl", "--attention_size", "8", "--max_antecedents", "50", *SMALL]
 
 
+@pytest.mark.timeout(1500)  # the subprocess's own 1200 s, plus setup (see the comment at its call)
 def test_unbroken_20k_word_document_trains_and_evaluates_under_a_memory_cap(tmp_path):
     long_doc = tmp_path / "unbroken.conll"
     write_unbroken_conll(long_doc, 20_000)
