@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from corefbert.tasks.coref_e2e.encoders import AttentionalSentenceLinking, LinearSentenceLinking
+from corefbert.tasks.coref_e2e.encoders import LinearSentenceLinking, StaticAttentionalSentenceLinking
 from corefbert.tasks.coref_e2e.span_ranking import SpanRanker, bucket_distance
 
 # ---------------------------------------------------------------- CorefBERT's MLM + MRP masking (Ye et al. 2020, 3.2)
@@ -167,8 +167,10 @@ def lsl_reference(module: LinearSentenceLinking, sentences: list[torch.Tensor]) 
     return out
 
 
-def asl_reference(module: AttentionalSentenceLinking, sentences: list[torch.Tensor]) -> list[torch.Tensor]:
-    """ASL eqs. 1-6 one word and one previous word at a time -> [len_i, 2 * hidden] per sentence."""
+def asl_static_reference(module: StaticAttentionalSentenceLinking, sentences: list[torch.Tensor]
+                         ) -> list[torch.Tensor]:
+    """``--asl_variant static`` (attention and gate without h_{t-1}) one word and one previous word at a time
+    -> [len_i, 2 * hidden] per sentence."""
     out = []
     for i, words in enumerate(sentences):
         gated = []

@@ -634,6 +634,8 @@ CASES = [
     Case(E2E_CLI, "--encoder bert without --model_name_or_path",
          e2e("--encoder", "bert", "--train_file", E2E_FIX, "--do_train")),
     Case(E2E_CLI, "--top_span_ratio 0", e2e("--train_file", E2E_FIX, "--do_train", "--top_span_ratio", "0")),
+    Case(E2E_CLI, "unknown --asl_variant",
+         e2e("--encoder", "asl", "--asl_variant", "sideways", "--train_file", E2E_FIX, "--do_train")),
     Case(RESOLVE_CLI, "empty --text", lambda w, m: ["--model", str(w), "--text", "   "]),
     Case(RESOLVE_CLI, "binary file", lambda w, m: ["--model", str(w), "--input_file", _file(w, "x.bin", BINARY)]),
     Case(RESOLVE_CLI, "--model not a coreference model folder",

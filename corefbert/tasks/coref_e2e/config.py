@@ -3,7 +3,8 @@
 The task fills it from its arguments (:meth:`CorefE2ETask.model_config`); :func:`build_model` completes the
 span ranker's input sizes once the encoder is known (a new config, never a mutated one). Files written before
 this type existed hold the same keys (``max_sentence_words`` and ``max_segment_words`` appeared later: a file
-without them reads as the run defaults), so every saved model still loads.
+without them reads as the run defaults; an ASL file without ``asl_variant`` was written by the static
+reconstruction and reads as ``static``), so every saved model still loads.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 
 from corefbert.errors import CorefBertError
-from corefbert.tasks.coref_e2e.encoders import ENCODERS, TRANSFORMER_ENCODERS
+from corefbert.tasks.coref_e2e.encoders import ASL_VARIANTS, ENCODERS, TRANSFORMER_ENCODERS
 from corefbert.tasks.coref_e2e.span_ranking import SpanRankingConfig
 
 
@@ -27,6 +28,7 @@ class CorefE2EConfig:
     char_filters: int = 50
     lstm_size: int = 200
     attention_size: int = 150
+    asl_variant: str = "recurrent"  # ASL: eqs. 1-6 (recurrent) or the earlier reconstruction (static)
     lexical_dropout: float = 0.5
     max_seq_length: int = 512  # transformer: tokens per window
     window_stride: int = 255  # transformer: content tokens between window starts
@@ -49,7 +51,10 @@ class CorefE2EConfig:
             unknown = sorted(set(values) - names)
             if unknown or values["encoder"] not in ENCODERS:
                 raise ValueError(f"unknown keys {unknown}" if unknown else f"encoder {values['encoder']!r}")
-            return cls(**{**values, "ranker": SpanRankingConfig(**values["ranker"])})
+            if values.get("asl_variant", "static") not in ASL_VARIANTS:
+                raise ValueError(f"asl_variant {values['asl_variant']!r}")
+            # Before the paper-exact ASL every saved ASL model was the static reconstruction.
+            return cls(**{"asl_variant": "static", **values, "ranker": SpanRankingConfig(**values["ranker"])})
         except (KeyError, TypeError, ValueError) as err:
             raise CorefBertError(f"not an end-to-end coreference model config ({err}); was it written by "
                                  "run_coref_e2e.py?", path=path) from None

@@ -12,9 +12,12 @@ dependency for end-to-end co-reference resolution":
   states of sentence i are the first layer's final forward and backward outputs of sentence i-1
   (zeros for the first sentence). The cell states start at zero: the paper links the *outputs*.
 - **ASL** (attentional sentence linking): the input of the LSTM at word t of sentence i is gated between the
-  word x_t and an attention summary c_t of the words of sentence i-1 (eqs. 1-6 below).
+  word x_{i,t} and an attention summary v of the words of sentence i-1, attention and gate both reading the
+  LSTM's previous state h_{t-1} (eqs. 1-6, :class:`ASLDirection`); ``--asl_variant static`` is the earlier
+  reconstruction without h_{t-1} (:class:`StaticAttentionalSentenceLinking`).
 
-Each has a literal per-step reference beside the tests (``tests/references.py``), which they compare against.
+Each has a literal per-step reference the tests compare against: :func:`asl_reference` here (the benchmark
+times it too), LSL's and the static ASL's in ``tests/references.py``.
 """
 
 from __future__ import annotations
@@ -112,8 +115,140 @@ class LinearSentenceLinking(nn.Module):
         return self.dropout(run_lstm(self.layer2, self.dropout(first), lengths, state))
 
 
+class ASLDirection(nn.Module):
+    """One direction of ASL (Luo & Glass 2018, section 3.2.2): an LSTM whose input at word t of sentence i is
+    gated between x_{i,t} and an attention summary of the previous sentence's words, both read with the
+    LSTM's previous hidden state h_{t-1}, so attention and gate sit inside the recurrence:
+
+        (2) c_k = f_c([x_{i,t}; h_{t-1}; x_{i-1,k}])     f_c: one hidden layer of ``attention_hidden`` (150) tanh
+                                                          units, then a linear score
+        (1) α_j = exp(c_j) / Σ_k exp(c_k)
+        (3) v   = Σ_j α_j x_{i-1,j}
+        (4) g_t = σ(f_g([x_{i,t}; h_{t-1}; v]))          f_g: linear, one gate per input dimension
+        (5) x̂_t = g_t ⊙ x_{i,t} + (1 − g_t) ⊙ v
+        (6) h_t, c_t = f_lstm(x̂_t, h_{t-1}, c_{t-1})     ``hidden`` (200) units, zero initial state
+
+    The first sentence of a document (or crop) has no previous one: x̂_t = x_{i,t}. The backward direction reads
+    the words last to first, so its h_{t-1} is the state after word t+1.
+
+    Batched over sentences: every sentence attends to its own previous sentence's word vectors (inputs, not
+    states), so the sentences of a document run side by side and only the loop over t remains. f_c's hidden
+    layer is linear in the concatenation, W [x; h; p] = W_x x + W_h h + W_p p, so the x and p parts are computed
+    for every word once, outside the loop; each step adds W_h h_{t-1} and applies tanh over the previous words.
+    f_g is split the same way. :func:`asl_direction_reference` is the literal per-step,
+    per-sentence version the tests pin this to, values and gradients.
+    """
+
+    def __init__(self, input_dim: int, hidden: int, attention_hidden: int, reverse: bool):
+        super().__init__()
+        self.input_dim, self.hidden, self.reverse = input_dim, hidden, reverse
+        concat = 2 * input_dim + hidden  # [x_{i,t}; h_{t-1}; x_{i-1,k}] and [x_{i,t}; h_{t-1}; v]
+        self.score_hidden = nn.Linear(concat, attention_hidden)  # f_c's hidden layer
+        self.score_out = nn.Linear(attention_hidden, 1, bias=False)  # f_c's output (a bias cancels in eq. 1)
+        self.gate = nn.Linear(concat, input_dim)  # f_g
+        self.cell = nn.LSTMCell(input_dim, hidden)  # f_lstm, section 3.2.1
+
+    def _split(self, layer: nn.Linear) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``layer``'s weight as its parts on x_{i,t}, h_{t-1} and the third block: [out, D], [out, H], [out, D]."""
+        d, h = self.input_dim, self.hidden
+        return layer.weight[:, :d], layer.weight[:, d:d + h], layer.weight[:, d + h:]
+
+    def forward(self, words: torch.Tensor, lengths: torch.Tensor, previous: torch.Tensor,
+                previous_lengths: torch.Tensor) -> torch.Tensor:
+        """``words`` [S, T, D] of ``lengths`` [S]; ``previous`` [S, T, D] row i = sentence i-1 (zeros, length 0
+        for a first sentence) -> outputs [S, T, hidden], zero past each sentence's end."""
+        s, t_max, _ = words.shape
+        score_x, score_h, score_p = self._split(self.score_hidden)
+        gate_x, gate_h, gate_v = self._split(self.gate)
+        word_scores = words @ score_x.T + self.score_hidden.bias  # [S, T, A]: W_x x_{i,t} + b, every word once
+        previous_scores = previous @ score_p.T  # [S, T_prev, A]: W_p x_{i-1,k}
+        word_gates = words @ gate_x.T + self.gate.bias  # [S, T, D]
+        has_previous = (previous_lengths > 0)[:, None]  # [S, 1]
+        positions = torch.arange(previous.shape[1], device=words.device)
+        # A first sentence attends uniformly over zeros (v = 0) and is then bypassed: no -inf-only softmax row.
+        attendable = (positions[None, :] < previous_lengths[:, None]) | ~has_previous  # [S, T_prev]
+        h = words.new_zeros(s, self.hidden)
+        c = words.new_zeros(s, self.hidden)
+        outputs = [None] * t_max
+        for t in (reversed(range(t_max)) if self.reverse else range(t_max)):
+            hidden = torch.tanh(word_scores[:, t, None] + (h @ score_h.T)[:, None] + previous_scores)  # [S, T_prev, A]
+            scores = self.score_out(hidden).squeeze(-1).masked_fill(~attendable, float("-inf"))  # eq. 2, [S, T_prev]
+            alpha = torch.softmax(scores, dim=-1)  # eq. 1
+            summary = (alpha.unsqueeze(1) @ previous).squeeze(1)  # eq. 3, [S, D]
+            gate = torch.sigmoid(word_gates[:, t] + h @ gate_h.T + summary @ gate_v.T)  # eq. 4, [S, D]
+            x = words[:, t]
+            gated = torch.where(has_previous, gate * x + (1 - gate) * summary, x)  # eq. 5
+            h_new, c_new = self.cell(gated, (h, c))  # eq. 6
+            live = (t < lengths)[:, None]  # [S, 1]: a sentence's state moves only over its own words
+            h, c = torch.where(live, h_new, h), torch.where(live, c_new, c)
+            outputs[t] = torch.where(live, h_new, torch.zeros_like(h_new))
+        return torch.stack(outputs, dim=1)
+
+
 class AttentionalSentenceLinking(nn.Module):
-    """ASL: a BiLSTM whose input at word t of sentence i is gated between x_t and an attention summary c_t
+    """ASL as Luo & Glass (2018) state it (eqs. 1-6, :class:`ASLDirection`): a bidirectional LSTM whose two
+    directions each attend to the previous sentence and gate their input with their own previous state
+    (each direction has its own f_c and f_g: the two h_{t-1} live in different spaces)."""
+
+    variant = "recurrent"
+
+    def __init__(self, input_dim: int, hidden: int = 200, attention_hidden: int = 150, dropout: float = 0.2):
+        super().__init__()
+        self.forward_direction = ASLDirection(input_dim, hidden, attention_hidden, reverse=False)
+        self.backward_direction = ASLDirection(input_dim, hidden, attention_hidden, reverse=True)
+        self.dropout, self.output_dim = nn.Dropout(dropout), 2 * hidden
+
+    def forward(self, words: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """``words`` [sentences, len, dim] -> [sentences, len, 2 * hidden]."""
+        previous, previous_lengths = previous_sentence(words), previous_sentence(lengths)
+        forward = self.forward_direction(words, lengths, previous, previous_lengths)  # [S, T, hidden]
+        backward = self.backward_direction(words, lengths, previous, previous_lengths)
+        return self.dropout(torch.cat([forward, backward], dim=-1))
+
+
+def asl_direction_reference(direction: ASLDirection, words: torch.Tensor, previous: torch.Tensor | None
+                            ) -> torch.Tensor:
+    """One direction of ASL (Luo & Glass 2018, eqs. 1-6) for ONE sentence, one word and one previous word at a
+    time: f_c and f_g called on the concatenations as the paper writes them, the LSTM equations of section
+    3.2.1 spelled out with the cell's weights. ``words`` [len, D], ``previous`` [len_prev, D] or None for a
+    first sentence -> [len, hidden]. Slow and obvious on purpose: the tests and ``benchmarks/bench_asl.py`` hold
+    :class:`ASLDirection` to it."""
+    cell = direction.cell
+    h, c = torch.zeros(direction.hidden), torch.zeros(direction.hidden)
+    outputs = [None] * len(words)
+    for t in (reversed(range(len(words))) if direction.reverse else range(len(words))):
+        x = words[t]
+        if previous is None:
+            x_hat = x
+        else:
+            scores = [direction.score_out(torch.tanh(direction.score_hidden(torch.cat([x, h, p]))))[0]
+                      for p in previous]  # eq. 2: c_k = f_c([x_{i,t}; h_{t-1}; x_{i-1,k}])
+            total = sum(torch.exp(score) for score in scores)
+            alphas = [torch.exp(score) / total for score in scores]  # eq. 1
+            v = sum(alpha * p for alpha, p in zip(alphas, previous))  # eq. 3
+            g = torch.sigmoid(direction.gate(torch.cat([x, h, v])))  # eq. 4
+            x_hat = g * x + (1 - g) * v  # eq. 5
+        i, f, g_, o = (cell.weight_ih @ x_hat + cell.bias_ih + cell.weight_hh @ h + cell.bias_hh).chunk(4)  # eq. 6
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g_)
+        h = torch.sigmoid(o) * torch.tanh(c)
+        outputs[t] = h
+    return torch.stack(outputs)
+
+
+def asl_reference(module: AttentionalSentenceLinking, sentences: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The paper's ASL sentence by sentence: each direction per :func:`asl_direction_reference` -> [len_i,
+    2 * hidden] per sentence (eval mode: no dropout)."""
+    out = []
+    for i, words in enumerate(sentences):
+        previous = sentences[i - 1] if i > 0 else None
+        out.append(torch.cat([asl_direction_reference(module.forward_direction, words, previous),
+                              asl_direction_reference(module.backward_direction, words, previous)], dim=-1))
+    return out
+
+
+class StaticAttentionalSentenceLinking(nn.Module):
+    """``--asl_variant static``, the reconstruction this
+    project ran before the paper's text was at hand (never the default): a BiLSTM whose input at word t of sentence i is gated between x_t and an attention summary c_t
     of the words p_1..p_m of sentence i-1 (Luo & Glass 2018, eqs. 1-6):
 
         (1) e_tj = w_e · tanh(W_e [x_t ; p_j] + b_e)           one-hidden-layer MLP, 150 units
@@ -123,8 +258,12 @@ class AttentionalSentenceLinking(nn.Module):
         (5) x'_t = g_t ⊙ x_t + (1 − g_t) ⊙ c_t
         (6) h_t  = BiLSTM(x'_1..x'_n)_t                          200 units each way
 
-    The first sentence has no previous one: x'_t = x_t.
+    The first sentence has no previous one: x'_t = x_t. It differs from the paper in one place: attention and
+    gate read [x_t; ·] without the LSTM's h_{t-1}, so they run for every word at once before the LSTM (faster,
+    ``benchmarks/bench_asl.py``). Kept so that models saved before the paper-exact default still load.
     """
+
+    variant = "static"
 
     def __init__(self, input_dim: int, hidden: int = 200, attention_hidden: int = 150, dropout: float = 0.2):
         super().__init__()
@@ -156,15 +295,19 @@ class AttentionalSentenceLinking(nn.Module):
         return self.dropout(run_lstm(self.lstm, self.gated_inputs(words, lengths), lengths))  # eq. 6
 
 
+ASL_VARIANTS = {cls.variant: cls for cls in (AttentionalSentenceLinking, StaticAttentionalSentenceLinking)}
+
+
 def sentence_encoder(kind: str, input_dim: int, hidden: int = 200, attention_hidden: int = 150,
-                     dropout: float = 0.2) -> nn.Module:
-    """The recurrent encoder ``kind`` (bilstm, lsl, asl) over word representations of ``input_dim``."""
+                     dropout: float = 0.2, asl_variant: str = "recurrent") -> nn.Module:
+    """The recurrent encoder ``kind`` (bilstm, lsl, asl; ASL in ``asl_variant``, a key of ``ASL_VARIANTS``)
+    over word representations of ``input_dim``."""
     if kind == "bilstm":
         return SentenceBiLSTM(input_dim, hidden, dropout)
     if kind == "lsl":
         return LinearSentenceLinking(input_dim, hidden, dropout)
     if kind == "asl":
-        return AttentionalSentenceLinking(input_dim, hidden, attention_hidden, dropout)
+        return ASL_VARIANTS[asl_variant](input_dim, hidden, attention_hidden, dropout)
     raise ValueError(kind)
 
 

@@ -93,7 +93,7 @@ def build_model(config: CorefE2EConfig, vocab: Vocabulary | None = None, pretrai
     if config.fixed_embeddings:  # GloVe vectors stay fixed, also when a saved model is loaded again
         words.words.weight.requires_grad_(False)
     encoder = sentence_encoder(config.encoder, words.output_dim, config.lstm_size, config.attention_size,
-                               config.ranker.dropout)
+                               config.ranker.dropout, config.asl_variant)
     return E2ECorefModel(_with_ranker_inputs(config, encoder.output_dim, words.output_dim), encoder, words)
 
 

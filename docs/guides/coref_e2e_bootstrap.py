@@ -1,0 +1,39 @@
+"""Test scores of the 90-document LitBank runs, with a 95% document-bootstrap interval of avg F1 and of its
+paired difference from the first encoder named (docs/guides/coref_e2e.md, Results):
+
+    python docs/guides/coref_e2e_bootstrap.py RUNS_FOLDER bilstm lsl asl bert
+
+RUNS_FOLDER holds ``litbank90_<encoder>/predict_predictions.conll``; an encoder without one is said to be missing.
+The interval resamples the 10 test documents (1,000 draws, the same draws for every encoder) and recomputes the
+corpus-level metrics on each draw, as the CoNLL scorer sums over documents.
+"""
+
+import os
+import sys
+
+import numpy as np
+import yaml
+
+from corefbert.metrics.coref_metrics import coref_scores
+from corefbert.text.conll import read_conll
+
+runs, encoders = sys.argv[1], sys.argv[2:]
+with open("docs/guides/coref_e2e_litbank90.yaml", encoding="utf-8") as config:
+    files = yaml.safe_load(config)["test_file"]
+gold = [[c for c in d.clusters if len(c) > 1] for d in read_conll(files)]  # --drop_singletons
+draws = np.random.default_rng(0).integers(0, len(gold), (1000, len(gold)))  # [draws, documents]
+first = None
+for encoder in encoders:
+    path = os.path.join(runs, f"litbank90_{encoder}", "predict_predictions.conll")
+    if not os.path.exists(path):
+        print(f"{encoder}: missing ({path})")
+        continue
+    predicted = [d.clusters for d in read_conll(path)]
+    scores = coref_scores(predicted, gold)
+    boot = np.array([coref_scores([predicted[i] for i in draw], [gold[i] for i in draw])["avg_f1"]
+                     for draw in draws])
+    first = boot if first is None else first
+    low, high = np.percentile(boot, [2.5, 97.5])
+    diff_low, diff_high = np.percentile(boot - first, [2.5, 97.5])
+    print(f"{encoder}: MUC {scores['muc_f1']:.1f}  B3 {scores['b3_f1']:.1f}  CEAF-phi4 {scores['ceafe_f1']:.1f}  "
+          f"avg {scores['avg_f1']:.1f} [95% {low:.1f}, {high:.1f}]; minus the first: [{diff_low:+.1f}, {diff_high:+.1f}]")
