@@ -1,4 +1,4 @@
-"""The optimizer and the schedule every run uses: AdamW over one decay rule (with per-prefix learning rates
+"""The optimizer and the schedule every run uses: AdamW (or Adagrad, ``--optim``) over one decay rule (with per-prefix learning rates
 for a task head beside a pretrained encoder) and a transformers schedule or the step decay (as in
 ``transformers.optimization``, kept apart from the loop in :mod:`corefbert.training.loop`)."""
 
@@ -10,7 +10,9 @@ import torch
 
 from corefbert.training.arguments import TrainingArguments
 
-__all__ = ["build_optimizer", "build_scheduler", "parameter_groups"]
+__all__ = ["ADAGRAD_INITIAL_ACCUMULATOR", "build_optimizer", "build_scheduler", "parameter_groups"]
+
+ADAGRAD_INITIAL_ACCUMULATOR = 0.1
 
 
 def parameter_groups(model: torch.nn.Module, weight_decay: float,
@@ -61,9 +63,14 @@ def build_scheduler(optimizer, args: TrainingArguments, total_steps: int):
 
 def build_optimizer(model: torch.nn.Module, args: TrainingArguments,
                     learning_rates: dict[str, float] | None = None) -> torch.optim.Optimizer:
-    """AdamW over :func:`parameter_groups` (``learning_rates``: per-prefix rates, see there); the fused CUDA
-    kernel when a GPU is present (one launch for all parameters instead of several per tensor group; the same
-    update up to float rounding). The schedule scales every group's rate alike."""
-    return torch.optim.AdamW(parameter_groups(model, args.weight_decay, learning_rates), lr=args.learning_rate,
+    """``--optim`` over :func:`parameter_groups` (``learning_rates``: per-prefix rates, see there): AdamW, with the
+    fused CUDA kernel when a GPU is present (one launch for all parameters instead of several per tensor group;
+    the same update up to float rounding), or Adagrad. The schedule scales every group's rate alike."""
+    groups = parameter_groups(model, args.weight_decay, learning_rates)
+    if args.optim == "adagrad":
+        # The one Adagrad recipe (Parikh et al. 2016, section 4) used TensorFlow's initial accumulator, 0.1;
+        # PyTorch's 0 makes the first step lr * sign(grad) for every weight, a jump of 0.05 at their rate.
+        return torch.optim.Adagrad(groups, lr=args.learning_rate, initial_accumulator_value=ADAGRAD_INITIAL_ACCUMULATOR)
+    return torch.optim.AdamW(groups, lr=args.learning_rate,
                              betas=(args.adam_beta1, args.adam_beta2), eps=args.adam_epsilon,
                              fused=True if torch.cuda.is_available() else None)
