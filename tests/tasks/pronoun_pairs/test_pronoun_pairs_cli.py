@@ -240,7 +240,8 @@ def test_scratch_models_get_their_defaults_and_bert_keeps_berts(tmp_path):
 # The paper-exact recipe of each classifier (docs/guides/pronoun_pairs.md, the paper <-> code table), written out
 # here once more so that a change to MODEL_DEFAULTS or SCRATCH_DEFAULTS has to be a change to this table too.
 PAPER_RECIPES = {
-    "da": {"optim": "adagrad", "learning_rate": 0.05, "per_device_train_batch_size": 4, "dropout": 0.2},
+    "da": {"optim": "adagrad", "learning_rate": 0.05, "per_device_train_batch_size": 4, "dropout": 0.2,
+           "intra_attention": True},
     "lstmn": {"optim": "adamw_torch", "learning_rate": 1e-3, "per_device_train_batch_size": 32, "dropout": 0.0},
     "bilstm": {"optim": "adamw_torch", "learning_rate": 1e-3, "per_device_train_batch_size": 32, "dropout": 0.0},
 }
@@ -266,6 +267,10 @@ def test_each_scratch_model_defaults_to_the_papers_recipe(model, tmp_path):
     task_args, args = parse_task_arguments(PronounPairsTask, ["--output_dir", str(tmp_path), "--model", model,
                                                               "--optim", "adamw_torch", "--dropout", "0.3"])
     assert (args.optim, task_args.dropout) == ("adamw_torch", 0.3)
+    if model == "da":
+        task_args, _ = parse_task_arguments(PronounPairsTask, ["--output_dir", str(tmp_path), "--model", model,
+                                                               "--intra_attention", "false"])
+        assert task_args.intra_attention is False
 
 
 @pytest.mark.parametrize("model", ["da", "lstmn", "bilstm", "bert"])
