@@ -22,6 +22,9 @@ from corefbert.training.lock import is_empty_output
 MIXED_PRECISION = ("auto", "no", "bf16", "fp16")
 ON_NONFINITE = ("stop", "skip")
 REPORT_TO = ("tensorboard", "wandb", "all")
+#: ``--optim``, Hugging Face's names: AdamW (every recipe but one) and Adagrad (Parikh et al.'s Decomposable
+#: Attention, the pronoun-pair classifier's paper setting).
+OPTIMIZERS = ("adamw_torch", "adagrad")
 
 
 @dataclass(kw_only=True)
@@ -38,9 +41,12 @@ class TrainingArguments:
     gradient_accumulation_steps: int = field(default=1, metadata={"help": "Micro-batches per optimizer step."})
     max_steps: int = field(default=-1, metadata={"help": "Optimizer steps; overrides --num_train_epochs if > 0."})
     num_train_epochs: float = field(default=3.0, metadata={"help": "Epochs (fractions allowed) when --max_steps <= 0."})
-    learning_rate: float = field(default=5e-5, metadata={"help": "Peak learning rate of AdamW."})
-    weight_decay: float = field(default=0.01, metadata={"help": "AdamW decay (never on 1-D parameters: biases, "
-                                                                "LayerNorm, the copy vector V)."})
+    optim: str = field(default="adamw_torch", metadata={"help": "Optimizer, Hugging Face's names: adamw_torch | "
+                                                                  "adagrad (torch.optim.Adagrad; --adam_* unused)."})
+    learning_rate: float = field(default=5e-5, metadata={"help": "Peak learning rate of the optimizer."})
+    weight_decay: float = field(default=0.01, metadata={"help": "Weight decay (never on 1-D parameters: biases, "
+                                                                "LayerNorm, the copy vector V); AdamW's decoupled "
+                                                                "decay, Adagrad's L2 term."})
     adam_beta1: float = 0.9
     adam_beta2: float = 0.999
     adam_epsilon: float = 1e-8
@@ -130,6 +136,7 @@ class TrainingArguments:
         for name in ("max_grad_norm", "weight_decay", "warmup_steps"):
             if getattr(self, name) < 0:
                 raise CorefBertError(f"--{name} must be >= 0 (got {getattr(self, name)})")
+        _check_choice("optim", self.optim, OPTIMIZERS)
         _check_choice("mixed_precision", self.mixed_precision, MIXED_PRECISION)
         _check_choice("on_nonfinite", self.on_nonfinite, ON_NONFINITE)
         _check_choice("report_to", self.report_to, REPORT_TO)
@@ -266,7 +273,7 @@ def resolve_mixed_precision(value: str) -> str | None:
 
 #: The settings that decide a run's result: a resume under other values would not repeat the uninterrupted
 #: run (``--max_steps``, evaluation, logging and checkpoint cadence, workers and tracking may change).
-EXACT_SETTINGS = ("seed", "per_device_train_batch_size", "gradient_accumulation_steps", "learning_rate",
+EXACT_SETTINGS = ("seed", "per_device_train_batch_size", "gradient_accumulation_steps", "optim", "learning_rate",
                   "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon", "lr_scheduler_type", "warmup_ratio",
                   "warmup_steps", "max_grad_norm", "lr_decay_steps", "lr_decay_factor")
 

@@ -726,6 +726,8 @@ CASES = [
          lambda w, m: [*pairs(lambda _: str(PAIRS_CONLL))(w, m), "--validation_fraction", "0.15"]),
     Case(PAIRS_CLI, "--max_scope_words 1", lambda w, m: [*pairs(lambda _: str(PAIRS_CONLL))(w, m),
                                                          "--max_scope_words", "1"]),
+    # issue 26: the optimizer choice of the training core (Hugging Face's names; only those it offers)
+    Case(PAIR_CLS_CLI, "--optim sgd (not offered)", pair_classifier(lambda w: str(PAIR_PAIRS), "--optim", "sgd")),
     # issue 23 (f): the one command (issue 24, corefbert <command>)
     Case(ONE_CLI, "unknown command", lambda w, m: ["pretrian", "--output_dir", str(w)]),
     Case(ONE_CLI, "unknown finetune task", lambda w, m: ["finetune", "gleu", "--model_name_or_path", str(m)]),

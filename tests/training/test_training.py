@@ -152,6 +152,48 @@ def test_one_decay_rule_no_decay_on_one_dimensional_parameters():
     assert (decay["weight_decay"], plain["weight_decay"]) == (0.1, 0.0)
 
 
+def adagrad_reference(weights: list[float], grads: list[list[float]], lr: float, decay: float, start: float):
+    """Adagrad written out for one weight vector, step by step: g <- g + decay * w (L2), G <- G + g^2,
+    w <- w - lr * g / (sqrt(G) + 1e-10), with G starting at ``start`` (Duchi et al. 2011)."""
+    w, accumulator = list(weights), [start] * len(weights)
+    for step in grads:
+        for i, g in enumerate(step):
+            g = g + decay * w[i]
+            accumulator[i] += g * g
+            w[i] -= lr * g / (math.sqrt(accumulator[i]) + 1e-10)
+    return w
+
+
+def test_optim_adagrad_follows_the_update_rule_on_the_one_decay_rule(tmp_path):
+    """Issue 26: ``--optim adagrad`` (the Decomposable Attention's optimizer) is Adagrad with the accumulator
+    starting at 0 (PyTorch's and Hugging Face's), L2 decay on matrices only, as the written-out rule gives;
+    adamw_torch stays the default."""
+    assert TrainingArguments(output_dir=str(tmp_path)).optim == "adamw_torch"
+    assert isinstance(build_optimizer(_Model(), _args(tmp_path)), torch.optim.AdamW)
+    model = _Model()
+    optimizer = build_optimizer(model, _args(tmp_path, optim="adagrad", learning_rate=0.05, weight_decay=0.1))
+    assert isinstance(optimizer, torch.optim.Adagrad)
+    start = {n: p.detach().flatten().tolist() for n, p in model.named_parameters()}
+    torch.manual_seed(0)
+    grads = [{n: torch.randn_like(p) for n, p in model.named_parameters()} for _ in range(3)]
+    for step in grads:
+        for name, param in model.named_parameters():
+            param.grad = step[name].clone()
+        optimizer.step()
+    for name, param in model.named_parameters():
+        decay = 0.1 if param.ndim >= 2 else 0.0
+        want = adagrad_reference(start[name], [s[name].flatten().tolist() for s in grads], 0.05, decay, 0.0)
+        torch.testing.assert_close(param.detach().flatten(), torch.tensor(want), rtol=1e-5, atol=1e-6)
+
+
+def test_optim_is_a_setting_a_resume_must_keep(tmp_path):
+    from corefbert.training.arguments import changed_settings, run_settings
+
+    saved = run_settings(_args(tmp_path), 1, "no", {})
+    now = run_settings(_args(tmp_path, optim="adagrad"), 1, "no", {})
+    assert changed_settings(saved, now) == [("optim", "adamw_torch", "adagrad")]
+
+
 def test_per_prefix_learning_rates_form_their_own_groups_and_share_the_schedule(tmp_path):
     """A task head beside a pretrained encoder (end-to-end coreference with BERT) trains at its own rate; the
     two default groups stay first, so the optimizer-state layout of runs without it is unchanged."""

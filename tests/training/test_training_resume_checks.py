@@ -182,6 +182,7 @@ def _valid(**changes) -> TrainingArguments:
     ({"num_workers": -1}, "--num_workers must be >= 0 (got -1)"),
     ({"adam_beta1": 1.5}, "--adam_beta1 must be within [0, 1) (got 1.5)"),
     ({"adam_epsilon": -1.0}, "--adam_epsilon must be > 0 (got -1.0)"),
+    ({"optim": "sgd"}, "--optim 'sgd' is not one of adamw_torch, adagrad"),
     ({"learning_rate": math.nan}, "--learning_rate must be a finite number (got nan)"),
     ({"learning_rate": -1.0}, "--learning_rate must be > 0 (got -1.0)"),
     ({"logging_steps": 0}, "--logging_steps must be at least 1 (got 0)"),
