@@ -66,7 +66,7 @@ class FinetuningArguments(TrainingArguments):
     do_predict: bool = field(default=False, metadata={"help": "Write predictions for the test split."})
     per_device_train_batch_size: int = field(default=32, metadata={"help": "Batch size per process."})
     per_device_eval_batch_size: int = field(default=64, metadata={"help": "Evaluation batch size per process."})
-    learning_rate: float = field(default=3e-5, metadata={"help": "Peak learning rate of AdamW."})
+    learning_rate: float = field(default=3e-5, metadata={"help": "Peak learning rate of the optimizer (--optim)."})
     warmup_ratio: float = field(default=0.1, metadata={"help": "Share of the optimizer steps for warm-up."})
     eval_steps: int | None = field(default=None, metadata={"help": "Evaluate every N steps (default: each epoch)."})
     max_train_samples: int | None = field(default=None, metadata={"help": "Truncate the training set (debugging)."})
