@@ -362,8 +362,11 @@ def probe_table(root: Path, arms: list[str], seeds: list[int]) -> tuple[dict, li
             missing += [f"{arm}/seed_{s}: no {probe}" for s in seeds if s not in by_arm[arm] and (arm, s) not in empty]
     table["settings"] = settings  # popped by the caller: what the probes on disk were run with
     order = ("held-out MLM", "held-out MRP", "QUOREF", "zero-shot", "eq. 5")  # the table's row order
+    rows = list(HELDOUT_ROWS.values())  # the held-out parts in their own order: all, repeated, other, MRP
     return dict(sorted(table.items(), key=lambda item: (next(i for i, o in enumerate(order + ("",))
-                                                             if item[0].startswith(o)), item[0]))), missing
+                                                             if item[0].startswith(o)),
+                                                        rows.index(item[0]) if item[0] in rows else 0,
+                                                        item[0]))), missing
 
 
 #: Row names of the held-out probe's parts.
