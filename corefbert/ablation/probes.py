@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from corefbert.errors import CorefBertError
+from corefbert.tasks.qa.data import read_qa_file
 from corefbert.text.tokenizers import load_tokenizer
 
 RATIO, GAP_F1 = "ratio", "gap_f1"
@@ -270,7 +271,6 @@ def run_quoref_probe(probe: QuorefProbe, model_dir: str, out_dir: Path, seed: in
     figures under ``"reported"``."""
     from corefbert.metrics.drop import quoref_question_scores
     from corefbert.tasks.base import FinetuningArguments, run_finetuning
-    from corefbert.tasks.qa.data import read_qa_file
     from corefbert.tasks.qa.quoref import QuorefArguments, QuorefTask
 
     task_args = QuorefArguments(train_file=probe.train_file, validation_file=probe.validation_file,
