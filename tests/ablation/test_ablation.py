@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import FIXTURES, load_cli, synthetic_corpus
+from helpers import FIXTURES, load_cli
 
 from corefbert.ablation.probes import (
     GAP_F1,
@@ -23,15 +23,6 @@ pytestmark = pytest.mark.usefixtures("fresh_accelerate_state")
 COREF = FIXTURES / "coref"
 ARMS = ("corefbert", "mrm", "wwm")
 SEEDS = (7, 8)
-
-
-@pytest.fixture(scope="module")
-def corpus_dir(tmp_path_factory, tiny_bert_dir):
-    from transformers import AutoTokenizer
-
-    out = tmp_path_factory.mktemp("ablation_corpus") / "corpus"
-    synthetic_corpus(AutoTokenizer.from_pretrained(tiny_bert_dir), n_train=16, n_eval=6).save_to_disk(str(out))
-    return out
 
 
 def _argv(model_dir, corpus_dir, out, *extra) -> list[str]:

@@ -9,7 +9,7 @@ import shutil
 
 import numpy as np
 import pytest
-from helpers import FIXTURES, load_cli, synthetic_corpus
+from helpers import FIXTURES, load_cli
 
 from corefbert.ablation.probes import repeated_mention_tokens, statistic
 
@@ -18,15 +18,6 @@ ARMS = ("corefbert", "mrm", "wwm")
 SEEDS = (7, 8)
 QUOREF = FIXTURES / "quoref" / "quoref_tiny.json"
 QUESTIONS = sum(len(p["qas"]) for a in json.loads(QUOREF.read_text())["data"] for p in a["paragraphs"])
-
-
-@pytest.fixture(scope="module")
-def corpus_dir(tmp_path_factory, tiny_bert_dir):
-    from transformers import AutoTokenizer
-
-    out = tmp_path_factory.mktemp("base_corpus") / "corpus"
-    synthetic_corpus(AutoTokenizer.from_pretrained(tiny_bert_dir), n_train=16, n_eval=6).save_to_disk(str(out))
-    return out
 
 
 def _argv(model_dir, corpus_dir, out, *extra) -> list[str]:
