@@ -269,6 +269,7 @@ def _arm_settings(args, splits) -> dict:
 def _train(args, splits, base_mlm_steps: int = 0) -> str:
     """Run one arm x seed (or the base) unless finished; returns trained / resumed / finished_before."""
     from corefbert.pretraining.run import run_pretraining
+    from corefbert.training.arguments import changed_settings
 
     out = Path(args.output_dir)
     settings = json.loads(json.dumps({**_arm_settings(args, splits), "base_mlm_steps": base_mlm_steps},
@@ -277,7 +278,11 @@ def _train(args, splits, base_mlm_steps: int = 0) -> str:
         marker = out / RUN_MARKER
         saved = json.loads(marker.read_text(encoding="utf-8")) if marker.is_file() else settings
         saved.setdefault("base_mlm_steps", 0)  # runs finished before the flag existed started from the backbone
-        changed = sorted(k for k in settings if saved.get(k) != settings[k] and k != "model_name_or_path")
+        # A setting added after the run finished (--optim, say) was at its default then: compare it with that.
+        for spec in dataclasses.fields(args):
+            if spec.default is not dataclasses.MISSING:
+                saved.setdefault(spec.name, json.loads(json.dumps(spec.default, default=str)))
+        changed = sorted(name for name, _, _ in changed_settings(saved, settings) if name != "model_name_or_path")
         if changed:
             raise CorefBertError(f"this finished run was trained with other settings ({', '.join(changed)}: "
                                  f"{saved.get(changed[0])!r} then, {settings[changed[0]]!r} now); use another "

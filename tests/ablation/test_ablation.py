@@ -206,3 +206,21 @@ def test_paired_bootstrap_on_hand_computed_cases():
     assert (same["difference"], same["ci_low"], same["ci_high"]) == (0.0, 0.0, 0.0)
     # GAP F1 = 2tp / (2tp + fp + fn) in percent: tp 2, fp 1, fn 1 -> 66.7
     assert statistic(GAP_F1, np.array([2, 1, 1])) == pytest.approx(200 / 3)
+
+
+def test_a_setting_added_after_a_run_finished_compares_as_its_default(study, tmp_path, tiny_bert_dir, corpus_dir):
+    """A run finished before --optim existed has no 'optim' in its marker: it was AdamW then, so the rerun
+    skips it; a marker that records another optimizer is still refused."""
+    out = tmp_path / "copy"
+    shutil.copytree(study[0], out)
+    for marker in out.glob("*/seed_*/ablation_run.json"):
+        saved = json.loads(marker.read_text())
+        del saved["optim"]
+        marker.write_text(json.dumps(saved))
+    result = _run(_argv(tiny_bert_dir, corpus_dir, out))
+    assert result["runs"]["finished_before"] == len(ARMS) * len(SEEDS) and result["runs"]["trained"] == 0
+    marker = out / "wwm" / f"seed_{SEEDS[0]}" / "ablation_run.json"
+    marker.write_text(json.dumps({**json.loads(marker.read_text()), "optim": "adagrad"}))
+    with pytest.raises(SystemExit) as exit_info:
+        _run(_argv(tiny_bert_dir, corpus_dir, out))
+    assert exit_info.value.code == 2
