@@ -7,6 +7,8 @@
 # Prepare first on CPU: bash benchmarks/gpu_check_prepare.sh; then carry .gpu_check and .whl:
 #   device run, carry [".gpu_check", ".whl"]: bash benchmarks/gpu_check.sh
 # GPU_CHECK_SCALE=smoke runs every part at toy sizes (a CPU check of this script; figures meaningless).
+# Measured on an H100 80GB HBM3 (docs/gpu_check.md): bench_step 30 s, eager 54 s, compiled over 250 s (two
+# compilations; cut by a 340 s cap), resume 95 s: give the whole script 8 minutes.
 set -uo pipefail
 out=${OUT:-gpu_check_out}
 mkdir -p "$out"
