@@ -37,14 +37,17 @@ def _plant(root: Path, op: str = "deepspeed_shm_comm", age_s: float = 3600.0) ->
     return lock
 
 
-def _holding(lock: Path, seconds: float, release: bool = False) -> subprocess.Popen:
+def _holding(lock: Path, seconds: float, release: bool = False, until: Path | None = None) -> subprocess.Popen:
     """A process that creates ``lock`` (as torch's FileBaton does) or opens the planted one, keeps it open for
-    ``seconds`` and then (``release``) removes it, as a live build does."""
+    ``seconds`` (or until the file ``until`` appears, at most ``seconds``) and then (``release``) removes it, as a
+    live build does."""
     code = textwrap.dedent(f'''
         import os, sys, time
         fd = os.open({str(lock)!r}, os.O_CREAT | os.O_RDONLY)
         print("holding", flush=True)
-        time.sleep({seconds})
+        deadline = time.monotonic() + {seconds}
+        while time.monotonic() < deadline and not ({str(until)!r} != "None" and os.path.exists({str(until)!r})):
+            time.sleep(0.05)
         if {release}:  # removed before it is closed: with stale_after 0 an open-but-unheld moment reads as stale
             os.remove({str(lock)!r})
         os.close(fd)
@@ -69,12 +72,19 @@ def test_a_stale_lock_is_one_line_naming_it_and_the_rm(tmp_path):
 def test_a_lock_a_live_build_holds_is_waited_for_saying_so_until_it_is_released(tmp_path):
     lock = tmp_path / "deepspeed_shm_comm" / "lock"
     lock.parent.mkdir()
-    holder = _holding(lock, seconds=5, release=True)  # long enough for the /proc scan on a loaded machine
+    finished = tmp_path / "build_finished"
+    # The build ends only once the wait has been announced, however slow the /proc scan is on a loaded machine.
+    holder = _holding(lock, seconds=120, release=True, until=finished)
     assert lock_holders(lock) == [holder.pid]
     said = []
+
+    def say(message):
+        said.append(message)
+        finished.touch()
+
     started = time.monotonic()
-    check_extension_locks(tmp_path, stale_after=0.0, wait_limit=60, say=said.append)  # stale_after 0: held decides
-    assert 1 < time.monotonic() - started < 30
+    check_extension_locks(tmp_path, stale_after=0.0, wait_limit=60, say=say)  # stale_after 0: held decides
+    assert time.monotonic() - started < 60
     assert holder.wait(timeout=30) == 0 and not lock.exists()
     assert said == [f"waiting for the build of DeepSpeed's deepspeed_shm_comm op (process {holder.pid} holds {lock}); "
                     "at most 60 s"]
@@ -169,3 +179,18 @@ def test_every_test_has_a_timeout_and_its_own_extensions_folder_also_under_xdist
     assert done.returncode == 1, done.stdout[-3000:]
     assert "2 passed" in done.stdout and "1 failed" in done.stdout, done.stdout[-3000:]
     assert "FAILED tests/test_probe.py::test_waits_forever - Failed: Timeout (>3.0s)" in done.stdout, done.stdout[-3000:]
+
+
+def test_a_lock_released_between_the_scan_and_the_holders_lookup_is_not_called_stale(tmp_path, monkeypatch):
+    """A build that finishes (removes its lock, then closes it) just after the scan found the lock has no holder
+    left at the lookup: that is a finished build, not a stale lock."""
+    import corefbert.training.extension_locks as extension_locks
+
+    _plant(tmp_path)  # old and quiet: stale if it were still there with no holder
+
+    def released_meanwhile(lock):
+        lock.unlink()
+        return []
+
+    monkeypatch.setattr(extension_locks, "lock_holders", released_meanwhile)
+    check_extension_locks(tmp_path, say=pytest.fail)  # returns: nothing left to wait for
