@@ -29,20 +29,7 @@ else
     long=1200; short=300; extra=()
 fi
 [ -d "$work/corpus" ] || tar xzf .abl_gpu/corpus.tgz -C "$work"
-python - .abl_gpu/base "$work/base" <<'PY'
-# The base travelled in fp16; every arm starts from the same fp32 widening of it.
-import shutil, sys
-from pathlib import Path
-from safetensors.torch import load_file, save_file
-source, target = Path(sys.argv[1]), Path(sys.argv[2])
-target.mkdir(parents=True, exist_ok=True)
-weights = load_file(source / "model.safetensors")
-save_file({k: v.float() if v.is_floating_point() else v for k, v in weights.items()}, target / "model.safetensors",
-          metadata={"format": "pt"})
-for path in source.iterdir():
-    if path.name != "model.safetensors" and path.is_file():
-        shutil.copy(path, target / path.name)
-PY
+python benchmarks/cast_weights.py .abl_gpu/base "$work/base" fp32
 common=(--preset cpu --dataset_dir "$work/corpus" --model_name_or_path "$work/base" --base_mlm_steps 0 --seeds 1
         --quoref_train_file .abl_gpu/quoref/train.json --quoref_validation_file .abl_gpu/quoref/dev.json "${extra[@]}")
 study() {  # study LOG_NAME FLAGS...: one run_ablation process, its log kept

@@ -11,18 +11,7 @@ set -euo pipefail
 [ $# -eq 4 ] || { echo "usage: $0 BASE_FINAL_DIR PREPARED_CORPUS_DIR QUOREF_TRAIN QUOREF_DEV" >&2; exit 2; }
 base=$1 corpus=$2 quoref_train=$3 quoref_dev=$4
 rm -rf .abl_gpu && mkdir -p .abl_gpu/base .abl_gpu/quoref
-python - "$base" .abl_gpu/base <<'PY'
-import shutil, sys
-from pathlib import Path
-from safetensors.torch import load_file, save_file
-source, target = Path(sys.argv[1]), Path(sys.argv[2])
-weights = load_file(source / "model.safetensors")
-save_file({k: v.half() if v.is_floating_point() else v for k, v in weights.items()}, target / "model.safetensors",
-          metadata={"format": "pt"})
-for path in source.iterdir():
-    if path.name != "model.safetensors" and path.is_file():
-        shutil.copy(path, target / path.name)
-PY
+python benchmarks/cast_weights.py "$base" .abl_gpu/base fp16
 tar czf .abl_gpu/corpus.tgz -C "$(dirname "$corpus")" --transform "s,^$(basename "$corpus"),corpus," "$(basename "$corpus")"
 cp "$quoref_train" .abl_gpu/quoref/train.json
 cp "$quoref_dev" .abl_gpu/quoref/dev.json
