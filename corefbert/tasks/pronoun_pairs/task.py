@@ -275,6 +275,10 @@ class PronounPairsTask(FinetuningTask):
         rows = [(e, int(p), float(q)) for e, p, q in zip(examples, torch.cat(predictions), torch.cat(probabilities))]
         metrics = pair_metrics_by_type([p for _, p, _ in rows], [e.label for e, _, _ in rows],
                                        [e.type for e, _, _ in rows])
+        spread = probability_spread([q for _, _, q in rows])
+        metrics["p_entailed_std"] = spread
+        if warning := collapse_warning(split, spread, rows[0][2] if rows else 0.0):
+            logger.warning(warning)
         return metrics, rows
 
     def write_predictions(self, predictions, output_dir: str, split: str) -> list[str]:
@@ -285,6 +289,23 @@ class PronounPairsTask(FinetuningTask):
                 handle.write(json.dumps({"line": example.line, "type": example.type, "label": example.label,
                                          "prediction": prediction, "p_entailed": round(probability, 6)}) + "\n")
         return [path]
+
+
+def probability_spread(probabilities: list[float]) -> float:
+    """The standard deviation of P(entailed) over the pairs: 0 when the model answers every pair alike."""
+    return float(torch.tensor(probabilities, dtype=torch.float64).std(correction=0)) if probabilities else 0.0
+
+
+def collapse_warning(split: str, spread: float, probability: float) -> str | None:
+    """One line when every pair got the same P(entailed) (``spread`` below 1e-6): the model has collapsed to
+    a constant, so its figures are those of one answer for all pairs, and further training will not move it.
+    On the 90 LitBank documents the paper's Adagrad recipe for the Decomposable Attention did this at its first
+    steps (docs/guides/pronoun_pairs.md, results)."""
+    if spread >= 1e-6:
+        return None
+    return (f"{split}: every pair gets P(entailed) {probability:.4f}: the model outputs a constant (collapsed), "
+            f"so its figures are one answer's for all pairs; more steps will not move it; retrain with another "
+            f"--optim / --learning_rate / --seed (docs/guides/pronoun_pairs.md, results)")
 
 
 class ScratchPairsTask(PronounPairsTask):

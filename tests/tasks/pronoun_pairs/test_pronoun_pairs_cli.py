@@ -316,3 +316,35 @@ def test_the_family_is_not_a_task_and_a_variant_refuses_the_other_recipe(tmp_pat
     with pytest.raises(CorefBertError, match="--model bert is BertPairsTask's"):
         ScratchPairsTask(PronounPairsArguments(model="bert", train_file=str(pairs)), args)
     assert ScratchPairsTask(PronounPairsArguments(model="da", train_file=str(pairs)), args).train_dataset()
+
+
+def test_the_probability_spread_and_the_collapse_line():
+    from corefbert.tasks.pronoun_pairs.task import collapse_warning, probability_spread
+
+    assert probability_spread([0.2, 0.4]) == pytest.approx(0.1) and probability_spread([0.3438] * 5) == 0.0
+    line = collapse_warning("eval", probability_spread([0.3438] * 5), 0.3438)
+    assert line.startswith("eval: every pair gets P(entailed) 0.3438") and "collapsed" in line
+    assert collapse_warning("eval", 0.02, 0.3) is None
+
+
+@pytest.mark.slow
+def test_a_model_that_answers_every_pair_alike_is_named_collapsed(tmp_path, fresh_accelerate_state, caplog):
+    """The paper's Adagrad recipe left the Decomposable Attention with one output for every pair on the 90 LitBank
+    documents; the figures of such a model are the majority answer's, so evaluation says so in one line and logs
+    the spread of P(entailed). Forced here: the trained model's output layer zeroed, so only its bias is left."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    out = tmp_path / "da"
+    trained = _main(["--model", "da", "--train_file", str(PAIRS16), "--validation_file", str(PAIRS16),
+                     "--do_train", "--do_eval", "--output_dir", str(out), *SMALL])
+    assert trained["eval_p_entailed_std"] > 0
+    weights = load_file(str(out / "best" / "model.safetensors"))
+    last = [name for name, w in weights.items() if w.dim() == 2 and w.shape[0] == 2][-1]  # [2, hidden]: the output layer
+    weights[last] = torch.zeros_like(weights[last])
+    save_file(weights, str(out / "best" / "model.safetensors"))
+    with caplog.at_level("WARNING"):
+        again = _main(["--model", "da", "--model_name_or_path", str(out / "best"), "--validation_file", str(PAIRS16),
+                       "--do_eval", "--output_dir", str(tmp_path / "again"), "--disable_tqdm", "true"])
+    assert again["eval_p_entailed_std"] == 0.0 and again["eval_tp"] + again["eval_fp"] in (0, 16)
+    assert any("every pair gets P(entailed)" in r.getMessage() and "collapsed" in r.getMessage() for r in caplog.records)
