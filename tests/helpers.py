@@ -12,6 +12,7 @@ import ast
 import os
 import re
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -132,6 +133,18 @@ def cap_memory():
 
 
 '''
+
+
+def can_mount_tmpfs(where: Path) -> bool:
+    """Whether a tmpfs can be mounted at ``where`` in a private mount namespace (root and ``unshare``): the
+    tests' real full disk."""
+    where.mkdir(parents=True, exist_ok=True)
+    try:
+        done = subprocess.run(["unshare", "-m", "sh", "-c", f"mount -t tmpfs -o size=64k tmpfs '{where}'"],
+                              capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
 
 
 def run_under_memory_cap(code: str, headroom_mb: int, timeout: float = 300):

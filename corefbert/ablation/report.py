@@ -9,6 +9,7 @@ import numpy as np
 
 from corefbert.errors import CorefBertError
 from corefbert.pretraining.plotting import read_log
+from corefbert.text.durable import output_path, replace_file
 
 ARM_LABELS = {"base": "base (whole-word MLM, shared start)", "backbone": "backbone (start)", "corefbert": "CorefBERT (MLM+MRP)", "mrm": "MRM (no copy loss)",
               "wwm": "WWM (MLM only)", "official_loss": "CorefBERT, official loss"}
@@ -54,7 +55,7 @@ def write_markdown(path: Path, result: dict) -> Path:
         tokens = sorted({r.get("train_tokens") for r in runs.values()}, key=str)
         lines.append(f"| {arm} | {len(runs)} | {', '.join(f'{t:,}' if t else '?' for t in tokens)} | "
                      f"{np.mean(mlm):.1f} | {f'{np.mean(mrp):.1f} ({start:.1f})' if mrp else '– (copy head not trained)'} |")
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    replace_file(path, "\n".join(lines) + "\n", "the study table")
     return path
 
 
@@ -132,6 +133,7 @@ def plot_study(logs: dict[tuple[str, int], os.PathLike], out_path: Path, copy_tr
             ax.legend(fontsize=8)
     fig.tight_layout()
     out_path = Path(out_path)
-    fig.savefig(out_path, dpi=110)
+    with output_path(out_path, "the plot") as fresh:
+        fig.savefig(fresh, dpi=110, format=out_path.suffix.lstrip(".") or "png")
     plt.close(fig)
     return out_path

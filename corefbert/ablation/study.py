@@ -291,7 +291,7 @@ def _train(args, splits, base_mlm_steps: int = 0) -> str:
         return "finished_before"
     started = out.is_dir() and any(out.iterdir())
     run_pretraining(dataclasses.replace(args, resume_from_checkpoint="latest" if started else None), splits=splits)
-    (out / RUN_MARKER).write_text(json.dumps(settings, indent=2), encoding="utf-8")
+    replace_file(out / RUN_MARKER, json.dumps(settings, indent=2))
     return "resumed" if started else "trained"
 
 
@@ -447,7 +447,7 @@ def collect(root: Path, arms: list[str], seeds: list[int], study: AblationArgume
               "pretraining": pretraining_figures(root, arms, seeds), "missing": missing,
               "probe_settings": probe_settings, "study": dataclasses.asdict(study)}
     root.mkdir(parents=True, exist_ok=True)
-    (root / "study.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
+    replace_file(root / "study.json", json.dumps(result, indent=2))
     write_markdown(root / "study.md", result)
     logs = {(arm, seed): run_dir(root, arm, seed) / "log.jsonl" for arm in arms for seed in seeds}
     copy_trained = {(arm, int(seed)) for arm, runs in result["pretraining"].items() for seed, figures in runs.items()

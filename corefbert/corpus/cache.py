@@ -22,7 +22,7 @@ import shutil
 import sys
 
 from corefbert.errors import CorefBertError
-from corefbert.text.durable import replace_folder, writing
+from corefbert.text.durable import replace_file, replace_folder, writing
 
 MANIFEST_FILE = "prepare_manifest.json"
 SUMMARY_FILE = "prepare_summary.json"
@@ -61,8 +61,7 @@ def write_manifest(folder: str, skip: tuple[str, ...] = ()) -> dict:
         path = os.path.join(folder, rel)
         files[rel] = {"bytes": os.path.getsize(path), "sha256": file_sha256(path)}
     manifest = {"format": MANIFEST_FORMAT, "algorithm": "sha256", "files": files}
-    with open(os.path.join(folder, MANIFEST_FILE), "w") as handle:
-        json.dump(manifest, handle, indent=1, sort_keys=True)
+    replace_file(os.path.join(folder, MANIFEST_FILE), json.dumps(manifest, indent=1, sort_keys=True))
     return manifest
 
 
@@ -208,8 +207,7 @@ class ChunkCache:
             finally:
                 if not quiet:
                     datasets.enable_progress_bars()
-            with open(os.path.join(tmp, self.STATS), "w") as handle:
-                json.dump(stats, handle)
+            replace_file(os.path.join(tmp, self.STATS), json.dumps(stats))
             write_manifest(tmp)
             replace_folder(tmp, path)
         return datasets.load_from_disk(path), stats

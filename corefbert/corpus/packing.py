@@ -21,6 +21,7 @@ from corefbert.corpus.document_packing import DocumentRowPacker, pack_document_r
 from corefbert.corpus.mentions import MentionExtractor, iter_pieces, load_spacy_pipeline
 from corefbert.corpus.packed_rows import new_columns, rows_table, usable_groups
 from corefbert.errors import CorefBertError
+from corefbert.text.durable import replace_file
 from corefbert.text.positions import max_positions, positions_reason
 from corefbert.text.tokenizers import check_tokenizer_vocabulary, special_token_frame
 
@@ -210,8 +211,7 @@ class SequencePacker:
             for (doc_id, last, _), (ids, offsets), mentions in zip(group, encodings, docs):
                 self._pack_segment(int(doc_id), last, ids, offsets, mentions, rows, stats)
         if self.stats_dir is not None and texts:
-            with open(os.path.join(self.stats_dir, f"{int(batch['doc_id'][0])}.json"), "w") as handle:
-                json.dump(stats, handle)
+            replace_file(os.path.join(self.stats_dir, f"{int(batch['doc_id'][0])}.json"), json.dumps(stats))
         return rows_table(rows)
 
     def _encode(self, texts: list[str]) -> list[tuple[np.ndarray, np.ndarray]]:

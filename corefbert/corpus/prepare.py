@@ -51,7 +51,7 @@ from corefbert.corpus.readers import (
     source_fingerprint,
 )
 from corefbert.errors import CorefBertError, one_line
-from corefbert.text.durable import check_writable, replace_folder, writing
+from corefbert.text.durable import check_writable, replace_file, replace_folder, writing
 from corefbert.text.tokenizers import load_tokenizer, special_token_frame
 from corefbert.training import lock as run_lock
 
@@ -421,12 +421,10 @@ def _prepare(args, tokenizer, nlp, train_sources, validation_sources, fingerprin
         # An empty split saved with datasets' default sharding cannot be loaded again; one shard can.
         datasets.DatasetDict(splits).save_to_disk(staging, num_shards={k: 1 if len(v) == 0 else None
                                                                        for k, v in splits.items()})
-        with open(os.path.join(staging, SUMMARY_FILE), "w") as handle:
-            json.dump(summary, handle, indent=2, default=str)
+        replace_file(os.path.join(staging, SUMMARY_FILE), json.dumps(summary, indent=2, default=str))
         write_manifest(staging)
         # The fingerprint file comes last: a folder is a finished corpus only once it is there.
-        with open(os.path.join(staging, FINGERPRINT_FILE), "w") as handle:
-            json.dump({"fingerprint": fingerprint}, handle)
+        replace_file(os.path.join(staging, FINGERPRINT_FILE), json.dumps({"fingerprint": fingerprint}))
         replace_folder(staging, output_dir)
     cache.clear()
     print(format_summary(summary))

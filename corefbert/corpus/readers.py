@@ -36,6 +36,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from corefbert.errors import CorefBertError, one_line
+from corefbert.text.durable import replace_file
 from corefbert.text.jsonio import open_compressed, read_jsonl
 
 _DOC_OPEN = re.compile(r'^<doc\b[^>]*>\s*$')
@@ -463,9 +464,9 @@ def generate_documents(sources_json: str, text_column: str, report_path: str) ->
                     huge.update(longest=len(text), path=source.path)
             yield {"doc_id": doc_id, "text": text}
             doc_id += 1
-    with open(report_path, "w") as handle:
-        json.dump({"documents": doc_id, "skipped_files": skipped_files, "empty_documents": empty_documents,
-                   "formats": formats, "huge_documents": huge}, handle)
+    replace_file(report_path, json.dumps({"documents": doc_id, "skipped_files": skipped_files,
+                                          "empty_documents": empty_documents, "formats": formats,
+                                          "huge_documents": huge}))
 
 
 def merge_read_reports(reports: list[dict]) -> tuple[dict, dict]:

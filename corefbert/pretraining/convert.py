@@ -47,7 +47,7 @@ from corefbert.pretraining.convert_checks import (
     expected_shapes,
     resolve_source,
 )
-from corefbert.text.durable import remove_folder, replace_folder, writing
+from corefbert.text.durable import remove_folder, replace_file, replace_folder, writing
 from corefbert.text.positions import max_positions
 
 COPY_VECTOR = "mrp.copy_vector"
@@ -372,7 +372,7 @@ def convert_checkpoint(official_dir, output_dir, model_type: str | None = None, 
                   "do_lower_case": report.do_lower_case, "copy_head_trained": report.copy_head_trained,
                   "mlm_head": report.mlm_head, "pooler": report.pooler, "converted_tensors": report.converted,
                   "dropped_tensors": report.dropped, "notes": report.notes}
-        (tmp / CONVERSION_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        replace_file(tmp / CONVERSION_FILE, json.dumps(record, indent=2) + "\n")
         conversion_card(record, target.name).save(tmp / "README.md")  # a card to publish with: `hf upload user/name OUTPUT_DIR`
         replace_folder(tmp, target)
     return report

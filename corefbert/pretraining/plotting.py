@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 from corefbert.errors import CorefBertError, cli_entry
+from corefbert.text.durable import output_path
 
 
 def read_log(path: str | os.PathLike) -> list[dict]:
@@ -60,7 +61,8 @@ def plot_curves(log_path: str | os.PathLike, out_path: str | os.PathLike, title:
     fig.tight_layout()
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out_path, dpi=120)
+    with output_path(out_path, "the plot") as fresh:
+        fig.savefig(fresh, dpi=120, format=out_path.suffix.lstrip(".") or "png")
     plt.close(fig)
     return out_path
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from huggingface_hub import ModelCard, ModelCardData
 
-from corefbert.text.durable import remove_folder, replace_folder, writing
+from corefbert.text.durable import remove_folder, replace_file, replace_folder, writing
 from corefbert.training.cards import (
     CARD_SETTINGS,
     LICENSE,
@@ -99,10 +99,10 @@ def final_save(accelerator, model, tokenizer, args, before: dict, after: dict) -
             unwrapped.save_pretrained(tmp, state_dict=state_dict, save_function=accelerator.save)
             tokenizer.save_pretrained(tmp)
             card = model_card(args, accelerator.num_processes, str(accelerator.mixed_precision), before, after)
-            (tmp / "README.md").write_text(card, encoding="utf-8")
+            replace_file(tmp / "README.md", card)
             replace_folder(tmp, final_dir)
         results = {**{f"eval_{k}": v for k, v in after.items()}, **{f"init_{k}": v for k, v in before.items()}}
-        (Path(args.output_dir) / "all_results.json").write_text(json.dumps(results, indent=2), encoding="utf-8")
+        replace_file(Path(args.output_dir) / "all_results.json", json.dumps(results, indent=2), "the results")
         if args.plot:
             from corefbert.pretraining.plotting import plot_curves
 

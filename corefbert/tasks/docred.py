@@ -57,6 +57,7 @@ from corefbert.tasks.heads import (
     read_head_config,
     save_encoder_and_head,
 )
+from corefbert.text.durable import fresh_file, output_file
 from corefbert.text.jsonio import read_json
 from corefbert.text.tokenizers import load_tokenizer, special_token_frame
 from corefbert.training.hub import hub_offline
@@ -410,7 +411,7 @@ class JsonListWriter:
     """Writes a JSON list item by item, byte for byte what ``json.dump(items, handle)`` writes."""
 
     def __init__(self, path: str):
-        self.handle = open(path, "w", encoding="utf-8")  # closed by close()
+        self.handle = fresh_file(path)  # closed by close()
         self.handle.write("[")
         self.empty = True
 
@@ -594,7 +595,7 @@ class DocredTask(FinetuningTask):
         if isinstance(predictions, StreamedPredictions):  # written while predicting: moved into place whole
             shutil.move(predictions.path, path)
             return [path]
-        with open(path, "w", encoding="utf-8") as handle:
+        with output_file(path, what="the predictions") as handle:
             json.dump(predictions, handle)
         return [path]
 

@@ -19,6 +19,7 @@ from corefbert.errors import CorefBertError
 from corefbert.metrics.glue import GLUE_MAIN_METRIC, canonical_task_name, glue_metrics
 from corefbert.tasks.base import FinetuningArguments, FinetuningTask
 from corefbert.tasks.base import main as run_task
+from corefbert.text.durable import replace_file
 from corefbert.text.tokenizers import load_tokenizer
 
 
@@ -353,8 +354,7 @@ class GlueTask(FinetuningTask):
         for name, rows in by_file.items():
             path = os.path.join(output_dir, name)
             header = "index\tprediction\tlabel" if split == "eval" else "index\tprediction"
-            with open(path, "w", encoding="utf-8") as handle:
-                handle.write("\n".join([header, *rows]) + "\n")
+            replace_file(path, "\n".join([header, *rows]) + "\n", "the predictions")
             paths.append(path)
         return paths
 

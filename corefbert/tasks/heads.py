@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 
 import torch
 
 from corefbert.errors import CorefBertError, one_line
+from corefbert.text.durable import output_path, replace_file
 from corefbert.text.jsonio import read_json
 
 ENCODER_PREFIX = "encoder."
@@ -63,6 +65,48 @@ def load_weights(model: torch.nn.Module, directory: str, extra_prefixes: tuple[s
         raise RuntimeError(f"weights in {directory} do not match the model: missing {untied}, unexpected {unexpected}")
 
 
+def weight_shapes(files: list[str]) -> dict[str, tuple[int, ...]]:
+    """``{name: shape}`` of the tensors in safetensors ``files``, from their headers alone (no weight is read)."""
+    from safetensors import safe_open
+
+    shapes = {}
+    for path in files:
+        if os.path.isfile(path):
+            try:
+                with safe_open(path, framework="pt") as weights:
+                    shapes.update({key: tuple(weights.get_slice(key).get_shape()) for key in weights.keys()})
+            except Exception as err:  # noqa: BLE001 - safetensors' own error type for a damaged header
+                raise CorefBertError(f"not a readable safetensors file ({one_line(err, first_line=True, limit=120)}); "
+                                     "save or download the model again", path=path) from None
+    return shapes
+
+
+def check_sizes_against_weights(build: Callable[[], torch.nn.Module], files: list[str], config_name: str,
+                                where: str) -> None:
+    """One line when the config in ``config_name`` sizes a model whose tensors differ from those stored in
+    ``files``, asked before the model is allocated: ``build`` runs on the meta device (shapes, no memory),
+    so ``lstm_size: 200000`` or ``vocab_size: 400000000`` costs nothing (issue 33.6). Stored names may carry
+    the built model's ``base_model_prefix`` (a checkpoint saved from a class that wraps it: ``bert.``)."""
+    stored = weight_shapes(files)
+    if not stored:
+        return  # no safetensors here: the loader says so
+    try:
+        with torch.device("meta"):
+            model = build()
+        expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    except (TypeError, ValueError, RuntimeError, OverflowError) as err:
+        raise CorefBertError(f"{config_name} does not describe a model that can be built "
+                             f"({one_line(err, first_line=True, limit=160)}); use the file saved with the weights",
+                             path=where) from None
+    prefix = f"{getattr(model, 'base_model_prefix', '')}."
+    for name, shape in stored.items():
+        key = name if name in expected or prefix == "." else name.removeprefix(prefix)
+        if key in expected and expected[key] != shape:
+            raise CorefBertError(f"{config_name} sizes {key} as {list(expected[key])} but the stored weight has shape "
+                                 f"{list(shape)}: config and weights are of different models; use the {config_name} "
+                                 "saved with these weights", path=where)
+
+
 def load_encoder(model_name_or_path: str) -> torch.nn.Module:
     """``AutoModel.from_pretrained`` with its pooler kept but frozen.
 
@@ -70,9 +114,13 @@ def load_encoder(model_name_or_path: str) -> torch.nn.Module:
     with no missing key); frozen, because heads that never read it would leave it an unused trainable
     parameter (DDP fails at the second step) and AdamW's weight decay would still shrink it.
     """
-    from transformers import AutoModel
+    from transformers import AutoConfig, AutoModel
 
     try:
+        if os.path.isdir(model_name_or_path):
+            config = AutoConfig.from_pretrained(model_name_or_path)
+            check_sizes_against_weights(lambda: AutoModel.from_config(config), safetensors_files(model_name_or_path),
+                                        "config.json", model_name_or_path)
         encoder = AutoModel.from_pretrained(model_name_or_path)
     except (OSError, ValueError) as err:
         raise CorefBertError(f"cannot load an encoder ({one_line(err, first_line=True)})", path=model_name_or_path) from None
@@ -84,8 +132,7 @@ def load_encoder(model_name_or_path: str) -> torch.nn.Module:
 
 def write_head_config(output_dir: str, task: str, config: dict) -> None:
     """Write ``<task>_head.json`` (what rebuilds the head) into ``output_dir``."""
-    with open(os.path.join(output_dir, head_config_file(task)), "w", encoding="utf-8") as handle:
-        json.dump(config, handle, indent=1)
+    replace_file(os.path.join(output_dir, head_config_file(task)), json.dumps(config, indent=1), "the head config")
 
 
 def read_head_config(directory: str, task: str) -> dict | None:
@@ -106,7 +153,8 @@ def save_encoder_and_head(model: torch.nn.Module, output_dir: str, task: str, co
     encoder_state = {k[len(ENCODER_PREFIX):]: v for k, v in state_dict.items() if k.startswith(ENCODER_PREFIX)}
     model.encoder.save_pretrained(output_dir, state_dict=encoder_state)
     head = {k: v.detach().contiguous().cpu() for k, v in state_dict.items() if not k.startswith(ENCODER_PREFIX)}
-    save_file(head, os.path.join(output_dir, head_weights_file(task)))
+    with output_path(os.path.join(output_dir, head_weights_file(task)), "the head weights") as fresh:
+        save_file(head, fresh)
     write_head_config(output_dir, task, config)
 
 

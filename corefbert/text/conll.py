@@ -26,6 +26,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from corefbert.errors import CorefBertError
+from corefbert.text.durable import output_file
 
 BEGIN = re.compile(r"^#begin document \((?P<name>.*)\);?(?: part (?P<part>\S+))?\s*$")
 ID = r"\w[\w.:#-]*"  # numbers in OntoNotes and LitBank; names from other tools
@@ -352,5 +353,5 @@ def write_conll(documents: list[ConllDocument], path: str,
         text.append("".join(line + document.newline for line in lines))
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    with open(path, "w", encoding="utf-8", newline="\n") as handle:
+    with output_file(path, what="the CoNLL file", newline="\n") as handle:
         handle.write("".join(text))

@@ -14,8 +14,11 @@ import errno
 import json
 import os
 import shutil
-from collections.abc import Iterator
+import stat
+import tempfile
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import IO
 
 from corefbert.errors import CorefBertError
 
@@ -145,25 +148,132 @@ def replace_folder(tmp: str | os.PathLike, final: str | os.PathLike) -> None:
     remove_folder(aside)
 
 
-def replace_file(path: str | os.PathLike, text: str) -> None:
-    """Put ``text`` in ``path`` whole or not at all: written beside (``path.tmp``), fsync'd, renamed over it.
+@contextlib.contextmanager
+def output_path(path: str | os.PathLike, what: str = "the file") -> Iterator[Path]:
+    """A fresh path to write ``path``'s new content at, put in place of ``path`` when the block ends cleanly.
 
-    A kill mid-write leaves the old file (or none), never half a file that reads as done or as a cut log.
+    The one way a file enters an output folder (issue 33.3). The block writes at the yielded path, inside a
+    private folder created beside ``path`` (``mkdtemp``: a new name, mode 0700), so nothing planted in the
+    output folder beforehand (a symlink or hard link at the output's name or at a temporary name) is ever
+    opened or written through. The finished file is fsync'd and renamed over ``path``; a rename replaces a
+    link planted at ``path`` itself, never its target. A block that raises leaves ``path`` as it was; a refused
+    write (disk full, read-only, no permission, a folder at ``path``) is one line naming ``path`` and ``what``.
+    Library writers that take a path (safetensors, matplotlib, ``torch.save``) write at the yielded path.
     """
-    tmp = Path(f"{os.fspath(path)}.tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
+    final = Path(path)
+    try:
+        scratch = Path(tempfile.mkdtemp(prefix=f".{final.name[:40]}.", suffix=".partial", dir=final.parent))
+    except OSError as err:
+        raise _output_error(final, what, err) from None
+    fresh = scratch / "content"
+    try:
+        yield fresh
+        try:
+            if fresh.exists():  # a writer that wrote nothing leaves ``path`` as it was
+                with open(fresh, "rb+") as handle:
+                    os.fsync(handle.fileno())
+                if final.is_dir() and not final.is_symlink():
+                    raise IsADirectoryError(errno.EISDIR, "is a folder")
+                os.replace(fresh, final)
+        except OSError as err:
+            raise _output_error(final, what, err) from None
+    except Exception as err:
+        reason = write_failure(err, scratch) if not isinstance(err, CorefBertError) else None
+        if reason is None:
+            raise
+        raise _output_error(final, what, reason) from None
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def output_file(path: str | os.PathLike, mode: str = "w", what: str = "the file", **open_args) -> Iterator[IO]:
+    """:func:`output_path` opened: a handle (``mode`` "w" or "wb") whose content replaces ``path`` whole
+    when the block ends cleanly, never written through a link and never half-written (``encoding`` defaults
+    to UTF-8 in text mode)."""
+    if mode not in ("w", "wb"):
+        raise ValueError(f"output_file writes a new file: mode 'w' or 'wb', not {mode!r}")
+    if mode == "w":
+        open_args.setdefault("encoding", "utf-8")
+    with output_path(path, what) as fresh, open(fresh, mode, **open_args) as handle:
+        yield handle
         handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+
+
+def replace_file(path: str | os.PathLike, content: str | bytes, what: str = "the file") -> None:
+    """Put ``content`` in ``path`` whole or not at all (:func:`output_path`): a kill mid-write leaves the old
+    file (or none), never half a file that reads as done or as a cut log, and never writes through a link."""
+    with output_file(path, "wb" if isinstance(content, bytes) else "w", what) as handle:
+        handle.write(content)
+
+
+def fresh_file(path: str | os.PathLike, mode: str = "w") -> IO:
+    """A new empty file at ``path`` for a writer that spans several calls and is moved into place later by
+    its caller (a streamed ``.partial``): whatever stands at the name (a left-over, a planted link) is removed
+    first, and the file is created exclusively (``O_EXCL`` never follows a link), so nothing is written
+    through a link."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    return open(path, mode.replace("w", "x"), **({"encoding": "utf-8"} if "b" not in mode else {}))
+
+
+def append_file(path: str | os.PathLike) -> IO:
+    """``path`` opened for appending text (created when missing), refusing to follow a symlink planted at its
+    name (``O_NOFOLLOW``) or to append to anything but a regular file: a log is never written elsewhere."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    not_regular = CorefBertError("is not a regular file; remove it (or choose another --output_dir)", path=path)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise CorefBertError("is a symbolic link; a run appends only to a regular file it created. Remove the "
+                                 "link (or choose another --output_dir)", path=path) from None
+        if err.errno in (errno.ENXIO, errno.EISDIR):  # a FIFO nobody reads, a folder
+            raise not_regular from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise not_regular
+    return os.fdopen(fd, "a", encoding="utf-8")
+
+
+def refuse_writing_inputs(outputs: Iterable[str | os.PathLike], inputs: Iterable[str | os.PathLike],
+                          flag: str = "--output_dir") -> None:
+    """One line when a file a command is about to write is one of the files it reads (the same path after
+    resolving links, or the same file by another name): no command ever writes onto one of its inputs."""
+    read = {}
+    for source in inputs:
+        try:
+            read[Path(source).resolve()] = source
+            info = os.stat(source)
+            read[(info.st_dev, info.st_ino)] = source
+        except (OSError, RuntimeError):
+            continue  # a missing input is reported by its reader; standard input has no name
+    for target in outputs:
+        keys = []
+        with contextlib.suppress(OSError, RuntimeError):
+            keys.append(Path(target).resolve())
+            info = os.stat(target)
+            keys.append((info.st_dev, info.st_ino))
+        clash = next((read[k] for k in keys if k in read), None)
+        if clash is not None:
+            raise CorefBertError(f"the output {target} would replace the input {clash}; choose another {flag} "
+                                 "(no command writes onto one of its inputs)", path=clash)
+
+
+def _output_error(final: Path, what: str, err: OSError | str) -> CorefBertError:
+    reason = err if isinstance(err, str) else os_error_reason(err)
+    if isinstance(err, IsADirectoryError) or (isinstance(err, OSError) and err.errno == errno.EISDIR):
+        return CorefBertError(f"could not write {what}: a folder stands at this name; remove it or choose another "
+                              "output folder", path=final)
+    return CorefBertError(f"could not write {what} ({reason}); nothing was written there and an earlier copy, if "
+                          "any, is intact. Free space, fix the permissions or choose another output folder",
+                          path=final)
 
 
 def write_json_durably(path: Path, values: dict) -> None:
     """Write ``values`` as indented JSON into ``path`` and fsync it: on disk before anything renamed after it."""
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(values, handle, indent=2)
-        handle.flush()
-        os.fsync(handle.fileno())
+    replace_file(path, json.dumps(values, indent=2))
 
 
 def fsync_dir(path: Path) -> None:

@@ -9,12 +9,13 @@ are read decompressed.
 from __future__ import annotations
 
 import bz2
+import contextlib
 import gzip
 import json
 import os
 import zlib
 from collections.abc import Iterator
-from typing import Any
+from typing import IO, Any
 
 from corefbert.errors import CorefBertError, one_line
 
@@ -53,17 +54,20 @@ def read_json(path: str, missing: str = "file not found; check the path") -> Any
         raise CorefBertError(f"cannot read the file ({err.strerror})", path=path) from None
 
 
-def read_jsonl(path: str, expected: str = "one JSON value per line expected") -> Iterator[tuple[int, Any]]:
+def read_jsonl(path: str, expected: str = "one JSON value per line expected",
+               source: IO[bytes] | None = None) -> Iterator[tuple[int, Any]]:
     """Yield ``(line number, value)`` for each non-blank line of the JSON Lines file ``path``.
 
     ``expected`` ends the message of a line that is not JSON (what the format holds, e.g. "expected MRQA
-    JSONL"). Line ends may be ``\\n``, ``\\r\\n`` or ``\\r``; a UTF-8 byte-order mark is ignored.
+    JSONL"). Line ends may be ``\\n``, ``\\r\\n`` or ``\\r``, and only those: U+2028 or U+0085 inside a
+    string is a character of the value (``str.splitlines`` would cut the line there). A UTF-8 byte-order mark
+    is ignored. ``source``: the bytes already opened (standard input, a pipe), ``path`` then only names them.
     """
-    if not os.path.isfile(path):
+    if source is None and not os.path.isfile(path):
         raise CorefBertError("file not found; check the path", path=path)
     number, offset = 0, 0  # the line last read; the byte (decompressed) where the next one starts
     try:
-        with open_compressed(path) as handle:
+        with contextlib.nullcontext(source) if source is not None else open_compressed(path) as handle:
             for raw in handle:
                 if offset == 0 and raw.startswith(_BOM):
                     raw, offset = raw[len(_BOM):], len(_BOM)

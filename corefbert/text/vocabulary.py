@@ -28,6 +28,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from corefbert.errors import CorefBertError
+from corefbert.text.durable import replace_file
 from corefbert.text.jsonio import read_json
 
 __all__ = ["PAD", "UNK", "VOCAB_FILE", "Vocabulary"]
@@ -120,8 +121,8 @@ class Vocabulary:
                    int(values.get("oov_buckets", 0)))
 
     def save(self, directory: str, filename: str = VOCAB_FILE) -> None:
-        with open(os.path.join(directory, filename), "w", encoding="utf-8") as handle:
-            json.dump(self.to_dict(), handle, ensure_ascii=False)
+        replace_file(os.path.join(directory, filename), json.dumps(self.to_dict(), ensure_ascii=False),
+                     "the vocabulary")
 
     @classmethod
     def load(cls, directory: str, filename: str = VOCAB_FILE, missing: str | None = None) -> Vocabulary:

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 import torch
 
 from corefbert.errors import CorefBertError
+from corefbert.text.durable import output_file
 from corefbert.text.tokenizers import load_tokenizer
 from corefbert.text.vocabulary import Vocabulary
 
@@ -87,7 +88,7 @@ def write_input_embeddings(model_name_or_path: str, texts: Iterable[str], path: 
                              path=model_name_or_path) from None
     words = sorted({w.lower() if lowercase else w for text in texts for w in text.split()})
     written = 0
-    with open(path, "w", encoding="utf-8") as handle:
+    with output_file(path, what="the word vectors") as handle:
         for word in words:
             ids = tokenizer(word, add_special_tokens=False)["input_ids"]
             if not ids or " " in word:

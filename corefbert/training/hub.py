@@ -23,7 +23,7 @@ from huggingface_hub import HfApi, ModelCard
 
 from corefbert.arguments import SECRET_ARGUMENTS, redact
 from corefbert.errors import CorefBertError
-from corefbert.text.durable import remove_folder
+from corefbert.text.durable import remove_folder, replace_file
 from corefbert.training.cards import finetuning_card, repo_name
 
 HUB_DIR = "hub"
@@ -69,7 +69,7 @@ def stage_repository(model_dir: Path, staging_dir: Path, card: ModelCard | None,
     if card is not None:
         card.save(staging_dir / "README.md")
     if results is not None:
-        (staging_dir / "all_results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        replace_file(staging_dir / "all_results.json", json.dumps(results, indent=2) + "\n", "the results")
     return staging_dir
 
 

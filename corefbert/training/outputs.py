@@ -17,7 +17,7 @@ import torch
 from tqdm.auto import tqdm
 
 from corefbert.errors import CorefBertError
-from corefbert.text.durable import remove_folder, replace_file, replace_folder, writing
+from corefbert.text.durable import append_file, remove_folder, replace_file, replace_folder, writing
 from corefbert.training.checkpointing import raise_if_stopping
 
 
@@ -48,7 +48,7 @@ class JsonlLogger:
     def log(self, record: dict) -> None:
         if not self.enabled:
             return
-        with open(self.path, "a", encoding="utf-8") as handle:
+        with append_file(self.path) as handle:
             handle.write(json.dumps({"time": round(time.time(), 3), **_plain(record)}) + "\n")
 
 

@@ -952,3 +952,17 @@ CASES += [
     Case(RESOLVE_CLI, "--overlap_words negative",
          lambda w, m: ["--model", str(w), "--text", "Anna met Tom.", "--overlap_words", "-1"]),
 ]
+# issue 33: resolve never writes onto its input; ids are unique names a file system takes (before the model loads)
+CASES += [
+    Case(RESOLVE_CLI, "--output_dir holding the input",
+         lambda w, m: ["--model", str(w), "--input_file", _file(w, "t.jsonl", '{"text": "Anna met Tom."}\n'),
+                       "--output_dir", str(w)]),
+    Case(RESOLVE_CLI, ".jsonl ids that repeat",
+         lambda w, m: ["--model", str(w), "--input_file", _file(w, "t.jsonl", '{"text": "Anna met."}\n'
+                                                                             '{"id": 1, "text": "Tom met."}\n'),
+                       "--output_dir", str(w / "out")]),
+    Case(RESOLVE_CLI, ".jsonl id null",
+         lambda w, m: ["--model", str(w), "--input_file", _file(w, "t.jsonl", '{"id": null, "text": "Anna met."}\n'),
+                       "--output_dir", str(w / "out")]),
+    Case(RESOLVE_CLI, "--input_file a device", lambda w, m: ["--model", str(w), "--input_file", "/dev/zero"]),
+]

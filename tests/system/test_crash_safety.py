@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 import torch
 from helpers import FIXTURES, ROOT, load_cli, synthetic_corpus
+from helpers import can_mount_tmpfs as _can_mount_tmpfs
 from test_pretraining import _save_tiny_bert
 
 from corefbert.errors import CorefBertError
@@ -354,16 +355,6 @@ def test_disk_full_during_a_checkpoint_keeps_the_previous_one_and_resume_continu
     load_cli("pretrain/run_mrp.py").main([*args, "--resume_from_checkpoint", "latest"])
     got = {r["step"]: r["loss"] for r in _train_records(run)}
     assert got == pytest.approx(want, rel=1e-6)
-
-
-def _can_mount_tmpfs(where: Path) -> bool:
-    where.mkdir(parents=True, exist_ok=True)
-    try:
-        done = subprocess.run(["unshare", "-m", "sh", "-c", f"mount -t tmpfs -o size=64k tmpfs '{where}'"],
-                              capture_output=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
 
 
 @pytest.mark.slow

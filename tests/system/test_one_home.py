@@ -31,6 +31,10 @@ PRIMITIVES = {
     "write_json_durably": DURABLE,
     "replace_file": DURABLE,
     "os_error_reason": DURABLE,
+    "output_path": DURABLE,
+    "output_file": DURABLE,
+    "append_file": DURABLE,
+    "fresh_file": DURABLE,
     "one_line": ERRORS,
 }
 
@@ -39,9 +43,28 @@ def _keyword_is(call: ast.Call, name: str, value: object) -> bool:
     return any(k.arg == name and isinstance(k.value, ast.Constant) and k.value.value is value for k in call.keywords)
 
 
+# Calls that write a file at a path they are given (safetensors, matplotlib, torch, pathlib).
+WRITERS = {"write_text", "write_bytes", "save_file", "savefig"}
+
+
+def _writes(call: ast.Call) -> bool:
+    """``open(path, "w"...)`` / ``path.open("a")``: a mode that writes, given literally."""
+    name = call.func.id if isinstance(call.func, ast.Name) else call.func.attr
+    if name != "open":
+        return False
+    modes = [a for a in call.args[1:2] if isinstance(a, ast.Constant)] + \
+        [k.value for k in call.keywords if k.arg == "mode" and isinstance(k.value, ast.Constant)]
+    return any(isinstance(m.value, str) and set(m.value) & set("wax+") for m in modes)
+
+
 def second_homes(name: str, tree: ast.Module) -> list[str]:
     """What module ``name`` (its parsed source ``tree``) does that only a primitive's home may do."""
     found = []
+    # A library writer inside ``with output_path(...) as fresh:`` writes at the fresh path: that is the one way.
+    fenced = {id(inner) for node in ast.walk(tree) if isinstance(node, ast.With)
+              and any(isinstance(item.context_expr, ast.Call) and ast.unparse(item.context_expr.func) == "output_path"
+                      for item in node.items)
+              for statement in node.body for inner in ast.walk(statement)}
 
     def outside(home: str, line: int, what: str) -> None:
         if name != home:
@@ -59,9 +82,17 @@ def second_homes(name: str, tree: ast.Module) -> list[str]:
             elif node.func.attr == "replace" and owner == "os" and name != CHECKPOINTING:
                 # checkpointing renames its own step_N.tmp into place when it recovers an interrupted save
                 outside(DURABLE, node.lineno, "renames into place by hand (replace_file / replace_folder)")
+            elif node.func.attr in WRITERS and name != DURABLE and id(node) not in fenced:
+                # issue 33.3: a write straight at an output name follows a link planted there
+                outside(DURABLE, node.lineno, f"writes a file by hand ({node.func.attr}; output_file / output_path)")
             elif node.func.attr == "get" and node.args and isinstance(node.args[0], ast.Constant) \
                     and node.args[0].value == "max_position_embeddings":
                 outside(POSITIONS, node.lineno, "reads max_position_embeddings")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name | ast.Attribute) and _writes(node):
+            outside(DURABLE, node.lineno, "opens a file for writing by hand (output_file / append_file)")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in WRITERS \
+                and id(node) not in fenced:
+            outside(DURABLE, node.lineno, f"writes a file by hand ({node.func.id}; output_path)")
         if isinstance(node, ast.Call) and _keyword_is(node, "add_special_tokens", True):
             # Encoders rely on the default; asking for the special tokens explicitly is the frame probe.
             outside(TOKENIZERS, node.lineno, "probes the special-token frame (add_special_tokens=True)")
@@ -114,10 +145,22 @@ def test_a_planted_second_home_of_each_primitive_is_found():
         "    os.fsync(handle.fileno())\n"
         "    os.replace('a.tmp', 'a')\n"
         "    return str(err).splitlines()[0]\n"
+        "def write(path, fig, tensors):\n"
+        "    open(path, 'w').write('x')\n"
+        "    open(path, mode='ab')\n"
+        "    path.write_text('x')\n"
+        "    fig.savefig(path)\n"
+        "    save_file(tensors, path)\n"
+        "    with output_path(path) as fresh:\n"
+        "        save_file(tensors, fresh)\n"
+        "        fig.savefig(fresh)\n"
     )
     found = second_homes("corefbert.tasks.planted", planted)
     for what in ("defines load_tokenizer", "AutoTokenizer.from_pretrained", "add_special_tokens=True",
                  "calls os.fsync", "renames into place by hand", "cuts a first line"):
         assert any(what in line for line in found), (what, found)
+    assert sum("opens a file for writing by hand" in line for line in found) == 2, found
+    for what in ("write_text", "savefig", "save_file"):  # once each: the fenced calls are the allowed way
+        assert sum(f"by hand ({what}" in line for line in found) == 1, (what, found)
     assert sum("reads max_position_embeddings" in line for line in found) == 3, found
     assert second_homes(TOKENIZERS, ast.parse("def load_tokenizer(p):\n    return AutoTokenizer.from_pretrained(p)\n")) == []

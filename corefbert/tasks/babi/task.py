@@ -46,6 +46,7 @@ from corefbert.tasks.base import (
 )
 from corefbert.tasks.base import main as run_task
 from corefbert.tasks.heads import load_weights
+from corefbert.text.durable import output_file, output_path, replace_file
 from corefbert.text.vocabulary import Vocabulary
 from corefbert.training.arguments import changed_settings, refuse_changed_settings, run_settings
 from corefbert.training.checkpointing import list_checkpoints, read_trainer_state
@@ -277,7 +278,7 @@ class BabiTask(FinetuningTask):
     def write_predictions(self, predictions, output_dir: str, split: str) -> list[str]:
         examples = self.eval_examples if split == "eval" else self.test_examples
         path = os.path.join(output_dir, f"{split}_predictions.tsv")
-        with open(path, "w", encoding="utf-8") as handle:
+        with output_file(path, what="the predictions") as handle:
             handle.write("line\tquestion\tanswer\tprediction\n")
             for example, predicted in zip(examples, predictions):
                 handle.write(f"{example.line}\t{example.question}\t{example.answer}\t{predicted}\n")
@@ -288,7 +289,8 @@ class BabiTask(FinetuningTask):
 
         state = state_dict if state_dict is not None else model.state_dict()
         os.makedirs(output_dir, exist_ok=True)
-        save_file({k: v.contiguous() for k, v in state.items()}, os.path.join(output_dir, "model.safetensors"))
+        with output_path(os.path.join(output_dir, "model.safetensors"), "the weights") as fresh:
+            save_file({k: v.contiguous() for k, v in state.items()}, fresh)
         write_json(os.path.join(output_dir, CONFIG_FILE), {
             "task_id": self.task_id, "model": self.task_args.model, "reader": model.config.to_dict(),
             "extractive": self.extractive, "answers": self.answers, "vocabulary": self.vocab.to_dict()})
@@ -414,8 +416,8 @@ def write_tables(task_args: BabiArguments, args, accuracies: dict[int, list[floa
             write_json(os.path.join(args.output_dir, name), table)
             tables.append(table)
     if tables:  # one section per split, each naming its questions, so no number is read as the other split's
-        with open(os.path.join(args.output_dir, "babi_table.md"), "w", encoding="utf-8") as handle:
-            handle.write("\n".join(table_markdown(table) for table in tables))
+        replace_file(os.path.join(args.output_dir, "babi_table.md"), "\n".join(table_markdown(t) for t in tables),
+                     "the table")
     return tables
 
 

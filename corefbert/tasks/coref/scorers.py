@@ -29,6 +29,7 @@ from corefbert.tasks.coref.copy_scoring import (
 from corefbert.tasks.coref.mlm_scoring import CandidateScoringModel, collate_candidates, encode_candidates
 from corefbert.tasks.coref.readers import PronounExample
 from corefbert.tasks.heads import saved_pooler
+from corefbert.text.durable import replace_file
 
 logger = logging.getLogger(__name__)
 
@@ -126,8 +127,7 @@ class CopyScorer(CandidateScorer):
                 title = f"{example.id}: answer {example.candidates[example.label]!r}" if example.label is not None \
                     else f"{example.id}: no candidate is the referent"
                 name = f"{split}_{stem}_{re.sub(r'[^A-Za-z0-9_.-]', '_', example.id)}.html"
-                with open(os.path.join(folder, name), "w", encoding="utf-8") as handle:
-                    handle.write(render_copy_html(view, title=title))
+                replace_file(os.path.join(folder, name), render_copy_html(view, title=title), "the copy view")
 
 
 #: ``--zero_shot`` value -> scorer; no value (fine-tuning) scores with the masked LM.

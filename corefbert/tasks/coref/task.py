@@ -31,6 +31,7 @@ from corefbert.tasks.coref.readers import (
 )
 from corefbert.tasks.coref.scorers import SCORERS
 from corefbert.tasks.heads import load_weights, saved_pooler, with_pooler
+from corefbert.text.durable import output_file
 from corefbert.text.tokenizers import load_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -235,7 +236,7 @@ class CorefTask(FinetuningTask):
         for path, fmt, rows in predictions:
             stem = _stem(path)
             scores_path = os.path.join(output_dir, f"{split}_{stem}_predictions.jsonl")
-            with open(scores_path, "w", encoding="utf-8") as handle:
+            with output_file(scores_path, what="the predictions") as handle:
                 for example, row, pick in rows:
                     scores = [s if s > float("-inf") else None for s in row]  # JSON has no -inf
                     handle.write(json.dumps({"id": example.id, "candidates": example.candidates, "scores": scores,
@@ -245,7 +246,7 @@ class CorefTask(FinetuningTask):
             if fmt == "gap":
                 # The GAP scorer's system format: ID, A-coref, B-coref, no header.
                 gap_path = os.path.join(output_dir, f"{split}_{stem}_gap.tsv")
-                with open(gap_path, "w", encoding="utf-8") as handle:
+                with output_file(gap_path, what="the predictions") as handle:
                     for example, _, pick in rows:
                         handle.write(f"{example.id}\t{str(pick == 0).upper()}\t{str(pick == 1).upper()}\n")
                 paths.append(gap_path)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
+from transformers import AutoConfig
 
 from corefbert.errors import CorefBertError
 from corefbert.tasks.coref_e2e.config import CorefE2EConfig
@@ -21,13 +22,17 @@ from corefbert.tasks.coref_e2e.documents import VOCAB_FILE
 from corefbert.tasks.coref_e2e.encoders import WordRepresentation, sentence_encoder, window_word_states
 from corefbert.tasks.coref_e2e.span_ranking import SpanRanker
 from corefbert.tasks.heads import (
+    check_sizes_against_weights,
+    head_weights_file,
     load_encoder,
     load_encoder_and_head,
     load_weights,
     read_head_config,
+    safetensors_files,
     save_encoder_and_head,
     write_head_config,
 )
+from corefbert.text.durable import output_path
 from corefbert.text.tokenizers import load_tokenizer
 from corefbert.text.vocabulary import Vocabulary
 
@@ -108,8 +113,8 @@ def save_model(model: E2ECorefModel, output_dir: str, vocab: Vocabulary | None, 
         save_encoder_and_head(model, output_dir, TASK, model.config.to_dict(), state_dict=state_dict)
         tokenizer.save_pretrained(output_dir)
         return
-    save_file({k: v.detach().contiguous().cpu() for k, v in state_dict.items()},
-              os.path.join(output_dir, "model.safetensors"))
+    with output_path(os.path.join(output_dir, "model.safetensors"), "the weights") as fresh:
+        save_file({k: v.detach().contiguous().cpu() for k, v in state_dict.items()}, fresh)
     write_head_config(output_dir, TASK, model.config.to_dict())
     vocab.save(output_dir, VOCAB_FILE)
 
@@ -120,13 +125,21 @@ def load_model(directory: str) -> tuple[E2ECorefModel, Vocabulary | None, object
     if values is None:
         raise CorefBertError(f"not a coreference model folder (no {TASK}_head.json); train one with "
                              "finetune/run_coref_e2e.py --do_train", path=directory)
-    config = CorefE2EConfig.from_dict(values, os.path.join(directory, f"{TASK}_head.json"))
+    config_file = os.path.join(directory, f"{TASK}_head.json")
+    config = CorefE2EConfig.from_dict(values, config_file)
     if config.reads_subwords:
+        # The ranker's sizes against its sidecar before anything is allocated (the encoder's are checked by
+        # load_encoder): the encoder stands in as a module without weights.
+        hidden = AutoConfig.from_pretrained(directory).hidden_size
+        check_sizes_against_weights(lambda: E2ECorefModel(_with_ranker_inputs(config, hidden, hidden), nn.Module()),
+                                    [os.path.join(directory, head_weights_file(TASK))], f"{TASK}_head.json", directory)
         model = build_model(config, encoder_path=directory)
         load_encoder_and_head(model, directory, TASK, with_encoder=False)
         return model, None, load_tokenizer(directory)
     vocab = Vocabulary.load(directory, VOCAB_FILE, missing=f"no {VOCAB_FILE}: not a model folder written by "
                                                           "run_coref_e2e.py")
+    check_sizes_against_weights(lambda: build_model(config, vocab), safetensors_files(directory), f"{TASK}_head.json",
+                                directory)
     model = build_model(config, vocab)
     load_weights(model, directory)
     return model, vocab, None

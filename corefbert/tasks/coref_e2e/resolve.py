@@ -22,8 +22,11 @@ from __future__ import annotations
 
 import argparse
 import html
+import io
 import json
 import os
+import stat
+import sys
 from collections import defaultdict
 from collections.abc import Iterator
 
@@ -32,6 +35,8 @@ from tqdm.auto import tqdm
 from corefbert.corpus.mentions import MAX_PIECE_CHARS, iter_pieces, resolve_spacy_model
 from corefbert.errors import CorefBertError, cli_entry
 from corefbert.tasks.coref_e2e.inference import Resolver, Word, doc_sentences
+from corefbert.text.durable import os_error_reason, output_file, refuse_writing_inputs, replace_file
+from corefbert.text.jsonio import read_jsonl
 
 
 def load_pipeline(name: str | None = None):
@@ -84,20 +89,50 @@ def resolve_texts(resolver: Resolver, nlp, texts: list[str]) -> list[dict]:
     return out
 
 
-def read_text(path: str) -> str:
-    """The UTF-8 text of ``path``; a missing, binary or non-UTF-8 file or a folder is a one-line error."""
+STDIN = "-"
+
+
+def read_input(path: str) -> bytes:
+    """The bytes of ``--input_file``: a file, a named pipe, or standard input (``-`` or ``/dev/stdin``).
+    A folder, a missing path or another device is a one-line error."""
+    if path == STDIN:
+        return sys.stdin.buffer.read()
     if os.path.isdir(path):
         raise CorefBertError("a folder, not a file; pass a UTF-8 text file (one text per run)", path=path)
-    if not os.path.isfile(path):
-        raise CorefBertError("no such file; pass a UTF-8 text file", path=path)
-    with open(path, "rb") as handle:
-        data = handle.read()
+    try:
+        kind = os.stat(path).st_mode
+    except OSError:
+        raise CorefBertError("no such file; pass a UTF-8 text file (or - for standard input)", path=path) from None
+    if not (stat.S_ISREG(kind) or stat.S_ISFIFO(kind) or _is_stdin(path)):
+        raise CorefBertError("a device, not a file; pass a UTF-8 text file (or - for standard input)", path=path)
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError as err:
+        raise CorefBertError(f"cannot read the file ({os_error_reason(err)})", path=path) from None
+
+
+def _is_stdin(path: str) -> bool:
+    """Whether ``path`` (e.g. ``/dev/stdin`` on a terminal) is this process's standard input."""
+    try:
+        return os.path.samestat(os.stat(path), os.fstat(sys.stdin.fileno()))
+    except (OSError, ValueError, AttributeError):  # no standard input (closed, or replaced by a test)
+        return False
+
+
+def decode_text(data: bytes, path: str | None) -> str:
+    """``data`` as UTF-8 text; binary data or another encoding is a one-line error naming ``path``."""
     if b"\x00" in data:
         raise CorefBertError("a binary file (NUL bytes); pass a UTF-8 text file", path=path)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise CorefBertError(f"not UTF-8 text (byte {err.start}); convert it to UTF-8", path=path) from None
+
+
+def read_text(path: str) -> str:
+    """The UTF-8 text of ``path`` (a file, a named pipe or ``-``); a one-line error for anything else."""
+    return decode_text(read_input(path), path)
 
 
 def _open_tag(index: int, number: int) -> str:
@@ -151,7 +186,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--text", help="The text to resolve.")
     source.add_argument("--input_file", help="A UTF-8 text file to resolve, or a .jsonl file of texts (one "
-                                              '{"text": ..., "id": ...} per line).')
+                                              '{"text": ..., "id": ...} per line); - reads standard input.')
+    parser.add_argument("--input_format", choices=("auto", "text", "jsonl"), default="auto",
+                        help="How to read --input_file: one text, or JSON Lines of texts (auto: jsonl for a "
+                             "name ending in .jsonl, else text; standard input is text unless told).")
     parser.add_argument("--output_dir", help="Write <name>.json and <name>.html here (name: the input file's "
                                              "stem, or 'text'; for .jsonl: <name>.jsonl and <name>/<id>.html); "
                                              "the JSON of one text is printed either way.")
@@ -168,30 +206,48 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def read_jsonl_texts(path: str) -> list[tuple[str, str]]:
-    """``(id, text)`` of each line of a .jsonl file; a line that is not an object with a non-empty string
-    ``text`` is a one-line error naming the file and line."""
-    texts = []
-    for number, line in enumerate(read_text(path).splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise CorefBertError(f"not JSON ({err.msg}); each line holds one {{\"text\": ...}} object",
-                                 path=path, position=number) from None
+def read_jsonl_texts(path: str, data: bytes) -> list[tuple[str, str]]:
+    """``(page name, text)`` of each line of a .jsonl input (``data``: its bytes), every name checked before
+    any model loads (:func:`page_name`); a line that is not an object with a non-empty string ``text`` is a
+    one-line error naming the file and line."""
+    texts, lines_of = [], {}
+    expected = 'each line holds one {"text": ...} object'
+    for number, record in read_jsonl(path, expected, source=io.BytesIO(data)):
         text = record.get("text") if isinstance(record, dict) else None
         if not isinstance(text, str) or not text.strip():
-            raise CorefBertError('no non-empty "text" string in this line; each line holds one {"text": ...} '
-                                 "object", path=path, position=number)
-        name = str(record.get("id", number))
-        if not name or "/" in name or name in (".", ".."):
-            raise CorefBertError(f'"id" {name!r} cannot name a file; use letters, digits, - or _', path=path,
-                                 position=number)
+            raise CorefBertError(f'no non-empty "text" string in this line; {expected}', path=path, position=number)
+        name = page_name(record.get("id", number), path, number)
+        if name in lines_of:
+            raise CorefBertError(f"the id {name!r} is taken by line {lines_of[name]} (an id, or a line number that "
+                                 "stands for a missing id); each text's page is named by its id: make them unique",
+                                 path=path, position=number)
+        lines_of[name] = number
         texts.append((name, text))
     if not texts:
         raise CorefBertError("no texts in this .jsonl file", path=path)
     return texts
+
+
+# A page is ``<id>.html``: the id plus its suffix must fit one file name (NAME_MAX, 255 bytes on Linux and macOS).
+MAX_NAME_BYTES = 255 - len(".html")
+
+
+def page_name(value, path: str, number: int) -> str:
+    """The file name an ``"id"`` gives a page: a string or a number (a missing id is the line number); one
+    line for null, true/false, a list or an object, and for what no file system takes as a name."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        shown = json.dumps(value)[:60]
+        raise CorefBertError(f'"id" {shown} is not a string or a number; give each text a string id (or none: '
+                             "the line number is used)", path=path, position=number)
+    name = value if isinstance(value, str) else json.dumps(value)
+    bad = next((c for c in name if not c.isprintable()), None)
+    if not name.strip() or name in (".", "..") or "/" in name or "\\" in name or bad is not None:
+        reason = f"holds the character {bad!r}" if bad is not None else "cannot name a file"
+        raise CorefBertError(f'"id" {name[:60]!r} {reason}; use letters, digits, - or _', path=path, position=number)
+    if len(name.encode("utf-8")) > MAX_NAME_BYTES:
+        raise CorefBertError(f'"id" is {len(name.encode("utf-8"))} bytes long; a page name takes at most '
+                             f"{MAX_NAME_BYTES} (the file system's limit): shorten it", path=path, position=number)
+    return name
 
 
 def check_output_dir(path: str | None) -> None:
@@ -210,14 +266,38 @@ def make_output_dir(path: str) -> None:
 
 
 def write_result(output_dir: str, stem: str, result: dict) -> None:
-    for suffix, content in ((".json", json.dumps(result, ensure_ascii=False, indent=1)), (".html", render_html(result))):
-        with open(os.path.join(output_dir, stem + suffix), "w", encoding="utf-8") as handle:
-            handle.write(content)
+    """``<stem>.json`` and ``<stem>.html``, each put in place whole (:func:`replace_file`)."""
+    replace_file(os.path.join(output_dir, stem + ".json"), json.dumps(result, ensure_ascii=False, indent=1),
+                 "the clusters")
+    replace_file(os.path.join(output_dir, stem + ".html"), render_html(result), "the page")
 
 
 def batches(items: list, size: int) -> Iterator[list]:
     for start in range(0, len(items), size):
         yield items[start:start + size]
+
+
+def read_texts(args) -> tuple[list[tuple[str, str]], bool, str]:
+    """``(texts as (name, text), one result per line?, output stem)`` of the arguments, read and checked
+    before the model loads."""
+    if args.input_file is None:
+        text = args.text
+        return [("text", text)], False, "text"
+    name = os.path.basename(args.input_file.rstrip("/"))
+    stem = "stdin" if args.input_file == STDIN else os.path.splitext(name)[0] or name
+    many = args.input_format == "jsonl" or (args.input_format == "auto" and args.input_file.endswith(".jsonl"))
+    data = read_input(args.input_file)
+    if many:
+        return read_jsonl_texts(args.input_file, data), True, stem
+    return [(stem, decode_text(data, args.input_file))], False, stem
+
+
+def planned_outputs(output_dir: str, stem: str, texts: list[tuple[str, str]], many: bool) -> list[str]:
+    """Every file the run will write: ``<stem>.json`` and ``.html``, or ``<stem>.jsonl`` and ``<stem>/<id>.html``."""
+    if not many:
+        return [os.path.join(output_dir, stem + suffix) for suffix in (".json", ".html")]
+    return [os.path.join(output_dir, stem + ".jsonl"),
+            *(os.path.join(output_dir, stem, name + ".html") for name, _ in texts)]
 
 
 @cli_entry
@@ -228,20 +308,20 @@ def main(argv: list[str] | None = None) -> dict:
             raise CorefBertError(f"--{name} must be at least 1 (got {getattr(args, name)})")
     if args.overlap_words is not None and args.overlap_words < 0:
         raise CorefBertError(f"--overlap_words must be at least 0 (got {args.overlap_words})")
-    many = args.input_file is not None and args.input_file.endswith(".jsonl")
-    if many:
-        texts = read_jsonl_texts(args.input_file)
-        if not args.output_dir:
-            raise CorefBertError("a .jsonl input writes one result per text: pass --output_dir")
-    else:
-        text = args.text if args.text is not None else read_text(args.input_file)
-        if not text.strip():
-            raise CorefBertError("the text is empty; pass some sentences", path=args.input_file)
-        texts = [("text", text)]
+    texts, many, stem = read_texts(args)
+    if many and not args.output_dir:
+        raise CorefBertError("a .jsonl input writes one result per text: pass --output_dir")
+    if not many and not texts[0][1].strip():
+        raise CorefBertError("the text is empty; pass some sentences", path=args.input_file)
     check_output_dir(args.output_dir)
+    if args.output_dir and args.input_file not in (None, STDIN):
+        refuse_writing_inputs(planned_outputs(args.output_dir, stem, texts, many), [args.input_file])
+    if many and os.path.islink(os.path.join(args.output_dir, stem)):
+        # The pages folder is this run's own: pages written through a planted link would land elsewhere.
+        raise CorefBertError("is a symbolic link where the pages folder goes; remove it or choose another "
+                             "--output_dir", path=os.path.join(args.output_dir, stem))
     nlp = load_pipeline(args.spacy_model)
     resolver = Resolver(args.model, args.max_sentence_words, args.max_segment_words, args.overlap_words)
-    stem = os.path.splitext(os.path.basename(args.input_file))[0] if args.input_file else "text"
     if not many:
         (result,) = resolve_texts(resolver, nlp, [texts[0][1]])
         print(json.dumps(result["clusters"], ensure_ascii=False, indent=1))
@@ -251,20 +331,18 @@ def main(argv: list[str] | None = None) -> dict:
             print(f"wrote {os.path.join(args.output_dir, stem)}.json and .html")
         return result
     make_output_dir(os.path.join(args.output_dir, stem))
-    count = 0
+    written = os.path.join(args.output_dir, stem + ".jsonl")
     progress = tqdm(total=len(texts), unit="text", desc="resolve", disable=args.disable_tqdm)
-    with open(os.path.join(args.output_dir, stem + ".jsonl"), "w", encoding="utf-8") as handle:
+    # The results file appears whole when every text is done: a stopped run leaves the earlier one, if any.
+    with output_file(written, what="the results") as handle:
         for batch in batches(texts, args.batch_size):
             for (name, _), result in zip(batch, resolve_texts(resolver, nlp, [t for _, t in batch])):
                 handle.write(json.dumps({"id": name, **result}, ensure_ascii=False) + "\n")
-                with open(os.path.join(args.output_dir, stem, name + ".html"), "w", encoding="utf-8") as page:
-                    page.write(render_html(result))
-                count += 1
+                replace_file(os.path.join(args.output_dir, stem, name + ".html"), render_html(result), "the page")
             progress.update(len(batch))
     progress.close()
-    written = os.path.join(args.output_dir, stem + ".jsonl")
-    print(f"wrote {written} and {count} pages in {os.path.join(args.output_dir, stem)}")
-    return {"texts": count, "output": written}  # results are not kept: a .jsonl file may hold any number
+    print(f"wrote {written} and {len(texts)} pages in {os.path.join(args.output_dir, stem)}")
+    return {"texts": len(texts), "output": written}  # results are not kept: a .jsonl file may hold any number
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ from corefbert.tasks.heads import (
     save_encoder_and_head,
     write_head_config,
 )
+from corefbert.text.durable import output_file
 from corefbert.text.jsonio import read_jsonl
 from corefbert.text.positions import max_positions
 from corefbert.text.tokenizers import load_tokenizer
@@ -391,7 +392,7 @@ class FeverTask(FinetuningTask):
 
     def write_predictions(self, predictions, output_dir, split):
         path = os.path.join(output_dir, "predictions.jsonl" if split == "predict" else f"{split}_predictions.jsonl")
-        with open(path, "w", encoding="utf-8") as handle:
+        with output_file(path, what="the predictions") as handle:
             for row in predictions:
                 handle.write(json.dumps(row) + "\n")
         return [path]

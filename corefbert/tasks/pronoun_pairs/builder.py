@@ -39,6 +39,7 @@ from dataclasses import asdict, dataclass, field
 from corefbert.corpus.readers import document_sources
 from corefbert.errors import CorefBertError, cli_entry
 from corefbert.text.conll import ConllDocument, expand_paths, read_conll_file
+from corefbert.text.durable import output_file, replace_file
 
 PAIR_TYPES = ("correct", "in_scope", "out_of_scope")
 THIRD_PERSON = {"he", "him", "his", "himself", "she", "her", "hers", "herself", "it", "its", "itself",
@@ -320,9 +321,9 @@ def write_pairs(pairs: list[PronounPair], output_dir: str, split_of: dict[str, s
     os.makedirs(output_dir, exist_ok=True)
     rows = [asdict(p) | ({"split": split_of[p.doc_key]} if split_of else {}) for p in pairs]
     written = [os.path.join(output_dir, "pairs.jsonl"), os.path.join(output_dir, "pairs.tsv")]
-    with open(written[0], "w", encoding="utf-8") as handle:
+    with output_file(written[0], what="the pairs") as handle:
         handle.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
-    with open(written[1], "w", encoding="utf-8") as handle:
+    with output_file(written[1], what="the pairs") as handle:
         handle.write("label\tsource\ttarget\ttype\tdoc_key\n")
         handle.writelines(f"{p.label}\t{p.source}\t{p.target}\t{p.type}\t{p.doc_key}\n" for p in pairs)
     features = datasets.Features({name: datasets.Value("string") if isinstance(value, str) else
@@ -334,7 +335,7 @@ def write_pairs(pairs: list[PronounPair], output_dir: str, split_of: dict[str, s
         for name in ("train", "validation", "test"):
             chosen = [row for row in rows if row["split"] == name]
             path = os.path.join(output_dir, f"{name}.jsonl")
-            with open(path, "w", encoding="utf-8") as handle:
+            with output_file(path, what="the pairs") as handle:
                 handle.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in chosen)
             written.append(path)
             # from_list([]) loses the columns: an empty split is built column-wise.
@@ -461,8 +462,8 @@ def main(argv: list[str] | None = None) -> Counter:
     if split_of:
         print("split by document: " + ", ".join(f"{name} {sum(split_of[p.doc_key] == name for p in pairs)} pairs"
                                                 for name in ("train", "validation", "test")))
-    with open(os.path.join(args.output_dir, "counts.json"), "w", encoding="utf-8") as handle:
-        json.dump(dict(sorted(counts.items())), handle, indent=2)
+    replace_file(os.path.join(args.output_dir, "counts.json"), json.dumps(dict(sorted(counts.items())), indent=2),
+                 "the counts")
     print("wrote " + ", ".join(written + [os.path.join(args.output_dir, "counts.json")]))
     return counts
 

@@ -26,6 +26,7 @@ from transformers.modeling_outputs import SequenceClassifierOutput
 
 from corefbert.errors import CorefBertError
 from corefbert.tasks.pronoun_pairs.lstmn import LSTMN
+from corefbert.text.durable import output_path, replace_file
 
 __all__ = ["CONFIG_FILE", "MODEL_TYPES", "BiLSTMPairModel", "DecomposableAttention", "LSTMNPairModel",
            "PairModelConfig", "build_pair_model", "distance_buckets", "load_pair_config", "load_pair_weights",
@@ -225,10 +226,9 @@ def save_pair_model(model: nn.Module, config: PairModelConfig, directory: str, s
 
     os.makedirs(directory, exist_ok=True)
     state = state_dict if state_dict is not None else model.state_dict()
-    save_file({k: v.detach().contiguous().cpu() for k, v in state.items()}, os.path.join(directory, WEIGHTS_FILE))
-    with open(os.path.join(directory, CONFIG_FILE), "w", encoding="utf-8") as handle:
-        json.dump(asdict(config), handle, indent=2, sort_keys=True)
-        handle.write("\n")
+    with output_path(os.path.join(directory, WEIGHTS_FILE), "the weights") as fresh:
+        save_file({k: v.detach().contiguous().cpu() for k, v in state.items()}, fresh)
+    replace_file(os.path.join(directory, CONFIG_FILE), json.dumps(asdict(config), indent=2, sort_keys=True) + "\n")
 
 
 def load_pair_config(directory: str) -> PairModelConfig:

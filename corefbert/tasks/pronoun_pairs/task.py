@@ -33,6 +33,7 @@ from corefbert.tasks.pronoun_pairs.models import (
     load_pair_weights,
     save_pair_model,
 )
+from corefbert.text.durable import output_file
 from corefbert.text.jsonio import read_jsonl
 from corefbert.text.tokenizers import load_tokenizer
 from corefbert.text.vocabulary import UNK, Vocabulary
@@ -284,7 +285,7 @@ class PronounPairsTask(FinetuningTask):
     def write_predictions(self, predictions, output_dir: str, split: str) -> list[str]:
         """``<split>_predictions.jsonl``: per pair its input line, type, label, prediction, P(entailed)."""
         path = os.path.join(output_dir, f"{split}_predictions.jsonl")
-        with open(path, "w", encoding="utf-8") as handle:
+        with output_file(path, what="the predictions") as handle:
             for example, prediction, probability in predictions:
                 handle.write(json.dumps({"line": example.line, "type": example.type, "label": example.label,
                                          "prediction": prediction, "p_entailed": round(probability, 6)}) + "\n")

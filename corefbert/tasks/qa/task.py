@@ -24,6 +24,7 @@ from corefbert.tasks.base import (
 )
 from corefbert.tasks.qa.data import QAExample, read_qa_file
 from corefbert.tasks.qa.windows import build_windows, collate_windows, decode_answers
+from corefbert.text.durable import output_file
 from corefbert.text.positions import max_positions
 from corefbert.text.tokenizers import load_tokenizer
 
@@ -159,7 +160,7 @@ class ExtractiveQATask(FinetuningTask):
 
     def write_predictions(self, predictions, output_dir: str, split: str) -> list[str]:
         path = os.path.join(output_dir, f"{split}_predictions.json")
-        with open(path, "w", encoding="utf-8") as handle:
+        with output_file(path, what="the predictions") as handle:
             json.dump(predictions, handle, indent=1, ensure_ascii=False)
         return [path]
 

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
 import textwrap
+import threading
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from helpers import FIXTURES, load_cli, run_under_memory_cap
+from helpers import FIXTURES, can_mount_tmpfs, load_cli, run_under_memory_cap
 
 from corefbert.tasks.coref_e2e.inference import Resolver
 from corefbert.tasks.coref_e2e.resolve import load_pipeline, main, render_html, resolve_texts, text_sentences
@@ -285,3 +290,139 @@ def test_a_50k_word_text_resolves_in_merged_windows_under_a_memory_cap(tmp_path)
     assert all(saved["text"][m["start"]:m["end"]] == m["text"] for m in mentions)
     assert max(m["end"] for m in mentions) > len(saved["text"]) - 200, "the last window is read too"
     assert len({(m["start"], m["end"]) for m in mentions}) == len(mentions), "merged clusters share no mention"
+
+
+# Issue 33.1, 33.3, 33.5, 33.11: resolve writes only its own outputs, whole, never through a link, with ids checked
+# before the model loads.
+
+def _one_line_exit(capsys, argv) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize("name, content", [
+    ("texts.jsonl", '{"id": "a", "text": "Anna met Tom.", "source": "kept"}\n'),
+    ("story.json", '{"text": "Anna met Tom."}'),  # read as one text: writes <stem>.json beside it
+])
+def test_resolve_never_writes_onto_its_input(model_dir, tmp_path, capsys, name, content):
+    data = tmp_path / "data"
+    data.mkdir()
+    source = data / name
+    source.write_text(content, encoding="utf-8")
+    (tmp_path / "via_link").symlink_to(data)
+    for output_dir in (data, tmp_path / "via_link"):
+        err = _one_line_exit(capsys, ["--model", str(model_dir), "--input_file", str(source),
+                                      "--output_dir", str(output_dir)])
+        assert f"would replace the input {source}" in err
+    assert source.read_text(encoding="utf-8") == content and sorted(p.name for p in data.iterdir()) == [name]
+
+
+def test_links_planted_at_the_output_names_are_replaced_not_written_through(model_dir, tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious", encoding="utf-8")
+    source = tmp_path / "many.jsonl"
+    source.write_text('{"id": "p", "text": "Anna met Tom. She smiled."}\n', encoding="utf-8")
+    out = tmp_path / "out"
+    (out / "many").mkdir(parents=True)
+    for planted in (out / "many.jsonl", out / "many" / "p.html", out / "text.json", out / "text.html"):
+        planted.symlink_to(victim)
+    main(["--model", str(model_dir), "--input_file", str(source), "--output_dir", str(out), "--disable_tqdm"])
+    main(["--model", str(model_dir), "--text", "Anna met Tom. She smiled.", "--output_dir", str(out)])
+    assert victim.read_text(encoding="utf-8") == "precious"
+    for written in (out / "many.jsonl", out / "many" / "p.html", out / "text.json", out / "text.html"):
+        assert written.is_file() and not written.is_symlink(), written
+    assert json.loads((out / "many.jsonl").read_text(encoding="utf-8"))["id"] == "p"
+
+
+def test_a_pages_folder_that_is_a_link_is_refused(model_dir, tmp_path, capsys):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    source = tmp_path / "many.jsonl"
+    source.write_text('{"text": "Anna met Tom."}\n', encoding="utf-8")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "many").symlink_to(elsewhere)
+    err = _one_line_exit(capsys, ["--model", str(model_dir), "--input_file", str(source), "--output_dir",
+                                  str(tmp_path / "out")])
+    assert "is a symbolic link" in err and not list(elsewhere.iterdir())
+
+
+@pytest.mark.parametrize("lines, message", [
+    (['{"id": "a", "text": "x y"}', '{"id": "a", "text": "z"}'], r"many.jsonl:2: the id 'a' is taken by line 1"),
+    (['{"text": "x y"}', '{"id": "1", "text": "z"}'], r"many.jsonl:2: the id '1' is taken by line 1"),
+    (['{"id": 1, "text": "x y"}', '{"id": "1", "text": "z"}'], r"many.jsonl:2: the id '1' is taken by line 1"),
+    (['{"id": null, "text": "x"}'], r'many.jsonl:1: "id" null is not a string or a number'),
+    (['{"id": {"a": 1}, "text": "x"}'], r'many.jsonl:1: "id" \{"a": 1\} is not a string or a number'),
+    (['{"id": true, "text": "x"}'], r'many.jsonl:1: "id" true is not a string or a number'),
+    (['{"id": "' + "x" * 300 + '", "text": "x"}'], r'many.jsonl:1: "id" is 300 bytes long; a page name takes at most 250'),
+    (['{"id": "a\\u0000b", "text": "x"}'], r"""many.jsonl:1: "id" 'a\\x00b' holds the character '\\x00'"""),
+    (['{"id": "../up", "text": "x"}'], r"""many.jsonl:1: "id" '../up' cannot name a file"""),
+])
+def test_ids_are_checked_before_the_model_loads(tmp_path, capsys, lines, message):
+    source = tmp_path / "many.jsonl"
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    # No model at --model: an id error can only come first.
+    err = _one_line_exit(capsys, ["--model", str(tmp_path / "no_model"), "--input_file", str(source),
+                                  "--output_dir", str(tmp_path / "out")])
+    assert re.search(message, err), err
+    assert not (tmp_path / "out").exists()
+
+
+def test_jsonl_lines_holding_unicode_line_separators_are_read_whole(model_dir, tmp_path):
+    texts = ["Anna met Tom.\u2028She smiled.", "Tom left.\u0085He ran.", "A\u2029B"]
+    source = tmp_path / "seps.jsonl"
+    source.write_bytes("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts).encode("utf-8"))
+    assert "\u2028" in source.read_text(encoding="utf-8")  # raw in the file, not escaped
+    main(["--model", str(model_dir), "--input_file", str(source), "--output_dir", str(tmp_path / "out"),
+          "--disable_tqdm"])
+    rows = [json.loads(line) for line in (tmp_path / "out" / "seps.jsonl").read_text(encoding="utf-8").split("\n")
+            if line]
+    assert [r["text"] for r in rows] == texts and [r["id"] for r in rows] == ["1", "2", "3"]
+
+
+def test_standard_input_and_a_named_pipe_are_read(model_dir, tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
+    command = [sys.executable, "-m", "corefbert.tasks.coref_e2e.resolve", "--model", str(model_dir),
+               "--spacy_model", "blank"]
+    done = subprocess.run([*command, "--input_file", "-"], input=TEXT, capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    by_stdin = json.loads(done.stdout)
+    jsonl = json.dumps({"id": "s", "text": TEXT}) + "\n"
+    done = subprocess.run([*command, "--input_file", "/dev/stdin", "--input_format", "jsonl", "--output_dir",
+                           str(tmp_path / "out"), "--disable_tqdm"], input=jsonl, capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "out" / "stdin.jsonl").read_text(encoding="utf-8"))["clusters"] == by_stdin
+    pipe = tmp_path / "texts.fifo"
+    os.mkfifo(pipe)
+    writer = threading.Thread(target=lambda: pipe.write_text(TEXT, encoding="utf-8"))
+    writer.start()
+    result = main(["--model", str(model_dir), "--spacy_model", "blank", "--input_file", str(pipe)])
+    writer.join(timeout=60)
+    assert result["clusters"] == by_stdin and result["text"] == TEXT
+
+
+@pytest.mark.slow
+def test_a_full_disk_while_writing_results_is_one_line_and_leaves_no_half_file(model_dir, tmp_path):
+    mount = tmp_path / "small"
+    if not can_mount_tmpfs(mount):
+        pytest.skip("mounting a tmpfs needs root and unshare (CI and the dev machines have both)")
+    source = tmp_path / "many.jsonl"
+    source.write_text("".join(json.dumps({"id": f"t{i}", "text": TEXT * 5}) + "\n" for i in range(60)),
+                      encoding="utf-8")
+    # The tmpfs lives in the private namespace only: list what is left there before it goes.
+    script = ('mount -t tmpfs -o size=64k tmpfs "$1" || exit 99; m="$1"; shift; "$@"; code=$?; '
+              'ls -A "$m/out" > "$m/../listing" 2>&1; exit $code')
+    done = subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", str(mount), sys.executable, "-m", "corefbert.tasks.coref_e2e.resolve", "--model",
+                           str(model_dir), "--spacy_model", "blank", "--input_file", str(source), "--output_dir",
+                           str(mount / "out"), "--disable_tqdm"],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])})
+    assert done.returncode == 2, done.stderr[-2000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: {mount}/out/many") and "(disk full); nothing was written there" in last, last
+    assert "Traceback" not in done.stderr
+    assert (tmp_path / "listing").read_text().split() == ["many"], "no many.jsonl, whole or half, and no scratch"

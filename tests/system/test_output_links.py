@@ -1,0 +1,69 @@
+"""Issue 33.3: links planted in an output folder are never written through, by a pretraining resume or a
+fine-tuning CLI; every file a run writes goes through ``corefbert.text.durable`` (``test_one_home`` checks the
+source for writes by hand)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import test_crash_safety
+from helpers import load_cli
+from test_crash_safety import _glue_args, _mrp_args
+
+pytestmark = pytest.mark.usefixtures("fresh_accelerate_state")
+model_dir, corpus_dir = test_crash_safety.model_dir, test_crash_safety.corpus_dir
+
+
+@pytest.fixture
+def victim(tmp_path):
+    path = tmp_path / "elsewhere" / "victim.txt"
+    path.parent.mkdir()
+    path.write_text("precious", encoding="utf-8")
+    return path
+
+
+def test_a_pretraining_resume_replaces_linked_outputs_and_writes_through_none(tmp_path, model_dir, corpus_dir,
+                                                                             victim):
+    from accelerate.state import AcceleratorState, GradientState
+
+    out = tmp_path / "run"
+    run = load_cli("pretrain/run_mrp.py").main
+    run([*_mrp_args(model_dir, corpus_dir, 2), "--output_dir", str(out)])
+    (out / "all_results.json").unlink()
+    (out / "all_results.json").symlink_to(victim)
+    AcceleratorState._reset_state(True)
+    GradientState._reset_state()
+    run([*_mrp_args(model_dir, corpus_dir, 3), "--output_dir", str(out), "--resume_from_checkpoint", "latest"])
+    assert victim.read_text(encoding="utf-8") == "precious"
+    assert not (out / "all_results.json").is_symlink() and "eval_mlm_loss" in json.loads(
+        (out / "all_results.json").read_text(encoding="utf-8"))
+
+    # The resume rewrites the log up to its checkpoint (in place of the link), then appends to its own file;
+    # a link planted while the run appends is refused (tests/text/test_durable.py).
+    records = (out / "log.jsonl").read_text(encoding="utf-8")
+    (out / "log.jsonl").unlink()
+    (out / "log.jsonl").symlink_to(victim)
+    victim.write_text(records, encoding="utf-8")
+    AcceleratorState._reset_state(True)
+    GradientState._reset_state()
+    run([*_mrp_args(model_dir, corpus_dir, 4), "--output_dir", str(out), "--resume_from_checkpoint", "latest"])
+    assert victim.read_text(encoding="utf-8") == records
+    assert not (out / "log.jsonl").is_symlink() and '"step": 4' in (out / "log.jsonl").read_text(encoding="utf-8")
+
+
+def test_a_finetuning_cli_never_writes_through_links_at_its_output_names(tmp_path, model_dir, victim):
+    out = tmp_path / "glue"
+    names = ("all_results.json", "finetuning_args.json", "eval_predictions.tsv")
+    out.mkdir()
+    for name in names:
+        (out / name).symlink_to(victim)
+    (out / "all_results.json.tmp").symlink_to(victim)  # the temporary name writes once went through
+    args = [*_glue_args(model_dir, out), "--do_eval", "--overwrite_output_dir"]
+    args[args.index("--num_train_epochs") + 1] = "1"
+    load_cli("finetune/run_glue.py").main(args)
+    assert victim.read_text(encoding="utf-8") == "precious"
+    assert sorted(p.name for p in victim.parent.iterdir()) == ["victim.txt"]
+    assert not [p.name for p in out.iterdir() if p.name.endswith(".partial")], "no scratch folder left"
+    for name in names[:2]:
+        assert (out / name).is_file() and not (out / name).is_symlink(), name
