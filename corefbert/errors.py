@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import sys
 from collections.abc import Callable
@@ -43,11 +44,19 @@ class CorefBertError(Exception):
         super().__init__(where + " ".join(str(message).split()))
 
 
+# The files the running command has read, by (device, inode) -> path: filled by the shared readers and asked by
+# every write (corefbert.text.durable), so no command replaces one of its inputs. None outside a command: a
+# library user who reads a file and writes it back in one process does so on purpose.
+COMMAND_INPUTS: contextvars.ContextVar[dict[tuple[int, int], str] | None] = contextvars.ContextVar(
+    "command_inputs", default=None)
+
+
 def cli_entry(main: F) -> F:
     """Wrap a CLI ``main`` so a :class:`CorefBertError` prints one line and exits with status 2."""
 
     @functools.wraps(main)
     def wrapper(*args, **kwargs):
+        token = COMMAND_INPUTS.set({})  # no write of the command may replace a file it read (issue 33.1)
         try:
             return main(*args, **kwargs)
         except CorefBertError as err:
@@ -59,5 +68,7 @@ def cli_entry(main: F) -> F:
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)
             sys.exit(130)
+        finally:
+            COMMAND_INPUTS.reset(token)
 
     return wrapper  # type: ignore[return-value]

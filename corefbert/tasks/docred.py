@@ -22,7 +22,6 @@ import json
 import os
 import random
 import re
-import shutil
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
@@ -57,7 +56,7 @@ from corefbert.tasks.heads import (
     read_head_config,
     save_encoder_and_head,
 )
-from corefbert.text.durable import fresh_file, output_file
+from corefbert.text.durable import fresh_file, output_file, put_in_place
 from corefbert.text.jsonio import read_json
 from corefbert.text.tokenizers import load_tokenizer, special_token_frame
 from corefbert.training.hub import hub_offline
@@ -593,7 +592,7 @@ class DocredTask(FinetuningTask):
     def write_predictions(self, predictions, output_dir, split):
         path = os.path.join(output_dir, "result.json" if split == "predict" else f"{split}_result.json")
         if isinstance(predictions, StreamedPredictions):  # written while predicting: moved into place whole
-            shutil.move(predictions.path, path)
+            put_in_place(predictions.path, path, "the predictions")
             return [path]
         with output_file(path, what="the predictions") as handle:
             json.dump(predictions, handle)

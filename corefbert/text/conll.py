@@ -26,7 +26,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from corefbert.errors import CorefBertError
-from corefbert.text.durable import output_file
+from corefbert.text.durable import note_input, output_file
 
 BEGIN = re.compile(r"^#begin document \((?P<name>.*)\);?(?: part (?P<part>\S+))?\s*$")
 ID = r"\w[\w.:#-]*"  # numbers in OntoNotes and LitBank; names from other tools
@@ -107,6 +107,7 @@ def read_conll(paths: str | list[str]) -> list[ConllDocument]:
 
 
 def _file_text(path: str) -> str:
+    note_input(path)
     with open(path, "rb") as handle:
         data = handle.read()
     if b"\x00" in data:

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
-from corefbert.errors import CorefBertError
+from corefbert.errors import COMMAND_INPUTS, CorefBertError
 
 
 def check_writable(output_dir: str | os.PathLike, flag: str = "--output_dir") -> None:
@@ -148,6 +148,30 @@ def replace_folder(tmp: str | os.PathLike, final: str | os.PathLike) -> None:
     remove_folder(aside)
 
 
+def note_input(path: str | os.PathLike) -> None:
+    """Remember ``path`` as one of the running command's inputs: :func:`output_path` then refuses to replace
+    it. The shared readers (JSON, JSON Lines, CoNLL, resolve's text) call it; outside a command it does nothing."""
+    inputs = COMMAND_INPUTS.get()
+    if inputs is not None:
+        with contextlib.suppress(OSError, ValueError):
+            info = os.stat(path)
+            inputs[(info.st_dev, info.st_ino)] = os.fspath(path)
+
+
+def _refuse_replacing_an_input(final: Path) -> None:
+    inputs = COMMAND_INPUTS.get()
+    if not inputs:
+        return
+    try:
+        info = os.lstat(final)  # the entry the rename replaces (a link there is replaced, not its target)
+    except OSError:
+        return
+    source = inputs.get((info.st_dev, info.st_ino))
+    if source is not None:
+        raise CorefBertError(f"writing here would replace the input {source}; choose another output folder (no "
+                             "command writes onto one of its inputs)", path=final)
+
+
 @contextlib.contextmanager
 def output_path(path: str | os.PathLike, what: str = "the file") -> Iterator[Path]:
     """A fresh path to write ``path``'s new content at, put in place of ``path`` when the block ends cleanly.
@@ -161,6 +185,7 @@ def output_path(path: str | os.PathLike, what: str = "the file") -> Iterator[Pat
     Library writers that take a path (safetensors, matplotlib, ``torch.save``) write at the yielded path.
     """
     final = Path(path)
+    _refuse_replacing_an_input(final)
     try:
         scratch = Path(tempfile.mkdtemp(prefix=f".{final.name[:40]}.", suffix=".partial", dir=final.parent))
     except OSError as err:
@@ -235,6 +260,16 @@ def append_file(path: str | os.PathLike) -> IO:
         os.close(fd)
         raise not_regular
     return os.fdopen(fd, "a", encoding="utf-8")
+
+
+def put_in_place(partial: str | os.PathLike, path: str | os.PathLike, what: str = "the file") -> None:
+    """Rename the finished file ``partial`` (a streamed ``.partial`` from :func:`fresh_file`) over ``path``:
+    a link at ``path`` is replaced, an input is never replaced, a refused rename is one line."""
+    _refuse_replacing_an_input(Path(path))
+    try:
+        os.replace(partial, path)
+    except OSError as err:
+        raise _output_error(Path(path), what, err) from None
 
 
 def refuse_writing_inputs(outputs: Iterable[str | os.PathLike], inputs: Iterable[str | os.PathLike],

@@ -5,14 +5,16 @@ source for writes by hand)."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 import test_crash_safety
-from helpers import load_cli
+from helpers import FIXTURES, load_cli
 from test_crash_safety import _glue_args, _mrp_args
 
 pytestmark = pytest.mark.usefixtures("fresh_accelerate_state")
 model_dir, corpus_dir = test_crash_safety.model_dir, test_crash_safety.corpus_dir
+DOCRED = FIXTURES / "docred"
 
 
 @pytest.fixture
@@ -67,3 +69,23 @@ def test_a_finetuning_cli_never_writes_through_links_at_its_output_names(tmp_pat
     assert not [p.name for p in out.iterdir() if p.name.endswith(".partial")], "no scratch folder left"
     for name in names[:2]:
         assert (out / name).is_file() and not (out / name).is_symlink(), name
+
+
+def test_a_finetuning_cli_never_replaces_one_of_its_inputs(tmp_path, tiny_bert_dir, capsys):
+    """Issue 33.1: DocRED's predictions are ``result.json``; a test file of that name in --output_dir is refused
+    when the predictions would replace it (every JSON, JSON Lines and CoNLL input is remembered by its reader)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    test_file = out / "result.json"
+    shutil.copy(DOCRED / "dev.json", test_file)
+    before = test_file.read_bytes()
+    with pytest.raises(SystemExit) as exit_info:
+        load_cli("finetune/run_docred.py").main([
+            "--model_name_or_path", str(tiny_bert_dir), "--rel_info_file", str(DOCRED / "rel_info.json"),
+            "--test_file", str(test_file), "--do_predict", "--max_seq_length", "256", "--output_dir", str(out),
+            "--overwrite_output_dir", "--disable_tqdm", "true"])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert exit_info.value.code == 2
+    assert err == (f"error: {test_file}: writing here would replace the input {test_file}; choose another output "
+                   "folder (no command writes onto one of its inputs)")
+    assert test_file.read_bytes() == before

@@ -35,7 +35,13 @@ from tqdm.auto import tqdm
 from corefbert.corpus.mentions import MAX_PIECE_CHARS, iter_pieces, resolve_spacy_model
 from corefbert.errors import CorefBertError, cli_entry
 from corefbert.tasks.coref_e2e.inference import Resolver, Word, doc_sentences
-from corefbert.text.durable import os_error_reason, output_file, refuse_writing_inputs, replace_file
+from corefbert.text.durable import (
+    note_input,
+    os_error_reason,
+    output_file,
+    refuse_writing_inputs,
+    replace_file,
+)
 from corefbert.text.jsonio import read_jsonl
 
 
@@ -105,6 +111,7 @@ def read_input(path: str) -> bytes:
         raise CorefBertError("no such file; pass a UTF-8 text file (or - for standard input)", path=path) from None
     if not (stat.S_ISREG(kind) or stat.S_ISFIFO(kind) or _is_stdin(path)):
         raise CorefBertError("a device, not a file; pass a UTF-8 text file (or - for standard input)", path=path)
+    note_input(path)
     try:
         with open(path, "rb") as handle:
             return handle.read()
