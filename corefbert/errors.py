@@ -8,7 +8,6 @@ from collections.abc import Callable
 from typing import TypeVar
 
 F = TypeVar("F", bound=Callable[..., object])
-PARAGRAPH_CHARS = 400  # of a quoted error's first paragraph (torch lists every mismatched weight in one)
 
 
 def one_line(text: object, *, first_line: bool = False, limit: int | None = None) -> str:
@@ -17,7 +16,7 @@ def one_line(text: object, *, first_line: bool = False, limit: int | None = None
     A file name may hold a newline; printed as is, one error would read as two ``error:`` lines.
     ``first_line``: only the first non-blank line, for a library's error quoted inside ours (transformers and
     torch put what went wrong first and paragraphs of advice after), with the rest of its paragraph (at most
-    ``PARAGRAPH_CHARS`` characters, then "...") where it ends in a colon, since alone it would read as cut off;
+    400 characters, then "...") where it ends in a colon, since alone it would read as cut off;
     an exception without text reads as its type's name. ``limit``: at most that many characters.
     """
     plain = str(text)
@@ -29,8 +28,9 @@ def one_line(text: object, *, first_line: bool = False, limit: int | None = None
             while end < len(lines) and lines[end]:  # "... from one of:" introduces the lines after it
                 end += 1
         plain = " ".join(lines[first:end])
-        if end > first + 1 and len(plain) > PARAGRAPH_CHARS:
-            plain = plain[:PARAGRAPH_CHARS].rstrip() + " ..."
+        paragraph_chars = 400  # torch lists every mismatched weight in one paragraph
+        if end > first + 1 and len(plain) > paragraph_chars:
+            plain = plain[:paragraph_chars].rstrip() + " ..."
         if not plain and isinstance(text, BaseException):
             plain = type(text).__name__
     escaped = "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in plain)

@@ -67,6 +67,6 @@ def test_a_quoted_first_line_ending_in_a_colon_keeps_the_list_it_introduces(tmp_
     text = str(err.value)
     assert "from one of:)" not in text and "(3) an equivalent slow tokenizer class" in text and "\n" not in text
     listed = "Error(s) in loading:\n\t" + "\n\t".join(f"size mismatch for layer.{i}" for i in range(200))
-    assert one_line(listed, first_line=True).endswith(" ...")  # one paragraph, at most PARAGRAPH_CHARS of it
+    assert one_line(listed, first_line=True).endswith(" ...")  # one paragraph, at most 400 characters of it
     assert len(one_line(listed, first_line=True)) <= 404
     assert one_line("from one of:\n(1) a\n(2) b\n\nadvice", first_line=True) == "from one of: (1) a (2) b"

@@ -33,7 +33,6 @@ from corefbert.tasks.coref_e2e.encoders import window_word_states
 from corefbert.tasks.coref_e2e.model import load_model
 from corefbert.tasks.coref_e2e.span_ranking import predict_clusters
 from corefbert.text.conll import ConllDocument
-from corefbert.training.model_folders import check_model_folder
 
 Word = tuple  # (text, start character, end character, token index): only the text is read here
 Cluster = list[tuple[int, int]]  # mentions as (first word, last word), inclusive, in text order
@@ -119,7 +118,6 @@ class Resolver:
 
     def __init__(self, model_dir: str, max_sentence_words: int | None = None, max_segment_words: int | None = None,
                  overlap_words: int | None = None):
-        check_model_folder(model_dir)  # pickled weights only: one line before anything is read
         self.model, self.vocab, self.tokenizer = load_model(model_dir)
         self.model.eval()
         config = self.model.config

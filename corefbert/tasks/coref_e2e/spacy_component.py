@@ -41,6 +41,7 @@ from spacy.util import minibatch, registry
 
 from corefbert.errors import CorefBertError
 from corefbert.tasks.coref_e2e.inference import Resolver, doc_sentences
+from corefbert.training.model_folders import check_model_folder
 
 NAME = "corefbert_coref"
 CLUSTER_PREFIX = "coref_clusters"  # doc.spans["coref_clusters_1"], ...: spacy-experimental's default prefix
@@ -124,6 +125,7 @@ class E2EScorer:
     """A ``run_coref_e2e.py`` model folder as a scorer: spaCy's sentences and words through :class:`Resolver`."""
 
     def __init__(self, model: str, max_segment_words: int | None = None, overlap_words: int | None = None):
+        check_model_folder(model)  # weights kept only as a pickle: one line before anything is read
         self.resolver = Resolver(model, max_segment_words=max_segment_words, overlap_words=overlap_words)
 
     def __call__(self, docs: list[Doc]) -> list[TokenSpans]:
