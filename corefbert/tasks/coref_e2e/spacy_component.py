@@ -88,7 +88,7 @@ def token_clusters(clusters: list[list[Span]], length: int) -> list[int | None]:
 # Doc -> (its number of span groups, token_clusters of its clusters): Token._.coref_cluster is asked per token,
 # and each answer would otherwise walk every mention (12 s for the tokens of a 20,000-token Doc with 200
 # clusters). Held weakly, so it never outlives its Doc, and never serialized; write_clusters drops a Doc's entry,
-# and a group added or deleted by hand makes it stale.
+# and a change in the number of span groups (one added or deleted by hand) has it computed again.
 _TOKEN_CLUSTERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
