@@ -27,10 +27,10 @@ tokens), so a same-surface noun of a neighbouring document is never a candidate.
 positions of the row (padding, specials and masked positions included) and independent start and end terms,
 each a log-sum over the referents' starts (resp. ends) alone.
 
-Eq. 4 sums over the masked mentions ``M``; the loss here is their **mean** over the batch, the official code's
-reduction (``copy_loss = -sum(...) / sum(valid_span_mask)`` in its ``BertForCopy``), so the loss scale does not
-grow with the number of masked mentions and ``mrp_loss_weight`` 1 means the paper's searched 1:1 ratio against
-the mean MLM loss.
+Eq. 4 sums over the masked mentions ``M``; the loss here is their **mean** over the batch, a mean as in the
+official code (its ``BertForCopy`` divides the summed copy loss by the number of its query tokens,
+``sum(valid_span_mask)``), so the loss scale does not grow with the number of masked mentions and
+``mrp_loss_weight`` 1 is the 1:1 ratio the paper found best (section 4.1) against the mean MLM loss.
 
 Only the ``[batch, mentions]`` rows of queries are scored against the sequence, never the full
 ``length × length`` matrix, and all of it runs in fp32 even under bf16/fp16 autocast: scores of a few
