@@ -8,6 +8,7 @@ metrics' ``*_literal``) stays next to its fast twin in the package.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import numpy as np
@@ -115,6 +116,65 @@ def mrp_masking_reference(row: Mapping, rng: np.random.Generator, random_token_i
             elif draw < mask_replace_prob + random_replace_prob:
                 masked_ids[position] = random_token_ids[int(rng.integers(len(random_token_ids)))]
     return {"mrp_words": mrp_words, "mlm_words": mlm_words, "input_ids": masked_ids}
+
+
+# ---------------------------------------------------------------- CorefBERT's copy loss (Ye et al. 2020, eq. 2-4)
+
+
+def mrp_loss_reference(hidden: torch.Tensor, vector: torch.Tensor, batch: Mapping, form: str = "copyable") -> float:
+    """Eq. 2-4 written out literally, one mention at a time, in float64 Python arithmetic.
+
+    ``hidden`` ``[batch, seq, hidden]``, ``vector`` ``V`` ``[hidden]``, ``batch`` the collator's keys. ``form``:
+    ``"copyable"`` (eq. 2 over the collator's ``copy_mask``), ``"sequence"`` (eq. 2 over every x_k ∈ X: each real
+    token of the row, ``attention_mask``) or ``"official"`` (thunlp/CorefBERT: every position of the row,
+    padding included, and start and end as two separate log-sums). With ``document_ids`` in ``batch`` a query
+    sees only its own document's tokens (``"sequence"``: and the row's special tokens, document -1).
+    The losses are averaged over the batch's mentions, the official code's reduction; eq. 4 itself sums.
+    """
+    h = hidden.double().tolist()
+    v = vector.double().tolist()
+    length = hidden.shape[1]
+    losses = []
+    for b in range(hidden.shape[0]):
+
+        def candidates(query, _b=b):
+            """The k of eq. 2's denominator for the query position ``query``."""
+            documents = batch.get("document_ids")
+            if form == "official":
+                return list(range(length))
+            if form == "sequence":
+                real = batch["attention_mask"][_b] if "attention_mask" in batch else [1] * length
+                kept = [k for k in range(length) if real[k]]
+            else:
+                kept = [k for k in range(length) if batch["copy_mask"][_b, k]]
+            if documents is None:
+                return kept
+            own = int(documents[_b, query])
+            return [k for k in kept if int(documents[_b, k]) == own or (form == "sequence" and documents[_b, k] < 0)]
+
+        def prob(i, _b=b):
+            # Pr(x_k | x_i) = exp((V ⊙ h_k)ᵀ h_i) / Σ_k' exp((V ⊙ h_k')ᵀ h_i)   (eq. 2)
+            scores = {k: sum(v[d] * h[_b][k][d] * h[_b][i][d] for d in range(len(v))) for k in candidates(i)}
+            top = max(scores.values())
+            norm = sum(math.exp(x - top) for x in scores.values())
+            return {k: math.exp(x - top) / norm for k, x in scores.items()}
+
+        for m in range(batch["mrp_mention_mask"].shape[1]):
+            if not batch["mrp_mention_mask"][b, m]:
+                continue
+            p_start = prob(int(batch["mrp_mention_starts"][b, m]))
+            p_end = prob(int(batch["mrp_mention_ends"][b, m]))  # a mention's two queries share one document
+            refs = [
+                (int(batch["mrp_referent_starts"][b, m, r]), int(batch["mrp_referent_ends"][b, m, r]))
+                for r in range(batch["mrp_referent_mask"].shape[2])
+                if batch["mrp_referent_mask"][b, m, r]
+            ]
+            if form == "official":
+                losses.append(-math.log(sum(p_start[s] for s, _ in refs)) - math.log(sum(p_end[e] for _, e in refs)))
+            else:
+                # Pr(w_j | w_i) = Pr(x_sj | x_si) · Pr(x_tj | x_ti)  (eq. 3); -log Σ_{w_j ∈ C(w_i)}  (eq. 4)
+                losses.append(-math.log(sum(p_start[s] * p_end[e] for s, e in refs)))
+    return sum(losses) / max(len(losses), 1)
 
 
 # ---------------------------------------------------------------- the GA reader's attention sum (Dhingra et al. 2017, 3.2)

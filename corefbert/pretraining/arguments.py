@@ -28,6 +28,9 @@ class PretrainingArguments(TrainingArguments):
         default=1.0, metadata={"help": "Weight of L_MRP (0 = MRP masking without the copy objective)."})
     mrp_official_loss: bool = field(
         default=False, metadata={"help": "Official code's copy loss (independent start/end terms)."})
+    mrp_copy_candidates: str = field(
+        default="copyable", metadata={"help": "What the copy softmax (eq. 2) ranges over: copyable (unmasked words, "
+                                              "ours) or sequence (every token of the sequence, the paper's)."})
     max_eval_samples: int | None = field(default=None, metadata={"help": "Evaluate on at most N held-out sequences."})
     attention_within_documents: bool = field(
         default=False, metadata={"help": "Rows of several documents (--packing documents): each token attends only its "
@@ -55,6 +58,12 @@ class PretrainingArguments(TrainingArguments):
             raise CorefBertError("--mrp_loss_weight must be >= 0")
         if self.mrp_official_loss and self.mrp_loss_weight == 0:
             raise CorefBertError("--mrp_official_loss has no effect with --mrp_loss_weight 0; drop one of them")
+        if self.mrp_copy_candidates not in ("copyable", "sequence"):
+            raise CorefBertError("--mrp_copy_candidates must be copyable or sequence "
+                                 f"(got {self.mrp_copy_candidates!r})")
+        if self.mrp_official_loss and self.mrp_copy_candidates != "copyable":
+            raise CorefBertError("--mrp_copy_candidates has no effect with --mrp_official_loss (its softmax takes "
+                                 "every position of the row); drop one of them")
 
 
 def default_backbone() -> str:

@@ -5,24 +5,32 @@ every context token ``k`` with ``(V ⊙ h_k)ᵀ h_i`` and normalizes over ``k`` 
 
     Pr(x_j | x_i) = softmax_k ((V ⊙ h_k)ᵀ h_i)
     log Pr(w_j | w_i) = log Pr(x_{s_j} | x_{s_i}) + log Pr(x_{t_j} | x_{t_i})           (eq. 3)
-    L_MRP = - mean over masked mentions w_i of logsumexp_{w_j ∈ C(w_i)} log Pr(w_j | w_i)   (eq. 4)
+    L_MRP = - mean over masked mentions w_i of logsumexp_{w_j ∈ C(w_i)} log Pr(w_j | w_i)   (eq. 4 sums)
 
-What the softmax ranges over (the paper leaves it open). Only the positions the collator marks in
-``copy_mask``: real, non-special tokens that were not selected for masking.
+What the softmax ranges over (``config.mrp_copy_candidates``, ``--mrp_copy_candidates``):
 
-- Padding, always: it is not text, and letting it in makes the loss depend on how the batch was padded.
-- Special tokens ([CLS], [SEP], <s>, </s>): they are never a mention, so copying from them is never right.
-- Every position selected for masking (MLM and MRP alike), the query position itself included: a masked
-  position holds a [MASK] (or a random or unchanged token) whose hidden state is not the word's own, and
-  the query scoring itself would let the model cheat through the 10% of masks left unchanged.
+- ``"copyable"`` (default, this code's choice): the positions the collator marks in ``copy_mask``, real
+  non-special tokens that were not selected for masking. Left out: padding (not text; with it the loss would
+  depend on how the batch was padded), special tokens ([CLS], [SEP], <s>, </s>: never a mention) and every
+  position selected for masking, MLM and MRP alike, the query itself included (a [MASK] or random token whose
+  hidden state is not a word's own). None of these can ever be a referent (``C(w_i)`` holds unmasked
+  mentions only), so with them in the softmax part of every gradient goes to pushing their scores down;
+  without them eq. 2 is a choice among the words a reader could copy.
+- ``"sequence"``: the paper's set. Eq. 2 normalizes over every ``x_k ∈ X``, every token of the input sequence:
+  special tokens and masked positions, the query itself included. Padding is still left out, as it is no
+  part of ``X``.
 
-So the candidates are exactly the tokens a reader could copy from. A row that packs several documents
-(``--packing documents``) adds one more rule through the collator's ``document_ids``: only tokens of the
-query's own document, so a same-surface noun of a neighbouring document is never a candidate.
-``config.mrp_official_loss=True``
-instead reproduces the official code (thunlp/CorefBERT): softmax over all positions of the row (padding,
-specials and masked positions included) and independent start and end terms, each a log-sum over the
-referents' starts (resp. ends) alone, summed per mention.
+A row that packs several documents (``--packing documents``) adds one rule through the collator's
+``document_ids`` to both: only tokens of the query's own document (``"sequence"``: and the row's special
+tokens), so a same-surface noun of a neighbouring document is never a candidate.
+``config.mrp_official_loss=True`` instead reproduces the official code (thunlp/CorefBERT): softmax over all
+positions of the row (padding, specials and masked positions included) and independent start and end terms,
+each a log-sum over the referents' starts (resp. ends) alone.
+
+Eq. 4 sums over the masked mentions ``M``; the loss here is their **mean** over the batch, a mean as in the
+official code (its ``BertForCopy`` divides the summed copy loss by the number of its query tokens,
+``sum(valid_span_mask)``), so the loss scale does not grow with the number of masked mentions and
+``mrp_loss_weight`` 1 is the 1:1 ratio the paper found best (section 4.1) against the mean MLM loss.
 
 Only the ``[batch, mentions]`` rows of queries are scored against the sequence, never the full
 ``length × length`` matrix, and all of it runs in fp32 even under bf16/fp16 autocast: scores of a few
@@ -53,6 +61,10 @@ logger = logging.getLogger(__name__)
 # Fill for excluded positions: exp(NEG - max) is exactly 0 in fp32, yet sums of two fills stay finite, so
 # rows with no valid entry (padding slots) give finite values and no NaN gradient through torch.where.
 NEG = -1e9
+
+#: ``config.mrp_copy_candidates``: what eq. 2's softmax ranges over (module docstring). ``copyable``: the
+#: collator's ``copy_mask`` (the default); ``sequence``: every token of the sequence, the paper's ``x_k ∈ X``.
+COPY_CANDIDATES = ("copyable", "sequence")
 
 
 @dataclass
@@ -123,6 +135,37 @@ def copy_candidates(copy_mask: torch.Tensor, document_ids: torch.Tensor | None,
     return allowed & (document_ids.unsqueeze(1) == query_document.unsqueeze(-1))  # [batch, mentions, seq]
 
 
+def sequence_candidates(attention_mask: torch.Tensor | None, document_ids: torch.Tensor | None,
+                        mention_starts: torch.Tensor, length: int) -> torch.Tensor:
+    """Eq. 2's literal set, every token of the sequence (``mrp_copy_candidates="sequence"``): the real positions
+    of ``attention_mask`` ``[batch, seq]`` (None: every position of ``length``) as ``[batch, 1, seq]``; with
+    ``document_ids`` ``[batch, mentions, seq]``: those of the query's own document and the row's special tokens."""
+    if attention_mask is None:
+        real = torch.ones(mention_starts.shape[0], 1, length, dtype=torch.bool, device=mention_starts.device)
+    elif attention_mask.dim() != 2:
+        raise ValueError("mrp_copy_candidates='sequence' needs the [batch, seq] attention_mask")
+    else:
+        real = attention_mask.bool().unsqueeze(1)  # [batch, 1, seq]
+    if document_ids is None:
+        return real
+    query_document = document_ids.gather(1, mention_starts)  # [batch, mentions]
+    own = document_ids.unsqueeze(1) == query_document.unsqueeze(-1)  # [batch, mentions, seq]
+    return real & (own | (document_ids < 0).unsqueeze(1))  # specials (-1) belong to every document's sequence
+
+
+def softmax_candidates(setting: str, copy_mask: torch.Tensor | None, attention_mask: torch.Tensor | None,
+                       document_ids: torch.Tensor | None, mention_starts: torch.Tensor, length: int) -> torch.Tensor:
+    """Where each query's copy softmax may look under ``setting`` (one of :data:`COPY_CANDIDATES`):
+    ``[batch, 1 or mentions, seq]`` bool, from :func:`copy_candidates` or :func:`sequence_candidates`."""
+    if setting == "sequence":
+        return sequence_candidates(attention_mask, document_ids, mention_starts, length)
+    if setting != "copyable":
+        raise ValueError(f"mrp_copy_candidates {setting!r} is not one of {', '.join(COPY_CANDIDATES)}")
+    if copy_mask is None:
+        raise ValueError("the MRP loss needs copy_mask (the collator's output) unless mrp_official_loss")
+    return copy_candidates(copy_mask, document_ids, mention_starts)
+
+
 def _mrp_loss_from_scores(
     start_scores: torch.Tensor,
     end_scores: torch.Tensor,
@@ -168,24 +211,29 @@ def mrp_loss(
     mrp_referent_mask: torch.Tensor,
     official: bool = False,
     document_ids: torch.Tensor | None = None,
+    candidates: str = "copyable",
+    attention_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The MRP loss (eq. 2-4), averaged over masked mentions; 0 when there is none. Scalar fp32.
 
     Args:
         hidden_states: ``[batch, seq, hidden]``; copy_vector: ``[hidden]``.
-        copy_mask: ``[batch, seq]`` bool, the positions the softmax may pick (unused when ``official``).
+        copy_mask: ``[batch, seq]`` bool, the collator's copyable positions (``candidates="copyable"``).
         mrp_mention_starts / mrp_mention_ends / mrp_mention_mask: ``[batch, mentions]``, the collator's keys.
         mrp_referent_starts / mrp_referent_ends / mrp_referent_mask: ``[batch, mentions, referents]``.
-        official: the official code's form (independent start/end terms, softmax over all positions).
+        official: the official code's form (independent start/end terms, softmax over all positions);
+            ``candidates`` and ``attention_mask`` are then unused.
         document_ids: ``[batch, seq]``, the collator's; the softmax then stays in the query's document.
+        candidates: what the softmax ranges over, one of :data:`COPY_CANDIDATES` (module docstring).
+        attention_mask: ``[batch, seq]``, 1 on real tokens (``candidates="sequence"``; None: no padding).
     """
-    if copy_mask is None and not official:
-        raise ValueError("copy_mask is required for the paper form of the MRP loss")
     start_scores, end_scores = copy_scores(hidden_states, copy_vector, mrp_mention_starts, mrp_mention_ends)
-    if copy_mask is not None:
-        copy_mask = copy_candidates(copy_mask, document_ids, mrp_mention_starts)
+    allowed = None
+    if not official:
+        allowed = softmax_candidates(candidates, copy_mask, attention_mask, document_ids, mrp_mention_starts,
+                                     hidden_states.shape[1])
     return _mrp_loss_from_scores(
-        start_scores, end_scores, copy_mask, mrp_mention_mask,
+        start_scores, end_scores, allowed, mrp_mention_mask,
         mrp_referent_starts, mrp_referent_ends, mrp_referent_mask, official,
     )
 
@@ -246,6 +294,11 @@ def _ensure_mrp_config(config) -> None:
         config.mrp_official_loss = False
     if not hasattr(config, "mrp_attention_within_documents"):
         config.mrp_attention_within_documents = False
+    if not hasattr(config, "mrp_copy_candidates"):  # a checkpoint from before the option: the only set then
+        config.mrp_copy_candidates = "copyable"
+    if config.mrp_copy_candidates not in COPY_CANDIDATES:
+        raise CorefBertError(f"mrp_copy_candidates {config.mrp_copy_candidates!r} in the model config is not one of "
+                             f"{', '.join(COPY_CANDIDATES)}")
 
 
 def document_attention_mask(attention_mask: torch.Tensor, document_ids: torch.Tensor) -> torch.Tensor:
@@ -299,14 +352,16 @@ class _CorefPreTrainingMixin:
         mlm_loss = F.cross_entropy(masked_logits.float(), labels[targets], reduction="sum")
         return logits, mlm_loss / targets.sum().clamp(min=1)
 
-    def _mrp(self, hidden_states, copy_mask, word_ids, document_ids, mention_starts, mention_ends, mention_mask,
-             referent_starts, referent_ends, referent_mask):
+    def _mrp(self, hidden_states, attention_mask, copy_mask, word_ids, document_ids, mention_starts, mention_ends,
+             mention_mask, referent_starts, referent_ends, referent_mask):
         """``(L_MRP, correct, total)`` of a collator batch (shapes in :func:`mrp_loss`); the counts are None
-        without ``word_ids`` and ``copy_mask``."""
-        if copy_mask is None and not self.config.mrp_official_loss:
-            raise ValueError("the MRP loss needs copy_mask (the collator's output) unless mrp_official_loss")
+        without ``word_ids`` and ``copy_mask``. The accuracy's candidates are the copyable words under either
+        ``mrp_copy_candidates``: it asks whether the best word to copy is a referent."""
         start_scores, end_scores = self.mrp(hidden_states, mention_starts, mention_ends)  # [batch, mentions, seq]
-        allowed = copy_candidates(copy_mask, document_ids, mention_starts) if copy_mask is not None else None
+        allowed = None
+        if not self.config.mrp_official_loss:
+            allowed = softmax_candidates(self.config.mrp_copy_candidates, copy_mask, attention_mask, document_ids,
+                                         mention_starts, hidden_states.shape[1])  # [batch, 1 or mentions, seq]
         value = _mrp_loss_from_scores(start_scores, end_scores, allowed, mention_mask, referent_starts,
                                       referent_ends, referent_mask, self.config.mrp_official_loss)
         if word_ids is None or copy_mask is None:
@@ -343,6 +398,7 @@ class _CorefPreTrainingMixin:
         is ``[masked tokens, vocab]`` in ``labels != -100`` order. The loss is the same; the vocabulary
         projection, over half the compute of a small model like MiniLM, shrinks to ~15% of the tokens.
         """
+        token_mask = attention_mask  # [batch, seq]: the real tokens, eq. 2's sequence under "sequence"
         if (getattr(self.config, "mrp_attention_within_documents", False) and document_ids is not None
                 and attention_mask is not None and attention_mask.dim() == 2):
             attention_mask = document_attention_mask(attention_mask, document_ids)  # [batch, 1, seq, seq]
@@ -362,7 +418,7 @@ class _CorefPreTrainingMixin:
         mrp_value = mrp_correct = mrp_total = None
         if mrp_mention_starts is not None:
             mrp_value, mrp_correct, mrp_total = self._mrp(
-                hidden_states, copy_mask, word_ids, document_ids, mrp_mention_starts, mrp_mention_ends,
+                hidden_states, token_mask, copy_mask, word_ids, document_ids, mrp_mention_starts, mrp_mention_ends,
                 mrp_mention_mask, mrp_referent_starts, mrp_referent_ends, mrp_referent_mask)
         elif labels is not None:
             mrp_value = logits.new_zeros((), dtype=torch.float32)

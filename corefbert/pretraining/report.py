@@ -146,7 +146,8 @@ def pretraining_card(args, before: dict, after: dict, num_processes: int, precis
         ("mrp_accuracy", "MRP accuracy"), ("mrp_loss", "MRP loss"), ("mlm_accuracy", "MLM accuracy"),
         ("mlm_loss", "MLM loss")))
     batch = args.per_device_train_batch_size * args.gradient_accumulation_steps * num_processes
-    names = CARD_SETTINGS + ("mlm_probability", "mrp_ratio", "mrp_loss_weight", "mrp_official_loss")
+    names = CARD_SETTINGS + ("mlm_probability", "mrp_ratio", "mrp_loss_weight", "mrp_official_loss",
+                             "mrp_copy_candidates")
     # The copy head learns only from the MRP loss: without it V stays at its initial value.
     copy_trained = args.mrp_loss_weight > 0 and args.mrp_ratio > 0
     # Published under a known name: the download's folder; else the run's own folder, as the card names it.

@@ -116,7 +116,7 @@ def _run(args: PretrainingArguments, data_args, splits, accelerator) -> dict[str
     output_dir = prepare_output_dir(args, accelerator)
     model = load_pretraining_model(
         args.model_name_or_path, mrp_loss_weight=args.mrp_loss_weight, mrp_official_loss=args.mrp_official_loss,
-        mrp_attention_within_documents=args.attention_within_documents)
+        mrp_copy_candidates=args.mrp_copy_candidates, mrp_attention_within_documents=args.attention_within_documents)
     if args.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     tokenizer = load_tokenizer(args.model_name_or_path)  # refuses a fallback tokenizer that maps text to [UNK]
@@ -164,7 +164,7 @@ def _run(args: PretrainingArguments, data_args, splits, accelerator) -> dict[str
 
 #: Pretraining flags that decide the result besides the shared ones (docs: "Resume checks what it resumes").
 PRETRAINING_SETTINGS = ("model_name_or_path", "mlm_probability", "mrp_ratio", "mrp_loss_weight", "mrp_official_loss",
-                        "group_by_length", "attention_within_documents", "max_eval_samples")
+                        "mrp_copy_candidates", "group_by_length", "attention_within_documents", "max_eval_samples")
 
 
 def pretraining_settings(args: PretrainingArguments, train_rows, eval_rows) -> dict:

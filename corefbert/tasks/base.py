@@ -121,9 +121,10 @@ class FinetuningTask:
     main_metric: str = "loss"
     greater_is_better: bool = True
     tokenizer: Any = None
-    #: The dataclass of the task's own flags; the paper's settings are its field defaults.
+    #: The dataclass of the task's own flags; its field defaults are the paper's settings where the paper states
+    #: them (the task's guide names the source of the others).
     args_class: type | None = None
-    #: :class:`FinetuningArguments` values the paper sets differently (learning rate, epochs, batch size).
+    #: :class:`FinetuningArguments` values the task sets differently (learning rate, epochs, batch size).
     training_defaults: dict[str, Any] = {}
     #: Whether the model starts from ``--model_name_or_path`` (False: a model trained from scratch).
     uses_model_folder: bool = True

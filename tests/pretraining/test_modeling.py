@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import copy
+import json
 import logging
-import math
 import time
 
 import pytest
 import torch
 from helpers import tiny_config
+from references import mrp_loss_reference
 from transformers import (
     AutoModel,
     AutoModelForMaskedLM,
@@ -96,43 +97,6 @@ def make_batch(gen: torch.Generator, batch: int, length: int, vocab: int, n_ment
     }
 
 
-def naive_mrp_loss(hidden, vector, batch, official: bool) -> float:
-    """Eq. 2-4 written out literally, one mention at a time, in float64 Python arithmetic."""
-    h = hidden.double().tolist()
-    v = vector.double().tolist()
-    losses = []
-    for b in range(hidden.shape[0]):
-        length = hidden.shape[1]
-        if official:
-            candidates = list(range(length))
-        else:
-            candidates = [k for k in range(length) if batch["copy_mask"][b, k]]
-
-        def prob(i, _b=b, _candidates=candidates):
-            # Pr(x_k | x_i) = exp((V ⊙ h_k)ᵀ h_i) / Σ_k' exp(...)   (eq. 2)
-            scores = {k: sum(v[d] * h[_b][k][d] * h[_b][i][d] for d in range(len(v))) for k in _candidates}
-            top = max(scores.values())
-            norm = sum(math.exp(x - top) for x in scores.values())
-            return {k: math.exp(x - top) / norm for k, x in scores.items()}
-
-        for m in range(batch["mrp_mention_mask"].shape[1]):
-            if not batch["mrp_mention_mask"][b, m]:
-                continue
-            p_start = prob(int(batch["mrp_mention_starts"][b, m]))
-            p_end = prob(int(batch["mrp_mention_ends"][b, m]))
-            refs = [
-                (int(batch["mrp_referent_starts"][b, m, r]), int(batch["mrp_referent_ends"][b, m, r]))
-                for r in range(batch["mrp_referent_mask"].shape[2])
-                if batch["mrp_referent_mask"][b, m, r]
-            ]
-            if official:
-                losses.append(-math.log(sum(p_start[s] for s, _ in refs)) - math.log(sum(p_end[e] for _, e in refs)))
-            else:
-                # Pr(w_j | w_i) = Pr(x_sj | x_si) · Pr(x_tj | x_ti)  (eq. 3); -log Σ_j  (eq. 4)
-                losses.append(-math.log(sum(p_start[s] * p_end[e] for s, e in refs)))
-    return sum(losses) / max(len(losses), 1)
-
-
 def mrp_inputs(batch):
     return {k: batch[k] for k in batch if k.startswith("mrp_")}
 
@@ -144,16 +108,61 @@ def bert_config(bert_tokenizer):
     return config
 
 
-@pytest.mark.parametrize("official", [False, True], ids=["paper", "official"])
+def two_documents(batch):
+    """``document_ids`` for ``make_batch``'s rows as if each packed two documents: the words after the last
+    mention or referent of a row form a second document (the collator's convention: -1 off words)."""
+    word_ids = batch["word_ids"]
+    last = torch.cat([batch["mrp_mention_ends"], batch["mrp_referent_ends"].flatten(1)], dim=1).amax(dim=1)
+    positions = torch.arange(word_ids.shape[1])
+    second = (positions.unsqueeze(0) > last.unsqueeze(1) + 1).long()  # [batch, seq]
+    return torch.where(word_ids >= 0, second, torch.full_like(word_ids, -1))
+
+
+@pytest.mark.parametrize("form", ["copyable", "sequence", "official"])
+@pytest.mark.parametrize("documents", [False, True], ids=["one_document", "two_documents"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_mrp_loss_matches_literal_equations(official, seed):
+def test_mrp_loss_matches_literal_equations(form, documents, seed):
+    """The vectorized loss equals the literal loop of eq. 2-4 (tests/references.py) for either softmax set of
+    ``mrp_copy_candidates`` and for the official form, with and without a second document in the rows."""
     gen = torch.Generator().manual_seed(seed)
     batch = make_batch(gen, batch=3, length=20, vocab=50, n_mentions=3)
+    if documents:
+        batch["document_ids"] = two_documents(batch)
+        assert (batch["document_ids"] == 1).any()
     hidden = torch.randn(3, 20, 16, generator=gen)
     vector = torch.randn(16, generator=gen)
-    got = mrp_loss(hidden, vector, batch["copy_mask"], **mrp_inputs(batch), official=official)
+    official = form == "official"
+    got = mrp_loss(hidden, vector, batch["copy_mask"], **mrp_inputs(batch), official=official,
+                   document_ids=batch.get("document_ids"), candidates="copyable" if official else form,
+                   attention_mask=batch["attention_mask"])
     assert got.dtype == torch.float32
-    assert got.item() == pytest.approx(naive_mrp_loss(hidden, vector, batch, official), abs=1e-5)
+    assert got.item() == pytest.approx(mrp_loss_reference(hidden, vector, batch, form), abs=1e-5)
+
+
+def test_the_papers_softmax_set_differs_from_the_copyable_one():
+    """"sequence" takes what "copyable" leaves out (specials, masked positions, the query): another loss, and
+    one that moves when only those positions change (the queries' own states stay: they are h_i)."""
+    gen = torch.Generator().manual_seed(12)
+    batch = make_batch(gen, batch=2, length=20, vocab=50)
+    hidden, vector = torch.randn(2, 20, 16, generator=gen), torch.randn(16, generator=gen)
+    queries = torch.zeros(2, 20, dtype=torch.bool)
+    for key in ("mrp_mention_starts", "mrp_mention_ends"):
+        queries.scatter_(1, batch[key], True)
+    excluded = batch["attention_mask"].bool() & ~batch["copy_mask"] & ~queries  # specials, other masked words
+    assert excluded.any()
+    changed = torch.where(excluded.unsqueeze(-1), hidden * 3, hidden)
+
+    def loss(states, candidates):
+        return mrp_loss(states, vector, batch["copy_mask"], **mrp_inputs(batch), candidates=candidates,
+                        attention_mask=batch["attention_mask"]).item()
+
+    assert abs(loss(hidden, "sequence") - loss(hidden, "copyable")) > 1e-3
+    assert loss(changed, "copyable") == pytest.approx(loss(hidden, "copyable"), abs=1e-6)
+    assert abs(loss(changed, "sequence") - loss(hidden, "sequence")) > 1e-3
+    padding = ~batch["attention_mask"].bool()
+    assert padding.any()  # padding is no part of X: not a candidate under "sequence" either
+    padded = torch.where(padding.unsqueeze(-1), hidden * 7 + 3, hidden)
+    assert loss(padded, "sequence") == pytest.approx(loss(hidden, "sequence"), abs=1e-6)
 
 
 def test_paper_and_official_forms_differ():
@@ -446,8 +455,8 @@ class _StubTokenizer:
         return 64
 
 
-def test_collator_batch_feeds_the_model(bert_config):
-    """The real collator's output goes straight into forward, and the loss is eq. 2-4 of its tensors."""
+def _collator_batch():
+    """A batch of two rows (30 and 22 tokens, two-token words) from the real collator."""
     from corefbert.pretraining.collator import DataCollatorForMentionReferencePrediction
 
     gen = torch.Generator().manual_seed(11)
@@ -463,7 +472,12 @@ def test_collator_batch_feeds_the_model(bert_config):
             "mention_ends": [2 + 2 * w for w in mentions],
             "mention_groups": [i % 2 for i in range(len(mentions))],
         })
-    batch = DataCollatorForMentionReferencePrediction(_StubTokenizer(), mlm_probability=0.3, mrp_ratio=0.5, seed=0)(rows)
+    return DataCollatorForMentionReferencePrediction(_StubTokenizer(), mlm_probability=0.3, mrp_ratio=0.5, seed=0)(rows)
+
+
+def test_collator_batch_feeds_the_model(bert_config):
+    """The real collator's output goes straight into forward, and the loss is eq. 2-4 of its tensors."""
+    batch = _collator_batch()
     assert batch["mrp_mention_mask"].any()
     config = copy.deepcopy(bert_config)
     config.vocab_size = 64
@@ -471,5 +485,44 @@ def test_collator_batch_feeds_the_model(bert_config):
     model = CorefBertForPreTraining(config).eval()
     out = model(**batch, output_hidden_states=True)
     assert torch.isfinite(out.loss) and out.mrp_total.item() == int(batch["mrp_mention_mask"].sum())
-    expected = naive_mrp_loss(out.hidden_states[-1].detach(), model.mrp.copy_vector.detach(), batch, official=False)
+    expected = mrp_loss_reference(out.hidden_states[-1].detach(), model.mrp.copy_vector.detach(), batch)
     assert out.mrp_loss.item() == pytest.approx(expected, abs=1e-5)
+
+
+@pytest.mark.parametrize("candidates", ["copyable", "sequence"])
+def test_copy_candidates_setting_reaches_the_loss_and_survives_save_and_load(bert_config, tmp_path, candidates):
+    """``mrp_copy_candidates`` is read from the config by forward (the loss equals the literal loop over that
+    set), written to config.json and read back by load_pretraining_model with the same loss."""
+    batch = _collator_batch()
+    assert (batch["attention_mask"] == 0).any()  # the shorter row is padded: padding is in neither set
+    config = copy.deepcopy(bert_config)
+    config.vocab_size = 64
+    torch.manual_seed(0)
+    model = load_pretraining_model_from(config, tmp_path / "start", mrp_copy_candidates=candidates).eval()
+    assert model.config.mrp_copy_candidates == candidates
+    out = model(**batch, output_hidden_states=True)
+    expected = mrp_loss_reference(out.hidden_states[-1].detach(), model.mrp.copy_vector.detach(), batch, candidates)
+    assert out.mrp_loss.item() == pytest.approx(expected, abs=1e-5)
+
+    model.save_pretrained(tmp_path / "saved")
+    assert json.loads((tmp_path / "saved" / "config.json").read_text())["mrp_copy_candidates"] == candidates
+    reloaded = load_pretraining_model(tmp_path / "saved").eval()
+    assert reloaded.config.mrp_copy_candidates == candidates
+    assert reloaded(**batch).mrp_loss.item() == pytest.approx(out.mrp_loss.item(), abs=1e-6)
+
+
+def test_a_checkpoint_without_the_setting_loads_as_copyable_and_a_bad_one_is_one_line(bert_config, tmp_path):
+    CorefBertForPreTraining(copy.deepcopy(bert_config)).save_pretrained(tmp_path / "old")
+    path = tmp_path / "old" / "config.json"
+    saved = json.loads(path.read_text())
+    saved.pop("mrp_copy_candidates", None)  # as written before the option existed
+    path.write_text(json.dumps(saved))
+    assert load_pretraining_model(tmp_path / "old").config.mrp_copy_candidates == "copyable"
+    with pytest.raises(CorefBertError, match="mrp_copy_candidates 'all' in the model config is not one of"):
+        load_pretraining_model(tmp_path / "old", mrp_copy_candidates="all")
+
+
+def load_pretraining_model_from(config, folder, **overrides):
+    """A random model of ``config`` saved to ``folder`` and loaded back with ``overrides``."""
+    CorefBertForPreTraining(config).save_pretrained(folder)
+    return load_pretraining_model(folder, **overrides)

@@ -214,6 +214,41 @@ def test_ablation_flags_reach_the_model_and_collator(tmp_path, tiny_bert_dir, co
     assert all(r["mrp_loss"] > 0 for r in _records(tmp_path / "mrm"))  # measured, just not trained on
 
 
+def test_the_papers_copy_candidates_reach_the_checkpoint_and_survive_a_resume(tmp_path, tiny_bert_dir, corpus,
+                                                                            monkeypatch):
+    """``--mrp_copy_candidates sequence`` (eq. 2 over every token): written to the final config.json, recorded
+    in the checkpoint, a resume under the default set is refused naming it, and a resume under it repeats
+    the uninterrupted run's losses (which differ from the default set's)."""
+    args = _args(tiny_bert_dir, tmp_path / "full", max_steps=4, mrp_copy_candidates="sequence")
+    run_pretraining(args, splits=corpus)
+    expected = _records(args.output_dir)
+    assert json.loads((tmp_path / "full" / "final" / "config.json").read_text())["mrp_copy_candidates"] == "sequence"
+    _reset_accelerate()
+    copyable = run_pretraining(replace(args, output_dir=str(tmp_path / "copyable"), mrp_copy_candidates="copyable"),
+                               splits=corpus)
+    assert abs(_records(tmp_path / "copyable")[0]["mrp_loss"] - expected[0]["mrp_loss"]) > 1e-3
+    assert copyable["mrp_mentions"] > 0
+
+    stopped = replace(args, output_dir=str(tmp_path / "stopped"))
+    _reset_accelerate()
+    with monkeypatch.context() as patch:
+        _stop_at(patch, 2)
+        with pytest.raises(SystemExit):
+            run_pretraining(stopped, splits=corpus)
+    _reset_accelerate()
+    with pytest.raises(CorefBertError, match="mrp_copy_candidates"):
+        run_pretraining(replace(stopped, resume_from_checkpoint="latest", mrp_copy_candidates="copyable"),
+                        splits=corpus)
+    _reset_accelerate()
+    run_pretraining(replace(stopped, resume_from_checkpoint="latest"), splits=corpus)
+    got = _records(stopped.output_dir)
+    assert [r["step"] for r in got] == [1, 2, 3, 4]
+    for want, have in zip(expected, got):
+        assert have["loss"] == pytest.approx(want["loss"], abs=1e-6), want["step"]
+    config = json.loads((tmp_path / "stopped" / "final" / "config.json").read_text())
+    assert config["mrp_copy_candidates"] == "sequence"
+
+
 def test_nonfinite_loss_stops_naming_the_step_after_saving(tmp_path, tiny_bert_dir, corpus, monkeypatch):
     from corefbert.pretraining.modeling import CorefBertForPreTraining
 
@@ -416,6 +451,10 @@ def test_bad_input_is_one_line(tmp_path, tiny_bert_dir, corpus_dir, capsys):
     both = _one_error_line(capsys, base + ["--train_file", "x.txt"])
     assert "--dataset_dir and --train_file" in both
     assert "--mrp_ratio" in _one_error_line(capsys, base + ["--mrp_ratio", "1.5"])
+    assert "--mrp_copy_candidates must be copyable or sequence" in _one_error_line(
+        capsys, base + ["--mrp_copy_candidates", "all"])
+    assert "--mrp_copy_candidates has no effect with --mrp_official_loss" in _one_error_line(
+        capsys, base + ["--mrp_copy_candidates", "sequence", "--mrp_official_loss", "true"])
     assert "fp16 needs a CUDA GPU" in _one_error_line(capsys, base + ["--mixed_precision", "fp16"])
     assert "not found" in _one_error_line(capsys, base[:2] + ["--dataset_dir", str(tmp_path / "none")] + base[4:])
     config = tmp_path / "paper.yaml"

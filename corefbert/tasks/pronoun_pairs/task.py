@@ -300,8 +300,8 @@ def probability_spread(probabilities: list[float]) -> float:
 def collapse_warning(split: str, spread: float, probability: float) -> str | None:
     """One line when every pair got the same P(entailed) (``spread`` below 1e-6): the model has collapsed to
     a constant, so its figures are those of one answer for all pairs, and further training will not move it.
-    On the 90 LitBank documents the paper's Adagrad recipe for the Decomposable Attention did this at its first
-    steps (docs/guides/pronoun_pairs.md, results)."""
+    On the 90 LitBank documents Parikh et al.'s Adagrad recipe for the Decomposable Attention did this at its
+    first steps (docs/guides/pronoun_pairs.md, results)."""
     if spread >= 1e-6:
         return None
     return (f"{split}: every pair gets P(entailed) {probability:.4f}: the model outputs a constant (collapsed), "

@@ -329,8 +329,8 @@ def test_the_probability_spread_and_the_collapse_line():
 
 @pytest.mark.slow
 def test_a_model_that_answers_every_pair_alike_is_named_collapsed(tmp_path, fresh_accelerate_state, caplog):
-    """The paper's Adagrad recipe left the Decomposable Attention with one output for every pair on the 90 LitBank
-    documents; the figures of such a model are the majority answer's, so evaluation says so in one line and logs
+    """Parikh et al.'s Adagrad recipe left the Decomposable Attention with one output for every pair on the 90
+    LitBank documents; the figures of such a model are the majority answer's, so evaluation says so in one line and logs
     the spread of P(entailed). Forced here: the trained model's output layer zeroed, so only its bias is left."""
     import torch
     from safetensors.torch import load_file, save_file
