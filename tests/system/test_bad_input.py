@@ -969,3 +969,6 @@ CASES += [
     Case(PAIR_CLS_CLI, "YAML model a list", lambda w, m: ["--config", _file(w, "run.yaml", "model: [da]\n"),
                                                          *pair_classifier(lambda _: str(PAIR_PAIRS))(w, m)]),
 ]
+# issue 33 (12): the pronoun-pair builder checks its --output_dir before reading any file
+CASES.append(Case(PAIRS_CLI, "output dir not writable", lambda w, m: ["--input", str(PAIRS_CONLL), "--output_dir",
+                                                                      _unwritable(w)]))

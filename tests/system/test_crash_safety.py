@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import FIXTURES, ROOT, load_cli, synthetic_corpus
+from helpers import FIXTURES, ROOT, can_mount_tmpfs, load_cli, synthetic_corpus
 from test_pretraining import _save_tiny_bert
 
 from corefbert.errors import CorefBertError
@@ -356,23 +356,13 @@ def test_disk_full_during_a_checkpoint_keeps_the_previous_one_and_resume_continu
     assert got == pytest.approx(want, rel=1e-6)
 
 
-def _can_mount_tmpfs(where: Path) -> bool:
-    where.mkdir(parents=True, exist_ok=True)
-    try:
-        done = subprocess.run(["unshare", "-m", "sh", "-c", f"mount -t tmpfs -o size=64k tmpfs '{where}'"],
-                              capture_output=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
-
-
 @pytest.mark.slow
 def test_a_real_full_disk_during_a_checkpoint(tmp_path, model_dir, corpus_dir):
     """A tmpfs with room for one checkpoint and a half, in a private mount namespace: the second save
     hits ENOSPC inside safetensors / torch.save (which do not raise OSError), and the run still ends in
     one line with the first checkpoint whole; resumed elsewhere, it finishes with the uninterrupted losses."""
     mount = tmp_path / "small_disk"
-    if not _can_mount_tmpfs(mount):
+    if not can_mount_tmpfs(mount):
         pytest.skip("mounting a tmpfs needs root and unshare (CI and the dev machines have both)")
     args = _mrp_args(model_dir, corpus_dir, 3, "--save_total_limit", "1")
     reference = tmp_path / "reference"
