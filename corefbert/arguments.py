@@ -12,6 +12,8 @@ Hugging Face token are replaced by ``<redacted>`` in every message this module r
 from __future__ import annotations
 
 import argparse
+import contextlib
+import contextvars
 import dataclasses
 import math
 import os
@@ -20,11 +22,10 @@ import reprlib
 import sys
 import types
 import typing
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import yaml
-from transformers import HfArgumentParser
 
 from corefbert.errors import CorefBertError, one_line
 
@@ -34,6 +35,27 @@ SECRET_ARGUMENTS = ("hub_token",)
 #: (``--push_to_hub hf_...``) or after a misspelt one (``--hub_tokn hf_...``), where no name says it is one.
 HUB_TOKEN = re.compile(r"hf_[A-Za-z0-9]{8,}")
 REDACTED = "<redacted>"
+
+
+#: The name ``corefbert <command>`` runs a command under, while it runs (:func:`invoked_as`); None for a script.
+_INVOKED_AS: contextvars.ContextVar[str | None] = contextvars.ContextVar("invoked_as", default=None)
+
+
+@contextlib.contextmanager
+def invoked_as(name: str) -> Iterator[None]:
+    """While the block runs, every usage line names the program ``name`` (``corefbert prepare``): the dispatcher
+    runs each command's ``main``, which named its script (``prepare_corpus.py``) or module."""
+    token = _INVOKED_AS.set(name)
+    try:
+        yield
+    finally:
+        _INVOKED_AS.reset(token)
+
+
+def program(default: str | None) -> str | None:
+    """The program name for a parser's usage line: ``corefbert <command>`` under the dispatcher, else ``default``
+    (a script's name; None lets argparse take ``sys.argv[0]``)."""
+    return _INVOKED_AS.get() or default
 
 
 def redact(text: str, secrets=()) -> str:
@@ -272,11 +294,14 @@ def parse_args(
     args: Sequence[str] | None = None,
     prog: str | None = None,
     defaults: dict[str, Any] | None = None,
+    usage: str | None = None,
 ):
     """Parse ``args`` (default ``sys.argv[1:]``) into one instance per dataclass type.
 
     Precedence, lowest first: dataclass defaults, ``defaults`` (a CLI's own, e.g. a benchmark's paper
-    learning rate), the ``--config`` YAML file, command-line flags. Unknown names are an error.
+    learning rate), the ``--config`` YAML file, command-line flags. Unknown names are an error. ``prog`` is the
+    script's name for the usage line (``corefbert <command>`` under the dispatcher, :func:`program`); ``usage``
+    replaces argparse's generated usage line (``%(prog)s`` is the program).
     """
     args = list(sys.argv[1:] if args is None else args)
     # The secrets first, so that no later message can show them: every --hub_token value on the command
@@ -296,7 +321,9 @@ def parse_args(
     values = load_yaml_config(known.config) if known.config is not None else {}
     secrets += [s for name in SECRET_ARGUMENTS for s in _secret_strings(values.get(name))]
 
-    parser = HfArgumentParser(list(dataclass_types), prog=prog)
+    from transformers import HfArgumentParser  # here: `corefbert --help` imports this module for invoked_as
+
+    parser = HfArgumentParser(list(dataclass_types), prog=program(prog), usage=usage)
     parser.add_argument("--config", default=None, help="YAML file of argument values; flags override it.")
     _one_line_errors(parser, secrets)
     if defaults:

@@ -145,6 +145,19 @@ def replace_folder(tmp: str | os.PathLike, final: str | os.PathLike) -> None:
     remove_folder(aside)
 
 
+def replace_files(partial: str | os.PathLike, final: str | os.PathLike, names: list[str]) -> None:
+    """Put the files and folders ``names`` of the finished folder ``partial`` in place in ``final``, one rename
+    each (a folder by :func:`replace_folder`); a link planted at a name in ``final`` is replaced, never written
+    through. For outputs that share ``final`` with files of the user's, where the whole folder cannot be swapped."""
+    partial, final = Path(partial), Path(final)
+    for name in names:
+        if (partial / name).is_dir():
+            replace_folder(partial / name, final / name)
+        else:
+            os.replace(partial / name, final / name)
+    fsync_dir(final)
+
+
 def replace_file(path: str | os.PathLike, text: str) -> None:
     """Put ``text`` in ``path`` whole or not at all: written beside (``path.tmp``), fsync'd, renamed over it.
 

@@ -34,6 +34,7 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field
 
+from corefbert.arguments import parse_args, peek_argument
 from corefbert.corpus.readers import document_sources
 from corefbert.errors import CorefBertError, cli_entry
 from corefbert.tasks.pronoun_pairs.output import inputs_outside_output, write_outputs
@@ -400,8 +401,6 @@ class PronounPairsArguments:
 @cli_entry
 def main(argv: list[str] | None = None) -> Counter:
     """``python -m corefbert.tasks.pronoun_pairs.builder --input FILES... --output_dir D --seed S``."""
-    from corefbert.arguments import parse_args, peek_argument
-
     argv = sys.argv[1:] if argv is None else list(argv)
     for old, new in RENAMED_FLAGS.items():  # one spelling per concept across the toolkit (issue 23)
         if peek_argument(argv, old) is not None:

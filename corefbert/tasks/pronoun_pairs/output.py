@@ -16,7 +16,14 @@ from dataclasses import asdict
 from pathlib import Path
 
 from corefbert.errors import CorefBertError
-from corefbert.text.durable import fsync_dir, remove_folder, replace_folder, writing
+from corefbert.text.durable import (
+    fsync_dir,
+    remove_folder,
+    replace_file,
+    replace_files,
+    write_json_durably,
+    writing,
+)
 
 SPLITS = ("train", "validation", "test")
 #: Every name the builder writes into ``--output_dir`` (``dataset`` is a folder).
@@ -69,19 +76,11 @@ def write_outputs(pairs: list, output_dir: str, split_of: dict[str, str] | None,
         remove_folder(partial)
         partial.mkdir()
         names = write_pairs(pairs, str(partial), split_of)
-        with open(partial / "counts.json", "w", encoding="utf-8") as handle:
-            json.dump(dict(sorted(counts.items())), handle, indent=2)
-            handle.flush()
-            os.fsync(handle.fileno())
+        write_json_durably(partial / "counts.json", dict(sorted(counts.items())))
         names.append("counts.json")
         fsync_dir(partial)
-    for name in names:
-        if name == "dataset":
-            replace_folder(partial / name, output / name)
-        else:
-            os.replace(partial / name, output / name)  # replaces a link planted there; never writes through it
+    replace_files(partial, output, names)
     remove_folder(partial)
-    fsync_dir(output)
     return [str(output / name) for name in names]
 
 
@@ -89,7 +88,7 @@ def write_pairs(pairs: list, output_dir: str, split_of: dict[str, str] | None = 
     """``pairs.jsonl``, ``pairs.tsv`` (label, source, target, type, doc_key) and ``dataset/`` (``datasets``
     ``save_to_disk``) in ``output_dir``; with ``split_of`` also ``<split>.jsonl`` and a DatasetDict. ``pairs``
     (:class:`~corefbert.tasks.pronoun_pairs.builder.PronounPair`, at least one) decide the dataset's column types.
-    Returns the names written, each file fsync'd."""
+    Returns the names written; each file is fsync'd."""
     import datasets
 
     rows = [asdict(p) | ({"split": split_of[p.doc_key]} if split_of else {}) for p in pairs]
@@ -111,9 +110,6 @@ def write_pairs(pairs: list, output_dir: str, split_of: dict[str, str] | None = 
     else:
         dataset = datasets.Dataset.from_list(rows, features=features)
     for name, content in lines.items():
-        with open(os.path.join(output_dir, name), "w", encoding="utf-8") as handle:
-            handle.writelines(content)
-            handle.flush()
-            os.fsync(handle.fileno())
+        replace_file(os.path.join(output_dir, name), "".join(content))
     dataset.save_to_disk(os.path.join(output_dir, "dataset"))
     return [*lines, "dataset"]
