@@ -12,17 +12,22 @@ Hugging Face token are replaced by ``<redacted>`` in every message this module r
 from __future__ import annotations
 
 import argparse
+import contextlib
+import contextvars
 import dataclasses
+import math
 import os
 import re
+import reprlib
 import sys
-from collections.abc import Sequence
+import types
+import typing
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import yaml
-from transformers import HfArgumentParser
 
-from corefbert.errors import CorefBertError
+from corefbert.errors import CorefBertError, one_line
 
 #: Arguments whose values are secrets: no message, file, tracker or model card may show them.
 SECRET_ARGUMENTS = ("hub_token",)
@@ -30,6 +35,27 @@ SECRET_ARGUMENTS = ("hub_token",)
 #: (``--push_to_hub hf_...``) or after a misspelt one (``--hub_tokn hf_...``), where no name says it is one.
 HUB_TOKEN = re.compile(r"hf_[A-Za-z0-9]{8,}")
 REDACTED = "<redacted>"
+
+
+#: The name ``corefbert <command>`` runs a command under, while it runs (:func:`invoked_as`); None for a script.
+_INVOKED_AS: contextvars.ContextVar[str | None] = contextvars.ContextVar("invoked_as", default=None)
+
+
+@contextlib.contextmanager
+def invoked_as(name: str) -> Iterator[None]:
+    """While the block runs, every usage line names the program ``name`` (``corefbert prepare``): the dispatcher
+    runs each command's ``main``, which named its script (``prepare_corpus.py``) or module."""
+    token = _INVOKED_AS.set(name)
+    try:
+        yield
+    finally:
+        _INVOKED_AS.reset(token)
+
+
+def program(default: str | None) -> str | None:
+    """The program name for a parser's usage line: ``corefbert <command>`` under the dispatcher, else ``default``
+    (a script's name; None lets argparse take ``sys.argv[0]``)."""
+    return _INVOKED_AS.get() or default
 
 
 def redact(text: str, secrets=()) -> str:
@@ -40,12 +66,18 @@ def redact(text: str, secrets=()) -> str:
 
 
 def _secret_strings(value) -> list[str]:
-    """Every string inside a YAML value (a token given as a list or a mapping is still a token)."""
-    if isinstance(value, dict):
-        return [s for item in value.items() for part in item for s in _secret_strings(part)]
-    if isinstance(value, list | tuple):
-        return [s for item in value for s in _secret_strings(item)]
-    return [str(value)] if value is not None and not isinstance(value, bool) else []
+    """Every string inside a YAML value (a token given as a list or a mapping is still a token). Each list or
+    mapping is entered once: YAML aliases can make a small file a structure of 10^9 paths."""
+    found, stack, entered = [], [value], set()
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict | list | tuple):
+            if id(item) not in entered:
+                entered.add(id(item))
+                stack.extend([part for pair in item.items() for part in pair] if isinstance(item, dict) else item)
+        elif item is not None and not isinstance(item, bool):
+            found.append(str(item))
+    return found
 
 
 def _one_line_errors(parser: argparse.ArgumentParser, secrets: list[str], path: str | None = None):
@@ -106,11 +138,133 @@ def load_yaml_config(path: str) -> dict[str, Any]:
         position = f"{mark.line + 1}:{mark.column + 1}" if mark is not None else None
         reason = getattr(err, "problem", None) or type(err).__name__
         raise CorefBertError(f"not valid YAML ({reason}); fix the file", path=path, position=position) from None
+    except RecursionError:  # PyYAML composes nested lists recursively: [[[[...]]]] thousands deep
+        raise CorefBertError("values nested too deeply; a config holds flat values and lists", path=path) from None
     if values is None:
         return {}
     if not isinstance(values, dict):
         raise CorefBertError("a config must be a mapping of argument names to values", path=path)
+    for key, value in values.items():
+        if _refers_to_itself(value):
+            raise CorefBertError(f"{key}: the value holds itself (an alias inside its own anchor, as in "
+                                 "'&a [*a]'); write the values out", path=path, position=_yaml_line(path, key))
     return values
+
+
+def _refers_to_itself(value) -> bool:
+    """Whether ``value`` holds itself somewhere inside (``&a [*a]`` loads as a list that is its own item; every
+    later walk over it would recurse forever). Each list or mapping is entered once, so a file of aliases of
+    aliases (10^9 paths, a few objects) is checked in linear time."""
+    finished, on_path = set(), set()
+    stack = [(value, False)]
+    while stack:
+        item, leaving = stack.pop()
+        if not isinstance(item, dict | list):
+            continue
+        if leaving:
+            on_path.discard(id(item))
+            finished.add(id(item))
+            continue
+        if id(item) in on_path:
+            return True
+        if id(item) in finished:
+            continue
+        on_path.add(id(item))
+        stack.append((item, True))
+        stack.extend((child, False) for child in (item.values() if isinstance(item, dict) else item))
+    return False
+
+
+_MISFIT = object()
+_KINDS = {bool: ("true or false", "true/false values"), int: ("an integer", "integers"),
+          float: ("a number", "numbers"), str: ("a string", "strings")}
+#: Values in messages: a YAML alias can make a small file a list of 10^9 items, so never the whole repr.
+_SHOWN = reprlib.Repr()  # keyword arguments only from Python 3.12
+_SHOWN.maxlevel, _SHOWN.maxlist, _SHOWN.maxdict, _SHOWN.maxstring, _SHOWN.maxother = 2, 4, 4, 60, 60
+
+
+def _options(annotation) -> tuple:
+    """The members of a union type (``str | None``), or the type alone."""
+    union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+    return typing.get_args(annotation) if union else (annotation,)
+
+
+def _expected(annotation) -> str:
+    """What a field typed ``annotation`` takes, in words: ``a string or a list of strings``."""
+    words = []
+    for option in _options(annotation):
+        if typing.get_origin(option) is list:
+            (item_type,) = typing.get_args(option) or (str,)
+            single, plural = _KINDS.get(item_type, (str(item_type), f"{item_type} values"))
+            words += [single, f"a list of {plural}"]
+        elif option is not type(None):
+            words.append(_KINDS.get(option, (str(option),))[0])
+    return " or ".join(words)
+
+
+def _as_type(name: str, value, option):
+    """``value`` as type ``option`` (not None) takes it, or ``_MISFIT``."""
+    if typing.get_origin(option) is list:
+        (item_type,) = typing.get_args(option) or (str,)
+        items = [_MISFIT if item is None else _as_type(name, item, item_type)
+                 for item in (value if isinstance(value, list) else [value])]  # one value: a list of one
+        return _MISFIT if any(item is _MISFIT for item in items) else items
+    if option is bool:
+        return value if isinstance(value, bool) else _MISFIT
+    if isinstance(value, bool) or option not in _KINDS:
+        return _MISFIT if option in _KINDS else value  # a type this does not know is the dataclass's to check
+    if option is int:
+        if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+            value = int(value)
+        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+            value = int(value)
+        return value if isinstance(value, int) else _MISFIT
+    if option is float:
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                return _MISFIT
+        if isinstance(value, int | float) and not math.isfinite(value):
+            raise CorefBertError(f"--{name} must be a finite number (got {value!r})")
+        return float(value) if isinstance(value, int | float) else _MISFIT
+    return value if isinstance(value, str) else str(value) if isinstance(value, int) else _MISFIT
+
+
+def conform_value(name: str, value, annotation):
+    """``value`` as the dataclass field ``name`` of type ``annotation`` must hold it, or one line saying what it
+    must be. The one home of these rules: every ``--config`` value passes here before any code uses it (YAML
+    bypasses argparse's conversion), and :meth:`TrainingArguments.validate` checks fields set in code with it.
+
+    YAML's own spellings are read as meant: ``1e-5`` (a string to YAML 1.1) as a float, ``4.0`` as an integer,
+    ``500`` for a string flag, ``mixed_precision: no`` (false to YAML) as "no"; one value for a list flag is a
+    list of one. Nested lists, mappings and nulls where a value belongs are refused; a type not listed here
+    (``bool``, ``int``, ``float``, ``str``, their lists and ``| None``) passes unchanged.
+    """
+    if name in SECRET_ARGUMENTS and value is not None and not isinstance(value, str):
+        raise CorefBertError(f"--{name} must be a string (got a {type(value).__name__}; its value is not shown)")
+    options = _options(annotation)
+    if value is None:
+        if type(None) in options:
+            return None
+        raise CorefBertError(f"--{name} needs a value (got null)")
+    if value is False and name == "mixed_precision":
+        return "no"  # YAML 1.1 reads a bare no as false
+    for option in options:
+        converted = _MISFIT if option is type(None) else _as_type(name, value, option)
+        if converted is not _MISFIT:
+            return converted
+    yes_no = " (YAML reads a bare yes, no, on or off as true/false: quote it)" if isinstance(value, bool) else ""
+    raise CorefBertError(f"--{name} must be {_expected(annotation)} (got {one_line(_SHOWN.repr(value))}){yes_no}")
+
+
+def _field_types(dataclass_types: Sequence[type]) -> dict[str, Any]:
+    """The type of every field the parser sets, by name (string annotations resolved)."""
+    types_by_name = {}
+    for dtype in dataclass_types:
+        hints = typing.get_type_hints(dtype)
+        types_by_name.update({f.name: hints[f.name] for f in dataclasses.fields(dtype) if f.init})
+    return types_by_name
 
 
 def peek_argument(args: Sequence[str], name: str) -> Any:
@@ -122,8 +276,17 @@ def peek_argument(args: Sequence[str], name: str) -> Any:
     known, _ = pre.parse_known_args(list(args))
     value = getattr(known, name)
     if value is None and known.config is not None:
-        value = load_yaml_config(known.config).get(name)
+        value = _conform_yaml_value(name, load_yaml_config(known.config).get(name), str | None, known.config)
     return value
+
+
+def _conform_yaml_value(key: str, value, annotation, path: str, secrets=()):
+    """:func:`conform_value` for a config's ``key``, its one line naming the file and the key's line."""
+    try:
+        return conform_value(key, value, annotation)
+    except CorefBertError as err:
+        raise CorefBertError(f"{redact(str(err), secrets)}; fix the value in the config", path=path,
+                             position=_yaml_line(path, key)) from None
 
 
 def parse_args(
@@ -131,11 +294,14 @@ def parse_args(
     args: Sequence[str] | None = None,
     prog: str | None = None,
     defaults: dict[str, Any] | None = None,
+    usage: str | None = None,
 ):
     """Parse ``args`` (default ``sys.argv[1:]``) into one instance per dataclass type.
 
     Precedence, lowest first: dataclass defaults, ``defaults`` (a CLI's own, e.g. a benchmark's paper
-    learning rate), the ``--config`` YAML file, command-line flags. Unknown names are an error.
+    learning rate), the ``--config`` YAML file, command-line flags. Unknown names are an error. ``prog`` is the
+    script's name for the usage line (``corefbert <command>`` under the dispatcher, :func:`program`); ``usage``
+    replaces argparse's generated usage line (``%(prog)s`` is the program).
     """
     args = list(sys.argv[1:] if args is None else args)
     # The secrets first, so that no later message can show them: every --hub_token value on the command
@@ -155,7 +321,9 @@ def parse_args(
     values = load_yaml_config(known.config) if known.config is not None else {}
     secrets += [s for name in SECRET_ARGUMENTS for s in _secret_strings(values.get(name))]
 
-    parser = HfArgumentParser(list(dataclass_types), prog=prog)
+    from transformers import HfArgumentParser  # here: `corefbert --help` imports this module for invoked_as
+
+    parser = HfArgumentParser(list(dataclass_types), prog=program(prog), usage=usage)
     parser.add_argument("--config", default=None, help="YAML file of argument values; flags override it.")
     _one_line_errors(parser, secrets)
     if defaults:
@@ -174,7 +342,9 @@ def parse_args(
                 raise CorefBertError(f"{name} must be a string (got a {type(values[name]).__name__}; its value is "
                                      "not shown); write it as one quoted string, or leave it out and use $HF_TOKEN",
                                      path=known.config, position=_yaml_line(known.config, name))
-        values = _convert_yaml_values(values, dests, known.config)
+        fields = _field_types(dataclass_types)
+        values = {key: _conform_yaml_value(key, value, fields[key], known.config, secrets) if key in fields else value
+                  for key, value in _convert_yaml_values(values, dests, known.config).items()}
         for key in values:
             dests[key].required = False
         parser.set_defaults(**values)

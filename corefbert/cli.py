@@ -2,15 +2,16 @@
 that its script or ``python -m`` module runs.
 
     corefbert --help                          the commands
-    corefbert prepare --train_file wiki/ --output_dir corpus/
+    corefbert prepare --train_file 'wiki/*' --model_name_or_path CKPT --output_dir corpus/
     corefbert pretrain [--config "$(corefbert config-path corefbert_base)" ...]
     corefbert finetune glue --model_name_or_path CKPT --task_name rte --data_dir glue/RTE --do_train ...
-    corefbert convert --model_dir released/ --output_dir converted/
+    corefbert convert released/ converted/    (or --official_dir released/ --output_dir converted/)
     accelerate launch -m corefbert.cli pretrain ...          several processes
 
 Every command is a function of the package (the scripts in ``pretrain/`` and ``finetune/`` import the same
 ones), so an installed package needs no checkout. Arguments after the command go to that ``main``
-unchanged (``--help`` included).
+unchanged (``--help`` included); while it runs, its usage line names it ``corefbert <command>``
+(:func:`corefbert.arguments.invoked_as`), where the script names itself.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from corefbert.arguments import invoked_as
 from corefbert.errors import CorefBertError, cli_entry
 
 
@@ -147,11 +149,13 @@ def resolve_command(argv: list[str]) -> tuple[Command | None, list[str], str | N
 def main(argv: list[str] | None = None) -> None:
     """``corefbert <command> ...``. Returns nothing: the console script exits with the return value, and a
     command's report object would make every successful run exit with status 1."""
-    command, rest, text = resolve_command(list(sys.argv[1:] if argv is None else argv))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command, rest, text = resolve_command(argv)
     if text is not None:
         print(text)
         return
-    command.load()(rest)
+    with invoked_as(" ".join(["corefbert", *argv[:len(argv) - len(rest)]])):  # corefbert finetune glue
+        command.load()(rest)
 
 
 if __name__ == "__main__":

@@ -135,18 +135,6 @@ def cap_memory():
 '''
 
 
-def can_mount_tmpfs(where: Path) -> bool:
-    """Whether a tmpfs can be mounted at ``where`` in a private mount namespace (root and ``unshare``): the
-    tests' real full disk."""
-    where.mkdir(parents=True, exist_ok=True)
-    try:
-        done = subprocess.run(["unshare", "-m", "sh", "-c", f"mount -t tmpfs -o size=64k tmpfs '{where}'"],
-                              capture_output=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
-
-
 def run_under_memory_cap(code: str, headroom_mb: int, timeout: float = 300):
     """Run ``code`` in a fresh Python; where it calls ``cap_memory()`` the address space is capped at what it
     maps then plus ``headroom_mb`` MiB, so imports and model loading (about 1.2 GB of address space with
@@ -157,7 +145,6 @@ def run_under_memory_cap(code: str, headroom_mb: int, timeout: float = 300):
     the live memory does not. A fixed threshold (128 KiB, glibc's default before it adapts) maps every
     larger tensor on its own, so the cap measures live memory; a real encoder's tensors are mapped anyway.
     """
-    import subprocess
 
     root = str(ROOT)
     # The tests folder too: the code may import these builders (``load_cli``).
@@ -166,6 +153,35 @@ def run_under_memory_cap(code: str, headroom_mb: int, timeout: float = 300):
     script = _MEMORY_CAP_PRELUDE.format(headroom_mb=int(headroom_mb)) + code
     return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout, env=env,
                           cwd=root)
+
+
+# --- a real full disk: a small tmpfs in a private mount namespace ---
+
+
+def can_mount_tmpfs(where: Path) -> bool:
+    """Whether a tmpfs can be mounted at ``where`` here (root and ``unshare``: CI and the dev machines have
+    both); the full-disk tests skip where it cannot."""
+
+    where.mkdir(parents=True, exist_ok=True)
+    try:
+        done = subprocess.run(["unshare", "-m", "sh", "-c", f"mount -t tmpfs -o size=64k tmpfs '{where}'"],
+                              capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def run_on_a_small_disk(mount: Path, shell: str, *args: str, size_kib: int = 4096, timeout: float = 600):
+    """Run the ``sh`` commands ``shell`` with a real tmpfs of ``size_kib`` KiB mounted at ``mount`` (``$1``; ``args``
+    follow as ``$2``...), in a private mount namespace that ends with them: copy out what the test reads.
+    ``fill_but K`` fills the tmpfs but for K KiB (a file ``filler``). ``cwd`` is the checkout, so
+    ``"$2" -m corefbert...`` with ``sys.executable`` as ``$2`` runs this tree. Returns the ``CompletedProcess``."""
+
+    prelude = (f'mount -t tmpfs -o size={size_kib}k tmpfs "$1" || exit 99; disk="$1"; fill_but() {{ head -c '
+               f'{size_kib * 1024} /dev/zero > "$disk/filler" 2>/dev/null; truncate -s -"$1"K "$disk/filler"; }}; ')
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    return subprocess.run(["unshare", "-m", "sh", "-c", prelude + shell, "sh", str(mount), *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
 
 
 # --- model cards: what a test reads in one (corefbert/training/cards.py) ---

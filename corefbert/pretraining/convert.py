@@ -38,6 +38,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from corefbert.arguments import parse_args
 from corefbert.errors import CorefBertError, cli_entry
 from corefbert.pretraining.convert_checks import (
     check_config_against_weights,
@@ -391,6 +392,14 @@ def summary(report: ConversionReport, output_dir) -> str:
     return "\n".join(lines)
 
 
+#: Both forms: the two folders first (the README's), or named; argparse's own line showed only the flags.
+USAGE = ("%(prog)s [-h] OFFICIAL_DIR OUTPUT_DIR [options]\n"
+         "       %(prog)s [-h] --official_dir OFFICIAL_DIR --output_dir OUTPUT_DIR [options]\n\n"
+         "  OFFICIAL_DIR   the released folder (or a Hub id), as --official_dir below\n"
+         "  OUTPUT_DIR     where the corefbert checkpoint goes, as --output_dir below\n"
+         "  options        --model_type, --do_lower_case, --overwrite_output_dir, --allow_non_finite, --config")
+
+
 def _argv_with_positionals(argv: list[str]) -> list[str]:
     """``OFFICIAL_DIR OUTPUT_DIR`` given first, as the usage line shows, become the two named flags."""
     names = ["--official_dir", "--output_dir"]
@@ -404,10 +413,9 @@ def _argv_with_positionals(argv: list[str]) -> list[str]:
 @cli_entry
 def main(argv: list[str] | None = None) -> ConversionReport:
     """``python -m corefbert.pretraining.convert OFFICIAL_DIR OUTPUT_DIR``: bad input is one line and exit status 2."""
-    from corefbert.arguments import parse_args
-
     argv = list(sys.argv[1:] if argv is None else argv)
-    (args,) = parse_args([ConvertArguments], _argv_with_positionals(argv), prog="python -m corefbert.pretraining.convert")
+    (args,) = parse_args([ConvertArguments], _argv_with_positionals(argv), prog="python -m corefbert.pretraining.convert",
+                         usage=USAGE)
     print(f"reading {args.official_dir} (pickled weights are read with torch.load(weights_only=True))", flush=True)
     report = convert_checkpoint(args.official_dir, args.output_dir, args.model_type, args.do_lower_case,
                                 args.overwrite_output_dir, args.allow_non_finite)

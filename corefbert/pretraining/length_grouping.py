@@ -17,6 +17,8 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler
 
+from corefbert.arguments import program
+
 MEGABATCH_BATCHES = 50
 
 
@@ -84,7 +86,7 @@ def main(argv: list[str] | None = None) -> None:
 
     import datasets
 
-    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser = argparse.ArgumentParser(prog=program(None), description=main.__doc__)
     parser.add_argument("dataset_dir")
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--seed", type=int, default=0)

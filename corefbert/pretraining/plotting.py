@@ -10,6 +10,7 @@ import json
 import os
 from pathlib import Path
 
+from corefbert.arguments import program
 from corefbert.errors import CorefBertError, cli_entry
 from corefbert.text.durable import output_path
 
@@ -69,7 +70,8 @@ def plot_curves(log_path: str | os.PathLike, out_path: str | os.PathLike, title:
 
 @cli_entry
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Plot MRP/MLM accuracy curves from a pretraining log.jsonl")
+    parser = argparse.ArgumentParser(prog=program(None),
+                                     description="Plot MRP/MLM accuracy curves from a pretraining log.jsonl")
     parser.add_argument("log", help="output_dir/log.jsonl of a pretraining run")
     parser.add_argument("-o", "--output", default=None, help="image file (default: curves.png beside the log)")
     parser.add_argument("--title", default=None)

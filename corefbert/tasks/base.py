@@ -12,13 +12,15 @@ epoch) keeping the best model in ``output_dir/best``, ``last/``, ``--do_eval``/`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import random
 import sys
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
@@ -29,7 +31,7 @@ from torch.utils.data import DataLoader, Dataset
 from corefbert.arguments import parse_args
 from corefbert.errors import CorefBertError, cli_entry
 from corefbert.tasks.heads import load_weights
-from corefbert.text.durable import check_writable
+from corefbert.text.durable import check_writable, write_failure
 from corefbert.training import lock as run_lock
 from corefbert.training.arguments import TrainingArguments
 from corefbert.training.checkpointing import resolve_checkpoint
@@ -292,6 +294,22 @@ def run_finetuning(task: FinetuningTask, args: FinetuningArguments) -> dict[str,
         run_lock.release(args.output_dir)
 
 
+@contextlib.contextmanager
+def results_written(output_dir: str) -> Iterator[None]:
+    """A failed write of a run's result files (predictions, ``all_results.json``) into ``output_dir`` (disk full,
+    read-only, no permission) as one line; a full disk at the end of an evaluation gave a traceback. Any other
+    exception passes unchanged."""
+    try:
+        yield
+    except Exception as err:
+        reason = write_failure(err, Path(output_dir))
+        if reason is None:
+            raise
+        raise CorefBertError(f"could not write the run's results ({reason}); checkpoints and model folders written "
+                             "before are intact. Free space or choose another --output_dir, then rerun the evaluation",
+                             path=output_dir) from None
+
+
 def _run(task: FinetuningTask, args: FinetuningArguments, accelerator) -> dict[str, float]:
     logger = JsonlLogger(os.path.join(args.output_dir, LOG_FILE), enabled=accelerator.is_main_process)
     train_set, eval_set, predict_set = _datasets(task, args, accelerator)
@@ -323,22 +341,25 @@ def _run(task: FinetuningTask, args: FinetuningArguments, accelerator) -> dict[s
         else:
             metrics, predictions = evaluator.run(model, accelerator.prepare(eval_loader), "eval")
         results.update(metrics, eval_samples=task.num_examples(eval_set))
-        logger.log({"split": "eval", **metrics})
-        if accelerator.is_main_process:
-            task.write_predictions(predictions, args.output_dir, "eval")
+        with results_written(args.output_dir):
+            logger.log({"split": "eval", **metrics})
+            if accelerator.is_main_process:
+                task.write_predictions(predictions, args.output_dir, "eval")
     if args.do_predict:
         predict_loader = accelerator.prepare(loader(predict_set, args.per_device_eval_batch_size, False))
         metrics, predictions = evaluator.run(model, predict_loader, "predict")
         results.update(metrics, predict_samples=task.num_examples(predict_set))
         if accelerator.is_main_process:
-            paths = task.write_predictions(predictions, args.output_dir, "predict")
+            with results_written(args.output_dir):
+                paths = task.write_predictions(predictions, args.output_dir, "predict")
             accelerator.print("predictions: " + ", ".join(paths))
     if evaluator.best_step is not None:
         results[f"best_eval_{task.main_metric}"] = evaluator.best_metric
         results["best_step"] = evaluator.best_step
     if accelerator.is_main_process:
-        write_json(os.path.join(args.output_dir, "all_results.json"), results)
-        write_json(os.path.join(args.output_dir, "finetuning_args.json"), public_settings(args))
+        with results_written(args.output_dir):
+            write_json(os.path.join(args.output_dir, "all_results.json"), results)
+            write_json(os.path.join(args.output_dir, "finetuning_args.json"), public_settings(args))
     push_finetuned(task, args, results, accelerator)  # --push_to_hub: stage output_dir/hub and upload it
     accelerator.wait_for_everyone()
     accelerator.end_training()

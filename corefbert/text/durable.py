@@ -272,6 +272,19 @@ def put_in_place(partial: str | os.PathLike, path: str | os.PathLike, what: str 
         raise _output_error(Path(path), what, err) from None
 
 
+def replace_files(partial: str | os.PathLike, final: str | os.PathLike, names: list[str]) -> None:
+    """Put the files and folders ``names`` of the finished folder ``partial`` in place in ``final``, one rename
+    each (a folder by :func:`replace_folder`); a link planted at a name in ``final`` is replaced, never written
+    through. For outputs that share ``final`` with files of the user's, where the whole folder cannot be swapped."""
+    partial, final = Path(partial), Path(final)
+    for name in names:
+        if (partial / name).is_dir():
+            replace_folder(partial / name, final / name)
+        else:
+            put_in_place(partial / name, final / name)
+    fsync_dir(final)
+
+
 def refuse_writing_inputs(outputs: Iterable[str | os.PathLike], inputs: Iterable[str | os.PathLike],
                           flag: str = "--output_dir") -> None:
     """One line when a file a command is about to write is one of the files it reads (the same path after

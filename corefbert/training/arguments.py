@@ -9,13 +9,12 @@ paper's setting differs. :meth:`TrainingArguments.validate` is the one place a b
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import types
 import typing
 from dataclasses import dataclass, field
 
-from corefbert.arguments import SECRET_ARGUMENTS
+from corefbert.arguments import conform_value
 from corefbert.errors import CorefBertError
 from corefbert.training.lock import is_empty_output
 
@@ -166,56 +165,14 @@ _SCALARS = {int, float, str, bool, type(None)}
 
 
 def _check_types(args) -> None:
-    """Every scalar field holds its declared type. A ``--config`` YAML value bypasses argparse's conversion
-    (``max_steps: null``, ``[1, 2]``, ``3.7``); YAML's own spellings are accepted: ``1e-5`` (a string to
-    YAML 1.1) as a float, ``500`` for a string flag, ``mixed_precision: no`` (read as false) as "no"."""
+    """Every scalar field holds its declared type (:func:`corefbert.arguments.conform_value`'s rules, which
+    every ``--config`` value passed already): for arguments built in code."""
     hints = typing.get_type_hints(type(args))
     for f in dataclasses.fields(args):
         declared = hints.get(f.name)
         kinds = set(typing.get_args(declared)) if isinstance(declared, types.UnionType) else {declared}
-        if not kinds <= _SCALARS:
-            continue  # lists and other shapes: the subclass checks them
-        value = getattr(args, f.name)
-        setattr(args, f.name, _coerce(f.name, value, kinds))
-
-
-def _coerce(name: str, value, kinds: set):
-    if name in SECRET_ARGUMENTS and value is not None and not isinstance(value, str):
-        raise CorefBertError(f"--{name} must be a string (got a {type(value).__name__}; its value is not shown)")
-    if value is None:
-        if type(None) in kinds:
-            return None
-        raise CorefBertError(f"--{name} needs a value (got null)")
-    if bool in kinds:
-        if isinstance(value, bool):
-            return value
-        raise CorefBertError(f"--{name} must be true or false (got {value!r})")
-    if int in kinds and float not in kinds:
-        if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
-            value = int(value)
-        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-            value = int(value)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        raise CorefBertError(f"--{name} must be an integer (got {value!r})")
-    if float in kinds:
-        if isinstance(value, str):
-            try:
-                value = float(value)
-            except ValueError:
-                pass
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            if not math.isfinite(value):
-                raise CorefBertError(f"--{name} must be a finite number (got {value!r})")
-            return float(value)
-        raise CorefBertError(f"--{name} must be a number (got {value!r})")
-    if isinstance(value, str):
-        return value
-    if value is False and name == "mixed_precision":
-        return "no"  # YAML 1.1 reads a bare no as false
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)  # checkpointing_steps: 500
-    raise CorefBertError(f"--{name} must be a string (got {value!r})")
+        if kinds <= _SCALARS:  # lists and other shapes: the subclass checks them
+            setattr(args, f.name, conform_value(f.name, getattr(args, f.name), declared))
 
 
 def _check_choice(name: str, value: str, allowed) -> None:

@@ -966,3 +966,23 @@ CASES += [
                        "--output_dir", str(w / "out")]),
     Case(RESOLVE_CLI, "--input_file a device", lambda w, m: ["--model", str(w), "--input_file", "/dev/zero"]),
 ]
+# issue 33 (10): config values of the wrong shape, checked against their fields by the one config reader
+SELF_ALIAS, NESTED_LISTS = "train_file: &a [*a]\n", "train_file: [[a.txt, b.txt], [c.txt]]\n"
+
+
+def _config(text, *extra):
+    return lambda w, m: ["--config", _file(w, "run.yaml", text), "--model_name_or_path", str(m), "--output_dir",
+                         str(w / "out"), *extra]
+
+
+CASES += [
+    Case(MRP_CLI, "YAML train_file holds itself (&a [*a])", _config(SELF_ALIAS)),
+    Case(MRP_CLI, "YAML train_file a list of lists", _config(NESTED_LISTS)),
+    Case(PREP_CLI, "YAML train_file a list of lists", _config(NESTED_LISTS)),
+    Case(GLUE_CLI, "YAML train_file holds itself (&a [*a])", _config(SELF_ALIAS, "--task_name", "rte", "--do_train")),
+    Case(PAIR_CLS_CLI, "YAML model a list", lambda w, m: ["--config", _file(w, "run.yaml", "model: [da]\n"),
+                                                         *pair_classifier(lambda _: str(PAIR_PAIRS))(w, m)]),
+]
+# issue 33 (12): the pronoun-pair builder checks its --output_dir before reading any file
+CASES.append(Case(PAIRS_CLI, "output dir not writable", lambda w, m: ["--input", str(PAIRS_CONLL), "--output_dir",
+                                                                      _unwritable(w)]))

@@ -84,24 +84,62 @@ def test_every_script_is_a_shim_over_its_commands_main():
         assert load_cli(script).main is command.load(), script
 
 
-@pytest.mark.parametrize("task", list(cli.FINETUNE_TASKS))
-def test_every_task_gives_its_scripts_help(task, capsys):
-    """The family's main keeps the script's name in its messages (the bad-input table pins them)."""
-    code, out, _ = _run(["finetune", task, "--help"], capsys)
-    assert code == 0
-    assert out.startswith(f"usage: run_{task.replace('-', '_')}.py "), out[:200]
-    assert "--output_dir" in out
+# issue 33 (16): `corefbert prepare --help` said prepare_corpus.py, `corefbert slot-fill --help` cli.py (or corefbert)
+EVERY_COMMAND = [[name] for name in cli.COMMANDS if name != "finetune"] + [["finetune", task] for task in cli.FINETUNE_TASKS]
+
+
+@pytest.mark.parametrize("argv", EVERY_COMMAND, ids=" ".join)
+def test_every_commands_help_names_it_as_typed(argv, capsys):
+    """Every command of the CLI table (every fine-tuning task too): ``usage: corefbert <command> ...``."""
+    code, out, err = _run([*argv, "--help"], capsys)
+    assert code == 0, err[-2000:]
+    assert out.startswith(f"usage: corefbert {' '.join(argv)} "), out[:300]
+
+
+@pytest.mark.parametrize(("script", "prog"), [("pretrain/prepare_corpus.py", "prepare_corpus.py"),
+                                              ("finetune/run_glue.py", "run_glue.py")])
+def test_a_script_run_as_itself_keeps_its_name(script, prog, capsys):
+    from helpers import load_cli
+
+    with pytest.raises(SystemExit):
+        load_cli(script).main(["--help"])
+    assert capsys.readouterr().out.startswith(f"usage: {prog} ")
 
 
 @pytest.mark.parametrize(
-    ("command", "prog", "flag"),
-    [("prepare", "prepare_corpus.py", "--num_shards"), ("pretrain", "run_mrp.py", "--mrp_ratio"),
-     ("ablation", "run_ablation.py", "--preset")],
+    ("command", "flag"), [("prepare", "--num_shards"), ("pretrain", "--mrp_ratio"), ("ablation", "--preset")],
 )
-def test_the_pretraining_commands_give_their_scripts_help(command, prog, flag, capsys):
+def test_the_pretraining_commands_give_their_scripts_help(command, flag, capsys):
     code, out, _ = _run([command, "--help"], capsys)
     assert code == 0
-    assert out.startswith(f"usage: {prog} ") and flag in out, out[:300]
+    assert flag in out, out[:300]
+
+
+def test_convert_help_shows_the_positional_form_the_readme_uses(capsys):
+    code, out, _ = _run(["convert", "--help"], capsys)
+    assert code == 0
+    assert out.startswith("usage: corefbert convert [-h] OFFICIAL_DIR OUTPUT_DIR [options]\n"
+                          "       corefbert convert [-h] --official_dir OFFICIAL_DIR --output_dir OUTPUT_DIR"), out[:400]
+    assert "--allow_non_finite" in out
+
+
+def _docstring_examples() -> list[list[str]]:
+    """The ``corefbert ...`` lines of cli.py's docstring that are whole commands (no ``...``), without comments."""
+    import shlex
+
+    lines = [line.strip() for line in cli.__doc__.splitlines()]
+    return [shlex.split(line.split("  ")[0])[1:] for line in lines
+            if line.startswith("corefbert ") and "..." not in line and "--help" not in line]
+
+
+@pytest.mark.parametrize("argv", _docstring_examples(), ids=" ".join)
+def test_the_docstrings_commands_parse(argv, capsys, tmp_path, monkeypatch):
+    """``corefbert convert --model_dir released/ --output_dir converted/`` (the docstring's) was an argument error
+    (exit 2, "required: --official_dir"); each example must get past its parser, to the missing folders."""
+    monkeypatch.chdir(tmp_path)
+    code, _, err = _run(argv, capsys)
+    assert code == 2 and "run with --help" not in err, err[-2000:]
+    assert err.strip().splitlines()[-1].startswith("error: "), err[-2000:]
 
 
 def test_finetune_glue_help_is_the_scripts_help(capsys):

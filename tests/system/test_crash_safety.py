@@ -22,8 +22,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import FIXTURES, ROOT, load_cli, synthetic_corpus
-from helpers import can_mount_tmpfs as _can_mount_tmpfs
+from helpers import FIXTURES, ROOT, can_mount_tmpfs, load_cli, synthetic_corpus
 from test_pretraining import _save_tiny_bert
 
 from corefbert.errors import CorefBertError
@@ -363,7 +362,7 @@ def test_a_real_full_disk_during_a_checkpoint(tmp_path, model_dir, corpus_dir):
     hits ENOSPC inside safetensors / torch.save (which do not raise OSError), and the run still ends in
     one line with the first checkpoint whole; resumed elsewhere, it finishes with the uninterrupted losses."""
     mount = tmp_path / "small_disk"
-    if not _can_mount_tmpfs(mount):
+    if not can_mount_tmpfs(mount):
         pytest.skip("mounting a tmpfs needs root and unshare (CI and the dev machines have both)")
     args = _mrp_args(model_dir, corpus_dir, 3, "--save_total_limit", "1")
     reference = tmp_path / "reference"

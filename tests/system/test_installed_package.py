@@ -81,10 +81,10 @@ def test_the_package_comes_from_the_wheel(installed):
     ("argv", "expected"),
     [
         (["--help"], ["usage: corefbert <command>", "\n  prepare ", "\n  finetune ", "\n  config-path "]),
-        (["finetune", "glue", "--help"], ["usage: run_glue.py", "--task_name", "--model_name_or_path"]),
-        (["pretrain", "--help"], ["usage: run_mrp.py", "--mrp_ratio", "--dataset_dir"]),
-        (["prepare", "--help"], ["usage: prepare_corpus.py", "--train_file", "--num_shards"]),
-        (["ablation", "--help"], ["usage: run_ablation.py", "--preset"]),
+        (["finetune", "glue", "--help"], ["usage: corefbert finetune glue ", "--task_name", "--model_name_or_path"]),
+        (["pretrain", "--help"], ["usage: corefbert pretrain ", "--mrp_ratio", "--dataset_dir"]),
+        (["prepare", "--help"], ["usage: corefbert prepare ", "--train_file", "--num_shards"]),
+        (["ablation", "--help"], ["usage: corefbert ablation ", "--preset"]),
     ],
     ids=["help", "finetune-glue", "pretrain", "prepare", "ablation"],
 )

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 import test_crash_safety
 import torch
-from helpers import ROOT, load_cli
+from helpers import ROOT, can_mount_tmpfs, load_cli
 from test_corpus_reliability import run_cli
-from test_crash_safety import _can_mount_tmpfs, _env, _start, _wait_until
+from test_crash_safety import _env, _start, _wait_until
 
 from corefbert.training.checkpointing import checkpoints_root, list_checkpoints
 
@@ -231,7 +231,7 @@ def test_a_full_disk_while_appending_to_the_log_is_one_line(tmp_path, model_dir,
     """Issue 13.11: a real tmpfs, filled but for a few log lines, with no checkpointing (so the log is the only
     thing that grows): exit 2 and one line, no traceback, and the lines written before are whole."""
     mount = tmp_path / "small_disk"
-    if not _can_mount_tmpfs(mount):
+    if not can_mount_tmpfs(mount):
         pytest.skip("mounting a tmpfs needs root and unshare (CI and the dev machines have both)")
     args = _args(model_dir, corpus_dir, "RUN", steps=200)
     at = args.index("--checkpointing_steps")

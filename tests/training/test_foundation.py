@@ -2,7 +2,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from corefbert.arguments import parse_args
+from corefbert.arguments import parse_args, peek_argument
 from corefbert.errors import CorefBertError
 
 
@@ -67,3 +67,91 @@ def test_public_api_resolves():
         assert getattr(corefbert, name) is not None
     with pytest.raises(AttributeError):
         corefbert.not_a_name  # noqa: B018
+
+
+# issue 33 (10): a config's values are checked against their fields before any code uses them
+
+
+@pytest.mark.parametrize(("text", "line"), [("model_name_or_path: m\ntrain_file: &a [*a]\n", 2),
+                                           ("model_name_or_path: m\ntrain_file: &a {x: [*a]}\n", 2),
+                                           ("&a {train_file: *a, model_name_or_path: m}\n", 1)])
+def test_a_config_value_that_holds_itself_is_one_line_naming_the_file_and_key(tmp_path, text, line):
+    """``&a [*a]`` loads as a list that is its own item: every walk over it recursed until a 3,001-line
+    RecursionError."""
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(text)
+    with pytest.raises(CorefBertError) as error:
+        parse_args([_Args], ["--config", str(cfg)])
+    assert str(error.value) == (f"{cfg}:{line}: train_file: the value holds itself (an alias inside its own "
+                                "anchor, as in '&a [*a]'); write the values out")
+
+
+def test_nested_lists_and_mappings_are_refused_where_a_list_of_strings_belongs(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("model_name_or_path: m\ntrain_file: [[a.txt, b.txt], [c.txt]]\n")
+    with pytest.raises(CorefBertError) as error:
+        parse_args([_Args], ["--config", str(cfg)])
+    assert str(error.value) == (f"{cfg}:2: --train_file must be a string or a list of strings (got [['a.txt', "
+                                "'b.txt'], ['c.txt']]); fix the value in the config")
+    cfg.write_text("model_name_or_path: {a: 1}\n")
+    with pytest.raises(CorefBertError, match=r"c\.yaml:1: --model_name_or_path must be a string \(got \{'a': 1\}\)"):
+        parse_args([_Args], ["--config", str(cfg)])
+    cfg.write_text("model_name_or_path: m\nlearning_rate: [0.1]\n")
+    with pytest.raises(CorefBertError, match=r"c\.yaml:2: --learning_rate must be a number \(got \[0\.1\]\)"):
+        parse_args([_Args], ["--config", str(cfg)])
+    cfg.write_text("model_name_or_path: m\ndo_train: [true]\n")
+    with pytest.raises(CorefBertError, match=r"c\.yaml:2: --do_train must be true or false \(got \[True\]\)"):
+        parse_args([_Args], ["--config", str(cfg)])
+
+
+def test_a_config_of_aliases_of_aliases_is_checked_in_linear_time(tmp_path):
+    """Nine levels of nine aliases: 9^9 (387 million) strings if walked path by path, a few objects in memory."""
+    lines = ["model_name_or_path: m", "l0: &l0 [a, a, a, a, a, a, a, a, a]"]
+    lines += [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]" for i in range(1, 9)]
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("\n".join(lines).replace("l8:", "train_file:") + "\nhub_token: *l7\n")
+    with pytest.raises(CorefBertError) as error:
+        parse_args([_Args], ["--config", str(cfg)])  # the unknown keys l0..l7 are named, and nothing hangs
+    assert "unknown argument(s) hub_token, l0, l1, l2, l3, l4, l5, l6, l7;" in str(error.value)
+    cfg.write_text("\n".join(lines[:2]).replace("l0:", "train_file:") + "\n")
+    (args,) = parse_args([_Args], ["--config", str(cfg)])
+    assert args.train_file == ["a"] * 9
+
+
+def test_deeply_nested_yaml_is_one_line(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("train_file: " + "[" * 1000 + "]" * 1000 + "\n")
+    with pytest.raises(CorefBertError, match=r"c\.yaml: values nested too deeply"):
+        parse_args([_Args], ["--config", str(cfg)])
+
+
+def test_yaml_spellings_a_flag_would_take_are_read_as_meant(tmp_path):
+    """One value for a list flag is a list of one (it reached ``glob`` as a string before), ``4.0`` an integer
+    field's 4, ``500`` a string field's "500"; a bare ``no`` (false to YAML) for a string says to quote it."""
+
+    @dataclass
+    class Typed:
+        train_file: list[str] = field(default_factory=list)
+        max_steps: int = -1
+        checkpointing_steps: str | None = None
+        report_to: str = "tensorboard"
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("train_file: a.txt\nmax_steps: 4.0\ncheckpointing_steps: 500\n")
+    (args,) = parse_args([Typed], ["--config", str(cfg)])
+    assert (args.train_file, args.max_steps, args.checkpointing_steps) == (["a.txt"], 4, "500")
+    cfg.write_text("report_to: no\n")
+    with pytest.raises(CorefBertError, match=r"c\.yaml:1: --report_to must be a string \(got False\) \(YAML reads a "
+                                             r"bare yes, no, on or off as true/false: quote it\)"):
+        parse_args([Typed], ["--config", str(cfg)])
+
+
+def test_a_setting_read_ahead_of_the_parse_is_checked_too(tmp_path):
+    """``peek_argument`` (the recipe a ``--model`` or ``--encoder`` picks) saw ``model: [da]`` as a list, and a
+    dictionary lookup raised ``TypeError: unhashable type``."""
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("model: [da]\n")
+    with pytest.raises(CorefBertError, match=r"c\.yaml:1: --model must be a string \(got \['da'\]\); fix the value"):
+        peek_argument(["--config", str(cfg)], "model")
+    cfg.write_text("model: 7\n")
+    assert peek_argument(["--config", str(cfg)], "model") == "7"

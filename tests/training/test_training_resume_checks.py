@@ -209,7 +209,7 @@ def test_yaml_max_steps_null_through_the_cli_is_one_line(tmp_path, model_dir, co
     config.write_text("max_steps: null\nmixed_precision: no\n")
     line = _error_line(capsys, ["--config", str(config), "--model_name_or_path", str(model_dir), "--dataset_dir",
                                 str(corpus_dir), "--output_dir", str(tmp_path / "out")])
-    assert line == "error: --max_steps needs a value (got null)"
+    assert line == f"error: {config}:1: --max_steps needs a value (got null); fix the value in the config"
 
 
 def test_a_finetuning_resume_on_another_training_file_is_refused(tmp_path, model_dir, capsys):

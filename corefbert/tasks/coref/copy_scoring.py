@@ -108,6 +108,30 @@ def _scored_span(text: str, span: tuple[int, int], copy_span: str) -> tuple[int,
     return start + match.start(1), start + match.end(1)
 
 
+def copy_window_start(query: int, length: int, width: int, occurrences: list[list[list[int]]]) -> int:
+    """The first token of the ``width``-token window of a ``length``-token text that the copy head reads: centred
+    on the pronoun (token ``query``), unless that leaves out every occurrence of a candidate the text holds.
+    Then the window holding the pronoun and whole occurrences of the most candidates, the one nearest the
+    centred window among those (a candidate with no token in the window leaves the problem undecided; GAP
+    had such problems where a window with the pronoun and both names existed). ``occurrences``: per candidate,
+    per occurrence, the token positions it covers."""
+    centred = min(max(0, query - width // 2), max(0, length - width))
+
+    def held(first: int, whole: bool) -> int:
+        """How many candidates have an occurrence in the window at ``first`` (whole, or any token of it)."""
+        last = first + width - 1
+        return sum(any(tokens and ((first <= tokens[0] and tokens[-1] <= last) if whole else
+                                   any(first <= t <= last for t in tokens)) for tokens in candidate)
+                   for candidate in occurrences)
+
+    present = sum(any(candidate) for candidate in occurrences)
+    if held(centred, whole=False) == present:
+        return centred  # every candidate the text holds is in view: the problems decided so far stay as they were
+    starts = range(max(0, query - width + 1), min(query, max(0, length - width)) + 1)  # each holds the pronoun
+    best = max(starts, key=lambda first: (held(first, whole=True), -abs(first - centred)))
+    return best if held(best, whole=False) > held(centred, whole=False) else centred
+
+
 def encode_copy_query(example: PronounExample, tokenizer, max_length: int = 512,
                       copy_span: str = "last_word") -> dict:
     """Features for :class:`CopyHeadScorer`: the text with the pronoun replaced by one mask token, the mask's
@@ -120,18 +144,24 @@ def encode_copy_query(example: PronounExample, tokenizer, max_length: int = 512,
     query = next((i for i, t in enumerate(ids) if t == tokenizer.mask_token_id), None)
     if query is None:
         raise CorefBertError(f"the masked pronoun of {example.id} did not survive tokenization")
-    # A window of max_length - 2 tokens around the pronoun (GAP texts can exceed 512).
-    width = max_length - 2
-    first = min(max(0, query - width // 2), max(0, len(ids) - width))
-    ids, offsets = ids[first:first + width], offsets[first:first + width]
-    spans = []
-    for occurrences in example.candidate_spans:
-        token_spans = []
-        for char_start, char_end in occurrences:
+    # Per candidate, per occurrence: the tokens of the whole text it covers.
+    occurrences = []
+    for char_spans in example.candidate_spans:
+        occurrences.append([])
+        for char_start, char_end in char_spans:
             char_start, char_end = _scored_span(example.text, (char_start, char_end), copy_span)
             if char_start >= example.pronoun_end:
                 char_start, char_end = char_start + shift, char_end + shift
-            inside = [i for i, (s, e) in enumerate(offsets) if s < char_end and e > char_start and e > s]
+            occurrences[-1].append([i for i, (s, e) in enumerate(offsets) if s < char_end and e > char_start and e > s])
+    # A window of max_length - 2 tokens holding the pronoun (GAP texts can exceed 512).
+    width = max_length - 2
+    first = copy_window_start(query, len(ids), width, occurrences)
+    ids, offsets = ids[first:first + width], offsets[first:first + width]
+    spans = []
+    for candidate in occurrences:
+        token_spans = []
+        for tokens in candidate:
+            inside = [i - first for i in tokens if first <= i < first + width]
             if inside:
                 token_spans.append((inside[0] + 1, inside[-1] + 1))  # +1: the leading special token
         spans.append(token_spans)

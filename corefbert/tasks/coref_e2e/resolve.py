@@ -32,6 +32,7 @@ from collections.abc import Iterator
 
 from tqdm.auto import tqdm
 
+from corefbert.arguments import program
 from corefbert.corpus.mentions import MAX_PIECE_CHARS, iter_pieces, resolve_spacy_model
 from corefbert.errors import CorefBertError, cli_entry
 from corefbert.tasks.coref_e2e.inference import Resolver, Word, doc_sentences
@@ -188,7 +189,7 @@ def render_html(result: dict) -> str:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m corefbert.tasks.coref_e2e.resolve", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog=program("python -m corefbert.tasks.coref_e2e.resolve"), description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="A model folder written by finetune/run_coref_e2e.py.")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--text", help="The text to resolve.")

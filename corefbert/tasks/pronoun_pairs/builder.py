@@ -29,17 +29,17 @@ document repeated word for word under its ``doc_key`` (a copy of a file) is used
 from __future__ import annotations
 
 import glob
-import json
-import os
 import random
 import sys
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
+from corefbert.arguments import parse_args, peek_argument
 from corefbert.corpus.readers import document_sources
 from corefbert.errors import CorefBertError, cli_entry
+from corefbert.tasks.pronoun_pairs.output import inputs_outside_output, write_outputs
 from corefbert.text.conll import ConllDocument, expand_paths, read_conll_file
-from corefbert.text.durable import output_file, replace_file
+from corefbert.text.durable import check_writable
 
 PAIR_TYPES = ("correct", "in_scope", "out_of_scope")
 THIRD_PERSON = {"he", "him", "his", "himself", "she", "her", "hers", "herself", "it", "its", "itself",
@@ -313,44 +313,6 @@ def split_documents(doc_keys: list[str], seed: int, validation_percentage: int,
     return {key: splits[i] if i < len(splits) else "train" for i, key in enumerate(order)}
 
 
-def write_pairs(pairs: list[PronounPair], output_dir: str, split_of: dict[str, str] | None = None) -> list[str]:
-    """``pairs.jsonl``, ``pairs.tsv`` (label, source, target, type, doc_key) and ``dataset/`` (``datasets``
-    ``save_to_disk``); with ``split_of`` also ``<split>.jsonl`` and a DatasetDict. Returns the files written."""
-    import datasets
-
-    os.makedirs(output_dir, exist_ok=True)
-    rows = [asdict(p) | ({"split": split_of[p.doc_key]} if split_of else {}) for p in pairs]
-    written = [os.path.join(output_dir, "pairs.jsonl"), os.path.join(output_dir, "pairs.tsv")]
-    with output_file(written[0], what="the pairs") as handle:
-        handle.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
-    with output_file(written[1], what="the pairs") as handle:
-        handle.write("label\tsource\ttarget\ttype\tdoc_key\n")
-        handle.writelines(f"{p.label}\t{p.source}\t{p.target}\t{p.type}\t{p.doc_key}\n" for p in pairs)
-    features = datasets.Features({name: datasets.Value("string") if isinstance(value, str) else
-                                  datasets.Value("bool") if isinstance(value, bool) else datasets.Value("int64")
-                                  for name, value in asdict(_EXAMPLE).items()})
-    if split_of:
-        features["split"] = datasets.Value("string")
-        by_split = {}
-        for name in ("train", "validation", "test"):
-            chosen = [row for row in rows if row["split"] == name]
-            path = os.path.join(output_dir, f"{name}.jsonl")
-            with output_file(path, what="the pairs") as handle:
-                handle.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in chosen)
-            written.append(path)
-            # from_list([]) loses the columns: an empty split is built column-wise.
-            by_split[name] = datasets.Dataset.from_dict({k: [row[k] for row in chosen] for k in features},
-                                                        features=features)
-        dataset = datasets.DatasetDict(by_split)
-    else:
-        dataset = datasets.Dataset.from_list(rows, features=features)
-    dataset.save_to_disk(os.path.join(output_dir, "dataset"))
-    return written + [os.path.join(output_dir, "dataset")]
-
-
-_EXAMPLE = PronounPair(0, "", "", "", "", "", 0, 0, "", 0, 0, 0, 0, False)  # the column types of the dataset
-
-
 def summary(counts: Counter, documents: int) -> str:
     """Per-type pair counts, every skip reason, inputs read once and scopes cut, one line each."""
     lines = [f"{documents} documents, {counts['third_person_pronouns']} third-person pronouns",
@@ -439,14 +401,17 @@ class PronounPairsArguments:
 @cli_entry
 def main(argv: list[str] | None = None) -> Counter:
     """``python -m corefbert.tasks.pronoun_pairs.builder --input FILES... --output_dir D --seed S``."""
-    from corefbert.arguments import parse_args, peek_argument
-
     argv = sys.argv[1:] if argv is None else list(argv)
     for old, new in RENAMED_FLAGS.items():  # one spelling per concept across the toolkit (issue 23)
         if peek_argument(argv, old) is not None:
             raise CorefBertError(f"--{old} is now --{new}, a percentage of the documents (0.15 -> 15)")
     (args,) = parse_args([PronounPairsArguments], argv, prog="python -m corefbert.tasks.pronoun_pairs.builder")
-    documents, read_counts = read_inputs(args.input)
+    check_writable(args.output_dir)  # a read-only folder or a full disk: one line before any file is read
+    inputs, own_output = inputs_outside_output(args.input, args.output_dir)
+    if own_output:
+        print(f"left out {len(own_output)} path(s) an --input glob matched in --output_dir, this builder's own "
+              f"output: {', '.join(own_output)}", flush=True)
+    documents, read_counts = read_inputs(inputs)
     print(f"read {len(documents)} documents from {len(args.input)} input argument(s)", flush=True)
     pairs, counts = generate_pairs(documents, args.seed, args.max_phrase_words, args.max_scope_words)
     counts.update(read_counts)
@@ -457,14 +422,12 @@ def main(argv: list[str] | None = None) -> Counter:
     if args.validation_split_percentage or args.test_split_percentage:
         split_of = split_documents([d.doc_key for d in documents], args.split_seed,
                                    args.validation_split_percentage, args.test_split_percentage)
-    written = write_pairs(pairs, args.output_dir, split_of)
+    written = write_outputs(pairs, args.output_dir, split_of, counts)
     print(summary(counts, len(documents)))
     if split_of:
         print("split by document: " + ", ".join(f"{name} {sum(split_of[p.doc_key] == name for p in pairs)} pairs"
                                                 for name in ("train", "validation", "test")))
-    replace_file(os.path.join(args.output_dir, "counts.json"), json.dumps(dict(sorted(counts.items())), indent=2),
-                 "the counts")
-    print("wrote " + ", ".join(written + [os.path.join(args.output_dir, "counts.json")]))
+    print("wrote " + ", ".join(written))
     return counts
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
+import sys
 from pathlib import Path
 
 import pytest
 from helpers import FIXTURES as ALL_FIXTURES
-from helpers import run_under_memory_cap, shared_data
+from helpers import can_mount_tmpfs, run_on_a_small_disk, run_under_memory_cap, shared_data
 
 from corefbert.errors import CorefBertError
 from corefbert.tasks.pronoun_pairs.builder import (
@@ -291,3 +293,55 @@ def test_a_20000_word_sentence_gives_pairs_of_bounded_size_under_a_memory_cap(tm
         assert len(row["source"].split()) <= 300 and row["scope_end"] - row["scope_start"] < 300
         assert row["source"].split()[row["pronoun_position"]] == "she"
         assert row["type"] != "correct" or row["replacement"] == "Anna"
+
+
+# --- issue 33 (12): the builder's own output is never its input; a write the disk refuses is one line ---
+
+
+def test_a_rerun_whose_output_folder_an_input_glob_matches_leaves_its_own_output_out(tmp_path, capsys):
+    """``--input 'data/*' --output_dir data/pairs``: the first run's glob matched the CoNLL files only, the
+    rerun's also matched the output folder and stopped with "data/pairs: is a directory"."""
+    data = tmp_path / "data"
+    data.mkdir()
+    for source in (STORY, HAT):
+        (data / source.name).write_bytes(source.read_bytes())
+    out = data / "pairs"
+    argv = ["--input", str(data / "*"), "--output_dir", str(out), "--seed", "0"]
+    main(argv)
+    first = {name: (out / name).read_bytes() for name in ("pairs.jsonl", "pairs.tsv", "counts.json")}
+    capsys.readouterr()
+    main(argv)
+    assert f"left out 1 path(s) an --input glob matched in --output_dir, this builder's own output: {out}" in \
+        capsys.readouterr().out
+    assert {name: (out / name).read_bytes() for name in first} == first
+    main(["--input", str(data / "*"), str(out / "*"), *argv[2:]])  # a glob into the output folder: all its own
+    assert {name: (out / name).read_bytes() for name in first} == first
+    with pytest.raises(SystemExit):
+        main(["--input", str(out / "*"), "--output_dir", str(out)])
+    assert capsys.readouterr().err.strip().endswith(f"--input matches only what this builder wrote into "
+                                                    f"--output_dir {out}; pass the CoNLL-2012 files")
+    assert not list(out.glob(".partial-*"))
+
+
+def test_a_full_disk_leaves_the_earlier_pairs_whole_and_is_one_line(tmp_path):
+    """A real tmpfs holding an earlier run's pairs, filled but for 16 KiB: the rerun (another seed, with split
+    files) ran out of space half-way and ended in an ``OSError`` traceback, leaving new pairs.jsonl and
+    train.jsonl beside the earlier counts.json and dataset/. Now: one line, and the earlier files as they were."""
+    mount = tmp_path / "small_disk"
+    if not can_mount_tmpfs(mount):
+        pytest.skip("mounting a tmpfs needs root and unshare (CI and the dev machines have both)")
+    earlier, after = tmp_path / "earlier", tmp_path / "after"
+    main(["--input", str(STORY), str(HAT), "--output_dir", str(earlier), "--seed", "0"])
+    rerun = f'"$2" -m corefbert.tasks.pronoun_pairs.builder --input "{STORY}" "{HAT}" --output_dir "$1/pairs" --seed 1'
+    done = run_on_a_small_disk(mount, f'cp -a "$3" "$1/pairs" && fill_but 16 && {rerun} --test_split_percentage 50; '
+                                      'code=$?; cp -a "$1/pairs" "$4"; exit $code', sys.executable, str(earlier),
+                               str(after), size_kib=1024)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    assert re.fullmatch(rf"error: {mount}/pairs/\.partial-\d+: could not write the pronoun pairs \(disk full\); "
+                        rf"removed the partial copy, the files in {mount}/pairs are as they were\. Free space or "
+                        "choose another --output_dir, then rerun the same command",
+                        done.stderr.strip().splitlines()[-1]), done.stderr[-3000:]
+    files = sorted(p.relative_to(earlier) for p in earlier.rglob("*"))
+    assert sorted(p.relative_to(after) for p in after.rglob("*")) == files  # no split file, no .partial-*
+    assert all((after / f).read_bytes() == (earlier / f).read_bytes() for f in files if (earlier / f).is_file())

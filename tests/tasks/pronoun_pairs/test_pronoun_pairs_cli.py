@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import FIXTURES, ROOT, load_cli
+from helpers import FIXTURES, ROOT, can_mount_tmpfs, load_cli, run_on_a_small_disk
 
 from corefbert.errors import CorefBertError
 from corefbert.tasks.pronoun_pairs.task import read_pairs
@@ -348,3 +348,28 @@ def test_a_model_that_answers_every_pair_alike_is_named_collapsed(tmp_path, fres
                        "--do_eval", "--output_dir", str(tmp_path / "again"), "--disable_tqdm", "true"])
     assert again["eval_p_entailed_std"] == 0.0 and again["eval_tp"] + again["eval_fp"] in (0, 16)
     assert any("every pair gets P(entailed)" in r.getMessage() and "collapsed" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("free_kib", [4, 12])
+def test_an_evaluation_on_a_full_disk_is_one_line(tmp_path, fresh_accelerate_state, free_kib):
+    """Issue 33 (12): a real tmpfs filled but for a few KiB; the evaluation's log line (4 KiB free) or its
+    predictions and ``all_results.json`` (12 KiB) found the disk full and ended in an ``OSError`` traceback."""
+    mount = tmp_path / "small_disk"
+    if not can_mount_tmpfs(mount):
+        pytest.skip("mounting a tmpfs needs root and unshare (CI and the dev machines have both)")
+    trained = tmp_path / "trained"
+    _main(["--train_file", str(PAIRS16), "--do_train", "--max_steps", "2", "--output_dir", str(trained), *SMALL])
+    done = run_on_a_small_disk(mount, f'fill_but {free_kib} && "$2" finetune/run_pronoun_pairs.py --model_name_or_path '
+                                      f'"$3" --validation_file "$4" --test_file "$4" --do_eval --do_predict '
+                                      '--disable_tqdm true --output_dir "$1/out"', sys.executable,
+                               str(trained / "last"), str(PAIRS16))
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    if free_kib == 4:  # the log line
+        assert last == (f"error: {mount}/out: could not write the run's results (disk full); checkpoints and model "
+                        "folders written before are intact. Free space or choose another --output_dir, then rerun "
+                        "the evaluation")
+    else:  # a result file, named by the one writer (corefbert.text.durable.output_file)
+        assert last.startswith(f"error: {mount}/out/") and ": could not write the " in last, last
+        assert "(disk full); nothing was written there and an earlier copy, if any, is intact" in last, last
