@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import codecs
 import importlib
+import os
 import random
 import sys
 import warnings
@@ -98,14 +99,31 @@ def check_files(path: Path, trainer_state: dict, process_index: int) -> dict:
         raise UnusableCheckpoint(f"damaged: {short[0]}")
     rng_name = f"random_states_{process_index}.pkl"
     rng = None
-    for file in sorted(path.rglob("*")):
-        if file.is_file() and file.suffix not in NEVER_UNPICKLED_SUFFIXES and file.name not in NEVER_UNPICKLED_NAMES:
+    for file in _files(path):
+        if file.suffix not in NEVER_UNPICKLED_SUFFIXES and file.name not in NEVER_UNPICKLED_NAMES:
             loaded = read_pickle_safely(file, file.relative_to(path).as_posix())
             if file.name == rng_name and file.parent == path:
                 rng = loaded
     if rng is None:
         raise UnusableCheckpoint(f"incomplete: {rng_name} (this process' random state) is missing")
     return rng
+
+
+def _files(folder: Path) -> list[Path]:
+    """Every file under ``folder``, through links to folders too (a loader follows them; ``rglob`` does not),
+    each folder once (a link to an ancestor is no loop)."""
+    found, seen, pending = [], set(), [folder]
+    while pending:
+        current = pending.pop()
+        if os.path.realpath(current) in seen:
+            continue
+        seen.add(os.path.realpath(current))
+        for child in sorted(current.iterdir()):
+            if child.is_dir():
+                pending.append(child)
+            elif child.is_file():
+                found.append(child)
+    return sorted(found)
 
 
 def read_pickle_safely(file: Path, name: str):

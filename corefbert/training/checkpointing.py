@@ -277,7 +277,7 @@ def load_checkpoint(accelerator, path: str | os.PathLike, fallbacks=(), schedule
             restore_rng(rng, f"random_states_{accelerator.process_index}.pkl",
                         accelerator.print if accelerator.is_main_process else lambda line: None)
             if scheduler is not None:
-                scheduler.load_state_dict(state[SCHEDULER_KEY])
+                scheduler.load_state_dict(dict(state[SCHEDULER_KEY]))  # a copy: LambdaLR pops from it
         except CorefBertError:
             raise
         except Exception as err:  # noqa: BLE001 - any file that will not load makes the checkpoint unusable
