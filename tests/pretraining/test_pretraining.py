@@ -537,7 +537,7 @@ def test_deepspeed_single_cpu_process_saves_and_resumes(tmp_path, tiny_bert_dir,
     optim = next((step_2 / "pytorch_model").glob("*optim_states.pt"))
     _plant(optim, marker, zip_format=True)
     state = json.loads((step_2 / "trainer_state.json").read_text())
-    state["files"][optim.relative_to(step_2).as_posix()] = optim.stat().st_size
+    state.setdefault("files", {})[optim.relative_to(step_2).as_posix()] = optim.stat().st_size
     (step_2 / "trainer_state.json").write_text(json.dumps(state))
     done = subprocess.run([*cmd, "--resume_from_checkpoint", str(step_2)], cwd=ROOT, env=_subprocess_env(),
                           capture_output=True, text=True, timeout=900)

@@ -283,7 +283,7 @@ def test_a_code_running_pickle_in_any_checkpoint_file_runs_nothing_on_resume(tmp
         marker = tmp_path / f"ran_{number}"
         _plant(newest / name, marker, zip_format)
         state = json.loads((newest / STATE_FILE).read_text()) if name != STATE_FILE else None
-        if state is not None and name in state["files"]:
+        if state is not None and name in state.get("files", {}):
             state["files"][name] = (newest / name).stat().st_size
             (newest / STATE_FILE).write_text(json.dumps(state))
         capsys.readouterr()
