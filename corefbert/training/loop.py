@@ -273,11 +273,12 @@ class _Loop:
             return
         refuse_changed_settings(changed_settings(read_trainer_state(checkpoint).get("settings"), self.settings),
                                 checkpoint, args.ignore_changed_settings, self.accelerator.print)
+        found = list_checkpoints(self.output_dir)
         if args.resume_from_checkpoint == "latest" and self.accelerator.is_main_process:
-            for skipped in passed_over(self.output_dir, read_trainer_state(checkpoint)["step"]):
+            for skipped in passed_over(self.output_dir, found[-1][0]):
                 print(f"warning: {skipped}: not a complete checkpoint ({STATE_FILE} is missing or unreadable); "
                       f"passed over for {checkpoint}", file=sys.stderr)
-        earlier = [path for _, path in reversed(list_checkpoints(self.output_dir)) if path != checkpoint]
+        earlier = [path for _, path in reversed(found) if path != checkpoint]
         checkpoint, saved = load_checkpoint(self.accelerator, checkpoint,
                                             earlier if args.resume_from_checkpoint == "latest" else (), self.scheduler)
         self.step = saved["step"]
