@@ -251,19 +251,51 @@ def changed_settings(saved: dict | None, current: dict) -> list[tuple[str, objec
             if name in saved and saved[name] != value]
 
 
+class _Absent:
+    """A key one side of a compared setting lacks (``repr``: ``absent``)."""
+
+    def __repr__(self) -> str:
+        return "absent"
+
+
+_ABSENT = _Absent()
+
+
+def _leaf_changes(name: str, old, new) -> list[tuple[str, str, object, object]]:
+    """``(name, top-level setting, old, new)`` for each value that differs; a dict setting (a task's flags, the
+    sizes of its files) is compared key by key, so a message names the key that changed, not both dicts."""
+    top = name.split(".")[0].split("[")[0]
+    if not (isinstance(old, dict) and isinstance(new, dict)):
+        return [(name, top, old, new)]
+    found = []
+    for key in dict.fromkeys([*old, *new]):
+        before, after = old.get(key, _ABSENT), new.get(key, _ABSENT)
+        if before != after:
+            found += _leaf_changes(f"{name}.{key}" if str(key).isidentifier() else f"{name}[{key!r}]", before, after)
+    return found
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 100 else text[:97] + "..."
+
+
 def refuse_changed_settings(changed: list, checkpoint, ignore: bool, warn) -> None:
-    """One line naming the first changed setting and both values, unless ``--ignore_changed_settings``
-    (then ``warn`` gets one line per change)."""
-    if not changed:
+    """One short line naming the first changed setting (the key within a dict setting) and both values, unless
+    ``--ignore_changed_settings`` (then ``warn`` gets one line per changed value)."""
+    leaves = [leaf for name, old, new in changed for leaf in _leaf_changes(name, old, new)]
+    if not leaves:
         return
     if ignore:
-        for name, old, new in changed:
-            warn(f"warning: {name} changed since the checkpoint ({old!r} -> {new!r}); resuming anyway "
+        for name, _, old, new in leaves:
+            warn(f"warning: {name} changed since the checkpoint ({_short(old)} -> {_short(new)}); resuming anyway "
                  "(--ignore_changed_settings): the run will not repeat the uninterrupted one")
         return
-    name, old, new = changed[0]
-    more = f" (also changed: {', '.join(n for n, _, _ in changed[1:])})" if len(changed) > 1 else ""
+    name, _, old, new = leaves[0]
+    # Keys that are not names (file paths in ``file_sizes``) are listed by their setting only.
+    others = dict.fromkeys(top if "[" in leaf else leaf for leaf, top, _, _ in leaves[1:])
+    more = f" (also changed: {', '.join(others)})" if others else ""
     raise CorefBertError(
-        f"cannot resume: {name} was {old!r} in this checkpoint but is {new!r} now{more}; a resumed run would not "
-        "repeat the run it continues. Use the checkpoint's value, or pass --ignore_changed_settings to resume "
-        "anyway", path=checkpoint)
+        f"cannot resume: {name} was {_short(old)} in this checkpoint but is {_short(new)} now{more}; a resumed run "
+        "would not repeat the run it continues. Use the checkpoint's value, or pass --ignore_changed_settings to "
+        "resume anyway", path=checkpoint)

@@ -31,8 +31,17 @@ from corefbert.text.durable import (
     write_failure,
     write_json_durably,
 )
+from corefbert.training.checkpoint_files import (
+    FILES_KEY,
+    SCHEDULER_KEY,
+    STATE_FILE,
+    UnusableCheckpoint,
+    check_files,
+    record_files,
+    refuse_earlier_layout,
+    restore_rng,
+)
 
-STATE_FILE = "trainer_state.json"
 _STEP_DIR = re.compile(r"^step_(\d+)$")
 
 
@@ -79,6 +88,15 @@ def leftovers(output_dir: str | os.PathLike) -> list[str]:
         return []
     return sorted(child.name for child in root.iterdir()
                   if _STEP_DIR.match(child.name.removesuffix(".deleting")) and ".tmp" not in child.name)
+
+
+def passed_over(output_dir: str | os.PathLike, step: int) -> list[Path]:
+    """``step_N`` folders newer than ``step`` that are not complete (their trainer state, written last before
+    the folder got its name, was deleted or damaged since): what ``latest`` passed over to resume at ``step``."""
+    root = checkpoints_root(output_dir)
+    found = [(int(match.group(1)), child) for child in (root.iterdir() if root.is_dir() else ())
+             if (match := _STEP_DIR.match(child.name)) and child.is_dir()]
+    return [path for at, path in sorted(found) if at > step and not is_complete(path)]
 
 
 def recover_interrupted_saves(output_dir: str | os.PathLike) -> None:
@@ -163,7 +181,8 @@ def atomic_save_state(accelerator, final: Path, trainer_state: dict, fallback: s
         _fail_everywhere(accelerator, error, tmp, what, fallback)
     if accelerator.is_main_process:
         try:
-            write_json_durably(tmp / STATE_FILE, trainer_state)
+            # The record of what save_state wrote, checked before a resume loads any of it (checkpoint_files).
+            write_json_durably(tmp / STATE_FILE, {**trainer_state, FILES_KEY: record_files(tmp)})
             # The same step saved twice (a signal right after a periodic save): keep the newer copy.
             replace_folder(tmp, final)
             fsync_dir(final.parent)
@@ -207,15 +226,17 @@ def truncate_log(path: Path, step: int, evaluated: bool = True) -> None:
 
 
 def save_checkpoint(accelerator, output_dir: str | os.PathLike, step: int, trainer_state: dict,
-                    save_total_limit: int | None = None) -> Path:
-    """Save model, optimizer, scheduler, scaler, RNG and registered state as ``checkpoints/step_<step>``.
+                    save_total_limit: int | None = None, scheduler=None) -> Path:
+    """Save model, optimizer, scaler and RNG state (``accelerator.save_state``) and the LR ``scheduler``'s
+    state (JSON, in the trainer state) as ``checkpoints/step_<step>``.
 
     Every process must call this. Keeps the newest ``save_total_limit`` complete checkpoints when given.
     """
     previous = list_checkpoints(output_dir)
     fallback = f"the last complete checkpoint is {previous[-1][1]}" if previous else "no earlier checkpoint exists"
+    schedule = scheduler.state_dict() if scheduler is not None else None
     final = atomic_save_state(accelerator, checkpoints_root(output_dir) / f"step_{step}",
-                              {**trainer_state, "step": step}, fallback)
+                              {**trainer_state, "step": step, SCHEDULER_KEY: schedule}, fallback)
     if accelerator.is_main_process and save_total_limit is not None and save_total_limit > 0:
         for _, old in list_checkpoints(output_dir)[:-save_total_limit]:
             remove_folder(old)
@@ -234,12 +255,15 @@ def _mismatch_detail(text: str) -> str:
     return one_line(text, first_line=True, limit=160)
 
 
-def load_checkpoint(accelerator, path: str | os.PathLike, fallbacks=()) -> tuple[Path, dict]:
-    """Restore everything a checkpoint holds; returns the folder used and its trainer state.
+def load_checkpoint(accelerator, path: str | os.PathLike, fallbacks=(), scheduler=None) -> tuple[Path, dict]:
+    """Restore everything a checkpoint holds (the LR ``scheduler`` too); returns the folder used and its
+    trainer state.
 
-    A checkpoint whose files cannot be read (cut short by a power loss, damaged on disk) is skipped for the
-    next of ``fallbacks`` (given for ``latest``: the earlier checkpoints, newest first), with a warning;
-    when none can be read, one error line. Every process takes part, so all of them agree on the folder.
+    Before anything of it is loaded, its files are checked (:func:`corefbert.training.checkpoint_files.check_files`):
+    each one saved is there at its size, and none can run code when unpickled. A checkpoint that fails that,
+    or whose files cannot be read (cut short by a power loss, damaged on disk), is skipped for the next of
+    ``fallbacks`` (given for ``latest``: the earlier checkpoints, newest first), with a warning naming what is
+    wrong; when none can be used, one error line. Every process takes part, so all of them agree on the folder.
     """
     candidates = [Path(path), *map(Path, fallbacks)]
     reasons = []
@@ -247,7 +271,15 @@ def load_checkpoint(accelerator, path: str | os.PathLike, fallbacks=()) -> tuple
         error, state = None, None
         try:
             state = read_trainer_state(candidate)
+            refuse_earlier_layout(candidate, state)  # its earlier checkpoints share the layout: no fallback
+            rng = check_files(candidate, state, accelerator.process_index)
             accelerator.load_state(str(candidate))
+            restore_rng(rng, f"random_states_{accelerator.process_index}.pkl",
+                        accelerator.print if accelerator.is_main_process else lambda line: None)
+            if scheduler is not None:
+                scheduler.load_state_dict(dict(state[SCHEDULER_KEY]))  # a copy: LambdaLR pops from it
+        except CorefBertError:
+            raise
         except Exception as err:  # noqa: BLE001 - any file that will not load makes the checkpoint unusable
             error = err
         if not any_process(accelerator, error is not None):
@@ -258,8 +290,9 @@ def load_checkpoint(accelerator, path: str | os.PathLike, fallbacks=()) -> tuple
                 f"the checkpoint does not match the model ({_mismatch_detail(str(error))}); resume with the model "
                 f"it was trained from{f' (--model_name_or_path {model})' if model else ''}, or start a new run "
                 "in another --output_dir", path=candidate)
-        reasons.append(f"{type(error).__name__}: {one_line(error, first_line=True, limit=200)}" if error is not None
-                       else "unreadable on another process")
+        reasons.append(str(error) if isinstance(error, UnusableCheckpoint) else
+                       f"{type(error).__name__}: {one_line(error, first_line=True, limit=200)}" if error is not None
+                       else "unusable on another process")
         if index + 1 < len(candidates) and accelerator.is_main_process:
             print(f"warning: {candidate}: checkpoint cannot be loaded ({reasons[-1]}); trying "
                   f"{candidates[index + 1]}", file=sys.stderr)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 import random
 import signal
+import sys
 import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -48,12 +49,14 @@ from corefbert.training.arguments import (
     tracking_backends,
 )
 from corefbert.training.checkpointing import (
+    STATE_FILE,
     EvaluationStopped,
     StopSignal,
     any_process,
     checkpoints_root,
     list_checkpoints,
     load_checkpoint,
+    passed_over,
     read_trainer_state,
     remove_folder,
     resolve_checkpoint,
@@ -252,7 +255,6 @@ class _Loop:
                                      job.settings())
         self.saved_at = None  # the loop position of the newest checkpoint this process wrote
         self.bar = None  # the progress bar, once the steps begin
-        accelerator.register_for_checkpointing(scheduler)
         self.step = 0
         self.state = LoopState()
         self.started = self.window_started = time.perf_counter()
@@ -271,9 +273,14 @@ class _Loop:
             return
         refuse_changed_settings(changed_settings(read_trainer_state(checkpoint).get("settings"), self.settings),
                                 checkpoint, args.ignore_changed_settings, self.accelerator.print)
-        earlier = [path for _, path in reversed(list_checkpoints(self.output_dir)) if path != checkpoint]
+        found = list_checkpoints(self.output_dir)
+        if args.resume_from_checkpoint == "latest" and self.accelerator.is_main_process:
+            for skipped in passed_over(self.output_dir, found[-1][0]):
+                print(f"warning: {skipped}: not a complete checkpoint ({STATE_FILE} is missing or unreadable); "
+                      f"passed over for {checkpoint}", file=sys.stderr)
+        earlier = [path for _, path in reversed(found) if path != checkpoint]
         checkpoint, saved = load_checkpoint(self.accelerator, checkpoint,
-                                            earlier if args.resume_from_checkpoint == "latest" else ())
+                                            earlier if args.resume_from_checkpoint == "latest" else (), self.scheduler)
         self.step = saved["step"]
         self.state = LoopState.from_checkpoint(saved)
         self.job.load_state_dict(saved.get("job", {}))
@@ -454,7 +461,8 @@ class _Loop:
         if self.saved_at == self._position():  # this very position is saved (the last step's save, a resume)
             return checkpoints_root(self.output_dir) / f"step_{self.step}"
         trainer_state = {**self.state.to_checkpoint(), "job": self.job.state_dict(), "settings": self.settings}
-        path = save_checkpoint(self.accelerator, self.output_dir, self.step, trainer_state, self.args.save_total_limit)
+        path = save_checkpoint(self.accelerator, self.output_dir, self.step, trainer_state, self.args.save_total_limit,
+                               self.scheduler)
         self.saved_at = self._position()
         return path
 

@@ -568,6 +568,23 @@ def test_deepspeed_single_cpu_process_saves_and_resumes(tmp_path, tiny_bert_dir,
     assert all(t.numel() > 0 for t in weights.values())  # ZeRO-3 placeholders would be empty
     assert weights["bert.embeddings.word_embeddings.weight"].shape == model.bert.embeddings.word_embeddings.weight.shape
 
+    # Issue 33.2: DeepSpeed unpickles its state with weights_only=False. Every file is read first without running
+    # code (its loss scaler, ZeRO stage and fragment classes allowed as data), so a planted pickle is refused.
+    from test_security import _plant
+
+    step_2, marker = out / "checkpoints" / "step_2", tmp_path / "ran"
+    optim = next((step_2 / "pytorch_model").glob("*optim_states.pt"))
+    _plant(optim, marker, zip_format=True)
+    state = json.loads((step_2 / "trainer_state.json").read_text())
+    state.setdefault("files", {})[optim.relative_to(step_2).as_posix()] = optim.stat().st_size
+    (step_2 / "trainer_state.json").write_text(json.dumps(state))
+    done = subprocess.run([*cmd, "--resume_from_checkpoint", str(step_2)], cwd=ROOT, env=_subprocess_env(),
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode != 0 and not marker.exists(), done.stderr[-3000:]  # the launcher says 1 for the run's 2
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and errors[0].startswith(
+        f"error: {step_2}: checkpoint cannot be loaded (pytorch_model/{optim.name} holds a pickle that would run code")
+
 
 def test_a_corpus_whose_ids_do_not_fit_the_model_is_refused_before_training(tmp_path, tiny_bert_dir, corpus):
     """Issue 13.3: a corpus of a larger vocabulary gave an IndexError deep in the embedding (or, within the

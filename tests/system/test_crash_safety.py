@@ -562,6 +562,40 @@ def test_a_damaged_latest_checkpoint_falls_back_to_the_one_before_and_the_run_en
     assert got == pytest.approx(want, rel=1e-6)
 
 
+def test_a_checkpoint_without_its_random_state_is_passed_over_naming_the_file_and_the_run_ends_the_same(
+        tmp_path, model_dir, corpus_dir, capsys):
+    """Issue 33.4: with ``random_states_0.pkl`` deleted, a resume went on silently with other randomness (exit 0,
+    other losses): accelerate skips an RNG file it cannot load. Now a checkpoint lacking a file its save wrote is
+    named in one line: refused when given by path, passed over for the one before with ``latest``, and the run
+    then ends with the uninterrupted run's losses."""
+    args = _mrp_args(model_dir, corpus_dir, 4, "--save_total_limit", "10")
+    reference = tmp_path / "reference"
+    want = {step: r["loss"] for step, r in _reference_losses(reference, args).items()}
+    out = tmp_path / "no_rng"
+    shutil.copytree(reference, out)
+    root = checkpoints_root(out)
+    shutil.rmtree(root / "step_4")
+    shutil.rmtree(out / "final")
+    (root / "step_3" / "random_states_0.pkl").unlink()
+    capsys.readouterr()
+
+    with pytest.raises(SystemExit) as exit_info:
+        load_cli("pretrain/run_mrp.py").main([*args, "--output_dir", str(out), "--resume_from_checkpoint",
+                                              str(root / "step_3")])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"error: {root / 'step_3'}: checkpoint cannot be loaded (incomplete: random_states_0.pkl is missing); resume "
+        "from an earlier checkpoint or delete this one")
+
+    load_cli("pretrain/run_mrp.py").main([*args, "--output_dir", str(out), "--resume_from_checkpoint", "latest"])
+    printed = capsys.readouterr()
+    assert [line for line in printed.err.splitlines() if line.startswith("warning: ") and "checkpoint" in line] == [
+        f"warning: {root / 'step_3'}: checkpoint cannot be loaded (incomplete: random_states_0.pkl is missing); "
+        f"trying {root / 'step_2'}"]
+    assert f"resumed from {root / 'step_2'} at step 2" in printed.out
+    assert {r["step"]: r["loss"] for r in _train_records(out)} == want  # bit for bit
+
+
 def test_replacing_a_folder_deletes_the_old_copy_only_after_the_new_one_is_in_place(tmp_path):
     from corefbert.text.durable import replace_folder
 

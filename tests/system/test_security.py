@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -16,9 +17,10 @@ from helpers import ROOT
 
 SCANNED = sorted(p for d in ("corefbert", "pretrain", "finetune", "benchmarks", "scripts")
                  for p in (ROOT / d).rglob("*.py"))
-# Weight-like files that may hold pickles; optimizer/RNG state from accelerator.save_state is the exception.
+# Weight-like files that may hold pickles; optimizer/RNG state from accelerator.save_state is the exception
+# (read with weights_only=True before a resume loads it). No scheduler or registered-object pickle is written.
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
-ACCELERATE_STATE = ("optimizer", "scheduler", "random_states", "scaler", "sampler", "custom_checkpoint")
+ACCELERATE_STATE = ("optimizer", "random_states", "scaler", "sampler")
 
 
 def _calls(tree: ast.AST):
@@ -116,8 +118,7 @@ def _weight_pickles(directory: Path) -> list[str]:
 @pytest.mark.slow
 def test_pretraining_run_writes_weights_as_safetensors_only(tmp_path):
     """A tiny pretraining run with a mid-run checkpoint: model weights are ``.safetensors``; the only
-    pickles are the optimizer/scheduler/RNG state accelerate's ``save_state`` writes (read back by
-    this run's own resume)."""
+    pickles are the optimizer/RNG state accelerate's ``save_state`` writes (the LR schedule is JSON)."""
     import torch
     from accelerate.state import AcceleratorState, GradientState
     from helpers import FIXTURES, synthetic_corpus, tiny_config
@@ -221,3 +222,112 @@ def test_a_pickle_only_model_folder_is_refused_before_any_weight_is_read(tmp_pat
                       "trust, convert once with transformers (from_pretrained, then save_pretrained, which writes "
                       "model.safetensors) and pass the converted folder"]
     assert not marker.exists()
+
+
+def _checkpointed_run(tmp_path: Path, script: str) -> tuple[Path, list[str]]:
+    """A finished 2-step run of ``script`` with a checkpoint after each step; its argv without --output_dir."""
+    from helpers import FIXTURES, load_cli, synthetic_corpus
+    from test_pretraining import _save_tiny_bert
+    from transformers import AutoTokenizer
+
+    model = _save_tiny_bert(tmp_path / "model")
+    common = ["--model_name_or_path", str(model), "--max_steps", "2", "--per_device_train_batch_size", "4",
+              "--checkpointing_steps", "1", "--learning_rate", "1e-3", "--mixed_precision", "no", "--seed", "5"]
+    if script == "pretrain/run_mrp.py":
+        corpus = tmp_path / "corpus"
+        synthetic_corpus(AutoTokenizer.from_pretrained(model), n_train=16, n_eval=4).save_to_disk(str(corpus))
+        argv = [*common, "--dataset_dir", str(corpus), "--logging_steps", "1"]
+    else:
+        argv = [*common, "--task_name", "rte", "--train_file", str(FIXTURES / "glue" / "RTE" / "train.tsv"),
+                "--do_train", "--max_seq_length", "64"]
+    load_cli(script).main([*argv, "--output_dir", str(tmp_path / "run")])
+    return tmp_path / "run", argv
+
+
+def _plant(file: Path, marker: Path, zip_format: bool) -> None:
+    """A pickle that creates ``marker`` when unpickled, in torch's zip format (as the real files) or plain."""
+    import pickle
+
+    import torch
+
+    if zip_format:
+        torch.save(_Payload(str(marker)), file)
+    else:
+        file.write_bytes(pickle.dumps(_Payload(str(marker))))
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("fresh_accelerate_state")
+@pytest.mark.parametrize("script", ["pretrain/run_mrp.py", "finetune/run_glue.py"])
+def test_a_code_running_pickle_in_any_checkpoint_file_runs_nothing_on_resume(tmp_path, script, capsys):
+    """Issue 33.2: ``custom_checkpoint_0.pkl`` (the LR scheduler, registered with accelerate, which unpickles it
+    with ``weights_only=False``) ran a planted pickle on ``--resume_from_checkpoint latest``. Now a code-running
+    pickle in each file of the newest checkpoint in turn, and under each name a loader of accelerate's may
+    unpickle (registered objects, the fp16 scaler, a sampler), runs nothing: the resume passes that checkpoint
+    over with one warning naming the file and continues from the one before. The recorded size of a replaced
+    file is set to the new one (who can write the file can write the record): the check that stops the pickle
+    is the one that reads it without running code, not the size."""
+    from helpers import load_cli
+
+    from corefbert.training.checkpointing import STATE_FILE, checkpoints_root
+
+    run, argv = _checkpointed_run(tmp_path, script)
+    saved = sorted(p.name for p in (checkpoints_root(run) / "step_2").iterdir())
+    # The registered-object file first: the one that ran code before (when it was the scheduler's state).
+    planted = {"custom_checkpoint_0.pkl": False} | {name: True for name in saved} | {"scaler.pt": True,
+                                                                                   "sampler.bin": True}
+    for number, (name, zip_format) in enumerate(planted.items()):
+        copy = tmp_path / f"planted_{number}"
+        shutil.copytree(run, copy)
+        newest, before = checkpoints_root(copy) / "step_2", checkpoints_root(copy) / "step_1"
+        marker = tmp_path / f"ran_{number}"
+        _plant(newest / name, marker, zip_format)
+        state = json.loads((newest / STATE_FILE).read_text()) if name != STATE_FILE else None
+        if state is not None and name in state.get("files", {}):
+            state["files"][name] = (newest / name).stat().st_size
+            (newest / STATE_FILE).write_text(json.dumps(state))
+        capsys.readouterr()
+        load_cli(script).main([*argv, "--output_dir", str(copy), "--max_steps", "3", "--resume_from_checkpoint",
+                               "latest"])
+        printed = capsys.readouterr()
+        assert not marker.exists(), f"unpickling {name} ran code"
+        warnings = [line for line in printed.err.splitlines() if line.startswith(f"warning: {newest}")]
+        if name == STATE_FILE:  # not a checkpoint at all without its state: passed over by `latest`
+            assert warnings == [f"warning: {newest}: not a complete checkpoint ({STATE_FILE} is missing or "
+                                f"unreadable); passed over for {before}"], printed.err
+        else:
+            assert len(warnings) == 1 and warnings[0].startswith(f"warning: {newest}: checkpoint cannot be loaded (")
+            assert warnings[0].endswith(f"); trying {before}"), warnings
+            if name != "model.safetensors":  # safetensors reads a header, never a pickle: its own error
+                assert f"({name} holds a pickle that would run code or build objects when loaded (" in warnings[0]
+        assert f"resumed from {before} at step 1" in printed.out
+    assert saved == ["model.safetensors", "optimizer.bin", "random_states_0.pkl", STATE_FILE]  # each one planted
+
+
+@pytest.mark.usefixtures("fresh_accelerate_state")
+def test_a_checkpoint_of_the_earlier_layout_is_refused_in_one_line_without_loading_it(tmp_path, capsys):
+    """Issue 33.2: checkpoints written before the LR schedule became JSON hold it as ``custom_checkpoint_0.pkl``
+    and record no file list; they are refused in one line (nothing of them is unpickled), not resumed."""
+    from helpers import load_cli
+
+    from corefbert.training.checkpointing import STATE_FILE, checkpoints_root
+
+    run, argv = _checkpointed_run(tmp_path, "pretrain/run_mrp.py")
+    marker = tmp_path / "ran"
+    for name in ("step_1", "step_2"):
+        folder = checkpoints_root(run) / name
+        state = json.loads((folder / STATE_FILE).read_text())
+        (folder / STATE_FILE).write_text(json.dumps({k: v for k, v in state.items()
+                                                     if k not in ("files", "lr_scheduler")}))
+        _plant(folder / "custom_checkpoint_0.pkl", marker, zip_format=True)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stopped:
+        load_cli("pretrain/run_mrp.py").main([*argv, "--output_dir", str(run), "--max_steps", "3",
+                                              "--resume_from_checkpoint", "latest"])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (f"error: {checkpoints_root(run) / 'step_2'}: a checkpoint of an earlier corefbert layout "
+                       f"(custom_checkpoint_0.pkl instead of the schedule as JSON in {STATE_FILE}; an unpickled file "
+                       "can run code, so this version does not load it); finish the run with the corefbert version "
+                       "that wrote it, or start a new run in another --output_dir")
+    assert not any("Traceback" in line for line in err) and not marker.exists()

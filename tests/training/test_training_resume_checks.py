@@ -213,7 +213,9 @@ def test_yaml_max_steps_null_through_the_cli_is_one_line(tmp_path, model_dir, co
 
 
 def test_a_finetuning_resume_on_another_training_file_is_refused(tmp_path, model_dir, capsys):
-    """The fine-tuning job's settings: the model, the task's flags and the size of every file they name."""
+    """The fine-tuning job's settings: the model, the task's flags and the size of every file they name. The line
+    names the changed key of those dict settings, old and new (issue 33.13: it printed both dicts, 1,166
+    characters)."""
     rte = FIXTURES / "glue" / "RTE"
     shorter = tmp_path / "train.tsv"
     shorter.write_text("".join((rte / "train.tsv").read_text().splitlines(keepends=True)[:-1]))
@@ -226,4 +228,8 @@ def test_a_finetuning_resume_on_another_training_file_is_refused(tmp_path, model
         load_cli("finetune/run_glue.py").main([*argv, "--train_file", str(shorter), "--resume_from_checkpoint",
                                                "latest"])
     assert stopped.value.code == 2
-    assert "cannot resume: task_args was" in capsys.readouterr().err
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line == (f"error: {checkpoints_root(out) / 'step_2'}: cannot resume: task_args.train_file was "
+                    f"'{rte / 'train.tsv'}' in this checkpoint but is '{shorter}' now (also changed: file_sizes); a "
+                    "resumed run would not repeat the run it continues. Use the checkpoint's value, or pass "
+                    "--ignore_changed_settings to resume anyway")

@@ -377,7 +377,7 @@ def test_a_rerun_keeps_finished_tasks_resumes_the_interrupted_one_and_refuses_ch
     table = json.loads((tmp_path / "out" / "babi_table.json").read_text())
     assert set(table["tasks"]) == {"1", "8"} and "missing_tasks" not in table
     # a changed setting is refused for a finished task too (it would otherwise be kept under the new name)
-    for changed, name in ((["--learning_rate", "0.02"], "learning_rate"), (["--hidden_size", "4"], "task_args")):
+    for changed, name in ((["--learning_rate", "0.02"], "learning_rate"), (["--hidden_size", "4"], "task_args.hidden_size")):
         with pytest.raises(SystemExit) as exit_:
             _main()([*flags, "--resume_from_checkpoint", "latest", *changed])
         assert exit_.value.code == 2
