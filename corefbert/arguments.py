@@ -15,6 +15,7 @@ import argparse
 import contextlib
 import contextvars
 import dataclasses
+import glob
 import math
 import os
 import re
@@ -27,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from corefbert.errors import CorefBertError, one_line
+from corefbert.errors import CorefBertError, note_input, one_line
 
 #: Arguments whose values are secrets: no message, file, tracker or model card may show them.
 SECRET_ARGUMENTS = ("hub_token",)
@@ -357,4 +358,17 @@ def parse_args(
     for dtype in dataclass_types:
         names = {f.name for f in dataclasses.fields(dtype) if f.init}
         outputs.append(dtype(**{k: v for k, v in namespace.items() if k in names}))
+    note_file_arguments(namespace)
     return tuple(outputs)
+
+
+def note_file_arguments(values: dict[str, Any]) -> None:
+    """Every file a ``*_file`` argument names (a path, a glob or a list of them) is one of the command's inputs,
+    which none of its writes may replace (:func:`corefbert.errors.note_input`; issue 33.1)."""
+    for name, value in values.items():
+        if not name.endswith("_file") or not value:
+            continue
+        for pattern in [value] if isinstance(value, str) else value if isinstance(value, list | tuple) else []:
+            if isinstance(pattern, str):
+                for path in glob.glob(pattern, recursive=True) if glob.has_magic(pattern) else [pattern]:
+                    note_input(path)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import os
 import sys
 from collections.abc import Callable
 from typing import TypeVar
@@ -54,11 +55,26 @@ class CorefBertError(Exception):
         super().__init__(where + " ".join(str(message).split()))
 
 
-# The files the running command has read, by (device, inode) -> path: filled by the shared readers and asked by
-# every write (corefbert.text.durable), so no command replaces one of its inputs. None outside a command: a
+# The files the running command reads, by (device, inode) -> path: every file a ``*_file`` argument names
+# (corefbert.arguments.parse_args), CoNLL files and resolve's text, asked by every write (corefbert.text.durable),
+# so no command replaces one of its inputs. None outside a command: a
 # library user who reads a file and writes it back in one process does so on purpose.
 COMMAND_INPUTS: contextvars.ContextVar[dict[tuple[int, int], str] | None] = contextvars.ContextVar(
     "command_inputs", default=None)
+
+
+def note_input(path: str | os.PathLike) -> None:
+    """Remember ``path`` as one of the running command's inputs, which no write of it may replace
+    (:func:`corefbert.text.durable.output_path`). ``parse_args`` calls it for every ``*_file`` argument, the CoNLL reader and resolve for what they read
+    (not the JSON readers: they also read a run's own state, which it rewrites); outside a command it does
+    nothing."""
+    inputs = COMMAND_INPUTS.get()
+    if inputs is not None:
+        try:
+            info = os.stat(path)
+        except (OSError, ValueError):
+            return  # a missing input is reported by its reader
+        inputs[(info.st_dev, info.st_ino)] = os.fspath(path)
 
 
 def cli_entry(main: F) -> F:

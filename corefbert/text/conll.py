@@ -25,8 +25,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from corefbert.errors import CorefBertError
-from corefbert.text.durable import note_input, output_file
+from corefbert.errors import CorefBertError, note_input
+from corefbert.text.durable import output_file
 
 BEGIN = re.compile(r"^#begin document \((?P<name>.*)\);?(?: part (?P<part>\S+))?\s*$")
 ID = r"\w[\w.:#-]*"  # numbers in OntoNotes and LitBank; names from other tools

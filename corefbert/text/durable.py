@@ -148,16 +148,6 @@ def replace_folder(tmp: str | os.PathLike, final: str | os.PathLike) -> None:
     remove_folder(aside)
 
 
-def note_input(path: str | os.PathLike) -> None:
-    """Remember ``path`` as one of the running command's inputs: :func:`output_path` then refuses to replace
-    it. The shared readers (JSON, JSON Lines, CoNLL, resolve's text) call it; outside a command it does nothing."""
-    inputs = COMMAND_INPUTS.get()
-    if inputs is not None:
-        with contextlib.suppress(OSError, ValueError):
-            info = os.stat(path)
-            inputs[(info.st_dev, info.st_ino)] = os.fspath(path)
-
-
 def _refuse_replacing_an_input(final: Path) -> None:
     inputs = COMMAND_INPUTS.get()
     if not inputs:

@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from corefbert.errors import CorefBertError, one_line
-from corefbert.text.durable import note_input
 
 COMPRESSED_SUFFIXES = (".gz", ".bz2")
 _BOM = b"\xef\xbb\xbf"
@@ -37,7 +36,6 @@ def read_json(path: str, missing: str = "file not found; check the path") -> Any
     """The parsed content of the JSON file ``path``; ``missing`` is the message when it does not exist."""
     if not os.path.isfile(path):
         raise CorefBertError(missing, path=path)
-    note_input(path)
     try:
         with open(path, encoding="utf-8") as handle:
             return json.load(handle)
@@ -67,7 +65,6 @@ def read_jsonl(path: str, expected: str = "one JSON value per line expected",
     """
     if source is None and not os.path.isfile(path):
         raise CorefBertError("file not found; check the path", path=path)
-    note_input(path)
     number, offset = 0, 0  # the line last read; the byte (decompressed) where the next one starts
     try:
         with contextlib.nullcontext(source) if source is not None else open_compressed(path) as handle:

@@ -34,10 +34,9 @@ from tqdm.auto import tqdm
 
 from corefbert.arguments import program
 from corefbert.corpus.mentions import MAX_PIECE_CHARS, iter_pieces, resolve_spacy_model
-from corefbert.errors import CorefBertError, cli_entry
+from corefbert.errors import CorefBertError, cli_entry, note_input
 from corefbert.tasks.coref_e2e.inference import Resolver, Word, doc_sentences
 from corefbert.text.durable import (
-    note_input,
     os_error_reason,
     output_file,
     refuse_writing_inputs,
