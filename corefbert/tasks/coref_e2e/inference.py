@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
-from corefbert.errors import CorefBertError
+from corefbert.errors import CorefBertError, out_of_memory_as_error
 from corefbert.tasks.coref_e2e.documents import featurize, sentence_pieces
 from corefbert.tasks.coref_e2e.encoders import window_word_states
 from corefbert.tasks.coref_e2e.model import load_model
@@ -148,7 +148,12 @@ class Resolver:
         for window in windows + [None]:  # None flushes the last group
             words = sum(len(s) for s in window[2]) if window else 0
             if group and (window is None or size + words > self.max_segment_words):
-                for (index, offset, _), clusters in zip(group, self._predict([w[2] for w in group])):
+                with out_of_memory_as_error(
+                        f"resolving a window of up to {self.max_segment_words} words",
+                        f"lower --max_segment_words (resolve; the spaCy component's max_segment_words), now "
+                        f"{self.max_segment_words}"):
+                    predicted = self._predict([w[2] for w in group])
+                for (index, offset, _), clusters in zip(group, predicted):
                     merged[index].add([[(s + offset, e + offset) for s, e in c] for c in clusters])
                 group, size = [], 0
             if window:

@@ -262,6 +262,15 @@ class CorefE2ETask(FinetuningTask):
                     "than --max_span_width %d (never predicted)", what, len(documents), empty,
                     sum(len(doc.words) for doc in documents), len(mentions), too_wide, self.task_args.max_span_width)
 
+    def memory_advice(self, split: str) -> str:
+        """A step's memory grows with the words of its training crop, an evaluation's with a segment's."""
+        a = self.task_args
+        if split == "train":
+            return (f"a training step reads a crop of up to --max_training_words {a.max_training_words} words: lower "
+                    "--max_training_words")
+        return (f"{split} reads documents in segments of up to --max_segment_words {a.max_segment_words} words: "
+                "lower --max_segment_words")
+
     def model_config(self) -> CorefE2EConfig:
         a = self.task_args
         genres = sorted({d.genre for d in self.train_docs or []}) or [""]
