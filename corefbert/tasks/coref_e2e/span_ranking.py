@@ -28,9 +28,8 @@ grows with its spans (one g_i each) and its pairs (one score each), not with pai
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-
 from collections.abc import Callable
+from dataclasses import asdict, dataclass
 
 import torch
 from torch import nn
