@@ -21,24 +21,22 @@ the batched scoring and loss.
 
 Memory: the span representations gather [spans, max_width, x_t] and the antecedent scores [k, K, g] (g about
 1,270 floats at the paper's sizes: 1.5 GB for the 1,200 kept spans of a 3,000-word training crop, and as much
-again for each of the product and the gradients). Both are computed :data:`CHUNK_ELEMENTS` floats at a time
-(:func:`map_row_chunks`; in training each chunk is recomputed in the backward pass), so what a document holds
-grows with its spans (one g_i each) and its pairs (one score each), not with pairs × span size.
+again for each of the product and the gradients). Both are computed 64 MiB at a time
+(:func:`corefbert.training.memory.map_row_chunks`; in training each chunk is recomputed in the backward
+pass), so what a document holds grows with its spans (one g_i each) and its pairs (one score each), not with
+pairs × span size.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import torch
 from torch import nn
-from torch.utils.checkpoint import checkpoint
+
+from corefbert.training.memory import CHUNK_ELEMENTS, map_row_chunks
 
 NUM_DISTANCE_BUCKETS = 10
-# Floats one chunk of the span and pair intermediates may hold (64 MiB in float32): the document's spans are
-# represented, and its kept spans scored against their antecedents, this much at a time.
-CHUNK_ELEMENTS = 1 << 24
 
 
 @dataclass
@@ -82,28 +80,6 @@ def enumerate_spans(sentence_of_word: torch.Tensor, max_width: int) -> tuple[tor
     starts, ends = starts[inside], ends[inside]
     same_sentence = sentence_of_word[starts] == sentence_of_word[ends]
     return starts[same_sentence], ends[same_sentence]
-
-
-def map_row_chunks(function: Callable[..., torch.Tensor], rows: int, per_row: int, budget: int,
-                   *tensors: torch.Tensor) -> torch.Tensor:
-    """``function(start, end, *tensors)`` -> [end - start, ...] over consecutive chunks of ``rows`` rows, each
-    chunk at most ``budget`` elements at ``per_row`` elements a row, concatenated -> [rows, ...].
-
-    Rows that fit in one chunk are one call, as if unchunked. Otherwise, under autograd, each chunk runs under
-    activation checkpointing: what it computes is dropped after the forward pass and recomputed in the backward
-    pass (with the same dropout masks: the RNG of ``tensors``' device is replayed), so only the chunks' outputs
-    stay in memory. ``tensors`` are the tensors ``function`` reads (they name the device whose RNG is replayed)."""
-    size = max(1, budget // max(1, per_row))
-    if rows <= size:
-        return function(0, rows, *tensors)
-    parts = []
-    for start in range(0, rows, size):
-        end = min(start + size, rows)
-        if torch.is_grad_enabled():
-            parts.append(checkpoint(function, start, end, *tensors, use_reentrant=False))
-        else:
-            parts.append(function(start, end, *tensors))
-    return torch.cat(parts)
 
 
 def bucket_distance(distance: torch.Tensor) -> torch.Tensor:

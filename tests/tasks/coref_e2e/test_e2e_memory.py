@@ -12,8 +12,8 @@ import torch
 from helpers import FIXTURES, run_under_memory_cap
 from test_e2e_coref import write_unbroken_conll
 
-from corefbert.tasks.coref_e2e import span_ranking
 from corefbert.tasks.coref_e2e.span_ranking import SpanRanker, SpanRankingConfig
+from corefbert.training import memory
 
 FIXTURE = FIXTURES / "coref_e2e" / "two_docs.conll"
 # Small word vectors; the pruning (λ = 0.4, K = 250) and span width (10) stay the defaults, since they size
@@ -68,7 +68,7 @@ def test_a_recomputed_chunk_draws_the_dropout_masks_of_its_forward_pass(monkeypa
     # forward pass drew, i.e. those of the same chunks run without recomputation.
     ranker, document = _ranker_and_document(dropout=0.5)
     recomputed, recomputed_grads = _loss_and_gradients(ranker, document, chunk_elements=60)
-    monkeypatch.setattr(span_ranking, "checkpoint", lambda function, *args, use_reentrant: function(*args))
+    monkeypatch.setattr(memory, "checkpoint", lambda function, *args, use_reentrant: function(*args))
     kept, kept_grads = _loss_and_gradients(ranker, document, chunk_elements=60)
     torch.testing.assert_close(recomputed["loss"], kept["loss"])
     for name, gradient in kept_grads.items():
