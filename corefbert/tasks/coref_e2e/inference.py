@@ -193,9 +193,11 @@ class Resolver:
                 window, offset = f["word_positions"] // width, f["word_positions"] % width
                 positions.append((window + shift) * used + offset)
                 shift += f["input_ids"].shape[0]
+            windows = sum(f["input_ids"].shape[0] for f in features)
+            # One call: without autograd nothing is kept per window, and the group is bounded by max_segment_words.
             states = window_word_states(model.encoder, torch.cat([f["input_ids"][:, :used] for f in features]),
                                         torch.cat([f["attention_mask"][:, :used] for f in features]),
-                                        torch.cat(positions))  # [words of every window, hidden]
+                                        torch.cat(positions), windows)  # [words of every window, hidden]
             parts = states.split([len(p) for p in positions])
             return [(p, p) for p in parts]
         # bilstm: word representations per window (the character CNN pads to a window's longest word, so

@@ -52,6 +52,7 @@ from corefbert.tasks.coref_e2e.encoders import (
     ENCODERS,
     RECURRENT_ENCODERS,
     TRANSFORMER_ENCODERS,
+    WINDOW_BATCH_SIZE,
 )
 from corefbert.tasks.coref_e2e.model import TASK, build_model, load_model, save_model
 from corefbert.tasks.coref_e2e.span_ranking import SpanRankingConfig, predict_clusters
@@ -118,6 +119,10 @@ class CorefE2EArguments(HeldOutArguments):
     task_learning_rate: float = field(default=2e-4, metadata={
         "help": "bert: learning rate of everything but the encoder (span, mention and antecedent scorers), which "
                 "trains at --learning_rate (Joshi et al. 2019: 1e-5 / 2e-4)."})
+    window_batch_size: int = field(default=WINDOW_BATCH_SIZE, metadata={
+        "help": "bert: windows per encoder call; in training each group is recomputed in the backward pass, so a "
+                "long crop holds one group's activations (about 1 GB a window for BERT-base in fp32). Memory only: "
+                "not saved with the model."})
     window_stride: int | None = field(default=None, metadata={
         "help": "bert: content tokens between window starts; default: half a window's content. A saved model keeps "
                 "its own."})
@@ -127,7 +132,7 @@ class CorefE2EArguments(HeldOutArguments):
         if self.encoder not in ENCODERS:
             raise CorefBertError(f"--encoder {self.encoder!r} is not one of {', '.join(ENCODERS)}")
         for name in ("max_span_width", "max_antecedents", "max_training_sentences", "max_training_words",
-                     "max_sentence_words", "max_segment_words", "lstm_size", "ffnn_size"):
+                     "max_sentence_words", "max_segment_words", "lstm_size", "ffnn_size", "window_batch_size"):
             if getattr(self, name) is not None and getattr(self, name) < 1:  # None: the default or the saved value
                 raise CorefBertError(f"--{name} must be at least 1 (got {getattr(self, name)})")
         if self.asl_variant is not None and self.asl_variant not in ASL_VARIANTS:
@@ -282,8 +287,9 @@ class CorefE2ETask(FinetuningTask):
         """A step's memory grows with the words of its training crop, an evaluation's with a segment's."""
         a = self.task_args
         if split == "train":
+            windows = f" (or --window_batch_size, now {a.window_batch_size})" if a.encoder == "bert" else ""
             return (f"a training step reads a crop of up to --max_training_words {a.max_training_words} words: lower "
-                    "--max_training_words")
+                    f"--max_training_words{windows}")
         return (f"{split} reads documents in segments of up to --max_segment_words {a.max_segment_words} words: "
                 "lower --max_segment_words")
 
@@ -335,6 +341,7 @@ class CorefE2ETask(FinetuningTask):
     def build_model(self):
         if self.model is None:
             self.model = build_model(self.model_config(), self.vocab, self.pretrained, self.args.model_name_or_path)
+        self.model.window_batch_size = self.task_args.window_batch_size
         return self.model
 
     def evaluate(self, model, dataloader, accelerator, split):
