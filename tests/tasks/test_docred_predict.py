@@ -81,7 +81,7 @@ def test_a_batch_holding_a_document_of_many_entities_predicts_within_a_fixed_mem
     documents, 1.71 GB for all) because it is set by the batch whose largest document has the most entity
     pairs: every document of a batch is padded to that many pairs, and the bilinear scorer held an
     [pairs x 97 relations x 148] intermediate (57 KB a pair). Here one document of 60 entities (3,540 pairs)
-    among 7 small ones in a batch of 8 asked for 1.6 GB; scored 64 MiB at a time, the run stays within
+    among 7 small ones in a batch of 8 asked for 1.5 GiB at once; scored 64 MiB at a time, the run stays within
     650 MB. Documents and their features stay loaded for the run (about 0.1 MB a Re-DocRED document)."""
     words = [f"w{i % 50}" for i in range(200)]
 

@@ -1,6 +1,6 @@
-"""End-to-end coreference memory (issue 33, item 9): span and pair intermediates computed in bounded chunks
-(exactly what one pass computes), training and ``resolve`` at the default pruning under a memory cap, and
-running out of memory as one line naming the flag to lower."""
+"""End-to-end coreference memory (issue 33, item 9): span and pair intermediates computed in bounded chunks and
+BERT windows in groups (exactly what one pass computes, gradients included), training and ``resolve`` at the
+default pruning under a memory cap, and running out of memory as one line naming the flag to lower."""
 
 from __future__ import annotations
 
