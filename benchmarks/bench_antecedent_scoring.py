@@ -34,19 +34,24 @@ def main() -> None:
     offsets = torch.arange(1, slots + 1)
     positions = torch.arange(k)[:, None] - offsets[None, :]  # [k, K]
     valid, antecedents = positions >= 0, positions.clamp(min=0)
-    phi = ranker.pair_features(torch.zeros(k, dtype=torch.long), antecedents, offsets, torch.tensor(0)).detach()
+    speakers, genre = torch.zeros(k, dtype=torch.long), torch.tensor(0)
+
+    def factored_scores():
+        return ranker.antecedent_scores(spans, mention, speakers, antecedents, valid, offsets, genre)
+
+    def concat_scores():
+        phi = ranker.pair_features(speakers, speakers[antecedents], offsets, genre)  # [k, K, 3f]
+        return pair_scores_concat(ranker, spans, mention, antecedents, valid, phi)
 
     def step(score):
         def run():
-            scores = score(spans, mention, antecedents, valid, phi)
-            scores[:, 1:].masked_fill(~valid, 0).sum().backward()
+            score()[:, 1:].masked_fill(~valid, 0).sum().backward()
         return run
 
-    factored = seconds_per_call(step(ranker.antecedent_scores), args.repeats)
-    concat = seconds_per_call(step(lambda *a: pair_scores_concat(ranker, *a)), args.repeats)
+    factored = seconds_per_call(step(factored_scores), args.repeats)
+    concat = seconds_per_call(step(concat_scores), args.repeats)
     with torch.no_grad():
-        same = torch.allclose(ranker.antecedent_scores(spans, mention, antecedents, valid, phi),
-                              pair_scores_concat(ranker, spans, mention, antecedents, valid, phi), atol=1e-4)
+        same = torch.allclose(factored_scores(), concat_scores(), atol=1e-4)
     print(f"k={k} spans x K={slots} antecedents, D={ranker.span_dim}, threads={torch.get_num_threads()}")
     print(f"concatenated pairs: {concat * 1000:8.1f} ms  (forward + backward)")
     print(f"factored (model):   {factored * 1000:8.1f} ms")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import os
+import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 F = TypeVar("F", bound=Callable[..., object])
@@ -75,6 +77,42 @@ def note_input(path: str | os.PathLike) -> None:
         except (OSError, ValueError):
             return  # a missing input is reported by its reader
         inputs[(info.st_dev, info.st_ino)] = os.fspath(path)
+
+
+# What torch says when an allocation fails: the CPU allocator's RuntimeError ("can't allocate memory", "not
+# enough memory"), torch.OutOfMemoryError (a RuntimeError: "CUDA out of memory", "MPS backend out of memory").
+_OUT_OF_MEMORY = re.compile(r"can't allocate memory|not enough memory|out of memory", re.IGNORECASE)
+
+
+def is_out_of_memory(err: BaseException) -> bool:
+    """Whether ``err`` says that an allocation failed (Python's ``MemoryError``, torch's CPU or GPU allocator)."""
+    return isinstance(err, MemoryError) or type(err).__name__ == "OutOfMemoryError" or \
+        isinstance(err, RuntimeError) and bool(_OUT_OF_MEMORY.search(str(err)))
+
+
+def _allocation(err: BaseException) -> str:
+    """What the failed allocation asked for, as torch reports it ("4.0 GiB"), or "" when it does not say."""
+    text = str(err)
+    found = re.search(r"tried to allocate (\d+) bytes", text)
+    if found:
+        size = int(found.group(1))
+        return f"{size / 2 ** 30:.1f} GiB" if size >= 2 ** 30 else f"{max(1, round(size / 2 ** 20))} MiB"
+    found = re.search(r"Tried to allocate ([\d.]+ [KMGT]iB)", text)
+    return found.group(1) if found else ""
+
+
+@contextlib.contextmanager
+def out_of_memory_as_error(what: str, advice: str) -> Iterator[None]:
+    """Turn a failed allocation inside the block into one :class:`CorefBertError` line: ``out of memory <what>
+    (<the allocation>); <advice>``, where ``advice`` names the flag that bounds this memory. Other errors pass."""
+    try:
+        yield
+    except Exception as err:  # MemoryError is an Exception too
+        if not is_out_of_memory(err):
+            raise
+        asked = _allocation(err)
+        raise CorefBertError(f"out of memory {what}{f' (an allocation of {asked} failed)' if asked else ''}; "
+                             f"{advice}") from None
 
 
 def cli_entry(main: F) -> F:

@@ -196,6 +196,14 @@ class FinetuningTask:
         (tasks whose batches carry other masks name them)."""
         return [batch["attention_mask"]] if "attention_mask" in batch else []
 
+    def memory_advice(self, split: str) -> str:
+        """What to lower when ``split`` ("train", "eval", "predict") runs out of memory; the run ends in one line
+        saying it. Tasks whose memory other flags bound name those."""
+        if split == "train":
+            return ("lower --per_device_train_batch_size (--gradient_accumulation_steps keeps the batch an update "
+                    "sees)")
+        return "lower --per_device_eval_batch_size"
+
     def learning_rates(self, model) -> dict[str, float] | None:
         """``{parameter-name prefix: learning rate}`` for parameters that train at a rate other than
         ``--learning_rate`` (:func:`corefbert.training.optimization.parameter_groups`); None: one rate for all."""
@@ -248,6 +256,9 @@ class FinetuningJob(TrainingJob):
 
     def token_masks(self, batch: dict) -> list[torch.Tensor]:
         return self.task.token_masks(batch)
+
+    def memory_advice(self) -> str:
+        return self.task.memory_advice("train")
 
     def settings(self) -> dict:
         """What decides the result beyond the training flags: the model, the task's flags and the size of each

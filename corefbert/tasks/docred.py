@@ -60,6 +60,7 @@ from corefbert.text.durable import fresh_file, output_file, put_in_place
 from corefbert.text.jsonio import read_json
 from corefbert.text.tokenizers import load_tokenizer, special_token_frame
 from corefbert.training.hub import hub_offline
+from corefbert.training.memory import CHUNK_ELEMENTS, map_row_chunks
 
 NA_RELATION = "Na"
 HEAD = "docred"  # docred_head.safetensors + docred_head.json
@@ -302,15 +303,24 @@ def docred_collate(features: list[dict], tokenizer, num_relations: int) -> dict[
             "doc_index": torch.tensor([f["doc_index"] for f in features])}
 
 
-def bilinear_scores(heads: torch.Tensor, tails: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None):
+def bilinear_scores(heads: torch.Tensor, tails: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                    budget: int = CHUNK_ELEMENTS):
     """``heads[n] @ weight[r] @ tails[n] + bias[r]`` for all n, r: what ``F.bilinear`` computes, as two matmuls.
 
     heads/tails [..., D], weight [R, D, D], bias [R] -> [..., R]. ``F.bilinear`` on CPU is many times
-    slower (benchmarks/docred_bilinear.py); this costs one [N, R*D] intermediate.
+    slower (benchmarks/docred_bilinear.py); this costs an [n, R*D] intermediate (57 KB a pair at DocRED's 97
+    relations and D = 148), so the pairs go through ``budget`` floats' worth at a time
+    (:func:`map_row_chunks`): a batch's memory does not grow with the pairs of its largest document.
     """
     num_relations, dim, _ = weight.shape
-    projected = heads.reshape(-1, dim) @ weight.permute(1, 0, 2).reshape(dim, num_relations * dim)  # [N, R*D]
-    scores = torch.bmm(projected.view(-1, num_relations, dim), tails.reshape(-1, dim, 1)).squeeze(-1)  # [N, R]
+    stacked = weight.permute(1, 0, 2).reshape(dim, num_relations * dim)  # [D, R*D]
+
+    def chunk(start: int, end: int, flat_heads, flat_tails, stacked) -> torch.Tensor:
+        projected = flat_heads[start:end] @ stacked  # [n, R*D]
+        return torch.bmm(projected.view(-1, num_relations, dim), flat_tails[start:end, :, None]).squeeze(-1)  # [n, R]
+
+    flat_heads, flat_tails = heads.reshape(-1, dim), tails.reshape(-1, dim)  # [N, D]
+    scores = map_row_chunks(chunk, flat_heads.shape[0], num_relations * dim, budget, flat_heads, flat_tails, stacked)
     scores = scores.view(*heads.shape[:-1], num_relations)
     return scores + bias if bias is not None else scores
 

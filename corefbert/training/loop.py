@@ -36,7 +36,7 @@ from pathlib import Path
 
 import torch
 
-from corefbert.errors import CorefBertError
+from corefbert.errors import CorefBertError, out_of_memory_as_error
 from corefbert.text.durable import check_writable, os_error_reason
 from corefbert.training import lock as run_lock
 from corefbert.training.arguments import (
@@ -89,6 +89,10 @@ class TrainingJob:
     def training_step(self, model, batch: dict) -> StepOutput:
         """Forward one micro-batch; the default reads ``.loss`` of the model's output."""
         return StepOutput(model(**batch).loss)
+
+    def memory_advice(self) -> str:
+        """What to lower when a training step runs out of memory: the one line the run then ends in says it."""
+        return "lower --per_device_train_batch_size (--gradient_accumulation_steps keeps the batch an update sees)"
 
     def token_masks(self, batch: dict) -> list[torch.Tensor]:
         """The ``[batch, length]`` masks of real tokens the log counts (``tokens``, ``tokens_per_s``,
@@ -349,7 +353,10 @@ class _Loop:
     def _micro_batch(self, batch: dict) -> bool:
         """Forward/backward one micro-batch; True when it completed an optimizer step (or a skipped one)."""
         accelerator, window = self.accelerator, self.state.window
-        with accelerator.accumulate(self.model):
+        # A failed allocation ends the run in one line naming the flag that bounds a step's memory; the newest
+        # checkpoint stays the one to resume from.
+        with out_of_memory_as_error(f"in training step {self.step + 1}", self.job.memory_advice()), \
+                accelerator.accumulate(self.model):
             out = self.job.training_step(self.model, batch)
             # A device flag; read once per optimizer step, not once per micro-batch.
             self.nonfinite = ~torch.isfinite(out.loss.detach()) | self.nonfinite

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from corefbert.errors import CorefBertError
+from corefbert.errors import CorefBertError, out_of_memory_as_error
 from corefbert.text.durable import append_file, remove_folder, replace_file, replace_folder, writing
 from corefbert.training.checkpointing import raise_if_stopping
 
@@ -97,7 +97,7 @@ class Evaluator:
         model.eval()
         disable = self.args.disable_tqdm or not self.accelerator.is_local_main_process
         try:
-            with torch.no_grad():
+            with torch.no_grad(), out_of_memory_as_error(f"in the {split} pass", self.task.memory_advice(split)):
                 metrics, predictions = self.task.evaluate(
                     model, ProgressLoader(dataloader, f"{split} {self.task.name}", disable), self.accelerator, split)
         finally:  # also when a signal abandons the evaluation (EvaluationStopped)

@@ -231,8 +231,15 @@ def test_bilinear_scores_equal_torch_bilinear():
 
     torch.manual_seed(0)
     layer = torch.nn.Bilinear(6, 6, 5)
-    heads, tails = torch.randn(2, 3, 6), torch.randn(2, 3, 6)
-    assert torch.allclose(bilinear_scores(heads, tails, layer.weight, layer.bias), layer(heads, tails), atol=1e-5)
+    heads, tails = torch.randn(2, 3, 6, requires_grad=True), torch.randn(2, 3, 6, requires_grad=True)
+    expected = layer(heads, tails)
+    expected_grads = torch.autograd.grad(expected.square().sum(), (heads, tails, layer.weight, layer.bias))
+    # 30 floats: one pair per chunk (checkpointed: recomputed in the backward pass), as a long batch runs.
+    for budget in (10**9, 30):
+        scores = bilinear_scores(heads, tails, layer.weight, layer.bias, budget=budget)
+        assert torch.allclose(scores, expected, atol=1e-5)
+        grads = torch.autograd.grad(scores.square().sum(), (heads, tails, layer.weight, layer.bias))
+        assert all(torch.allclose(g, e, atol=1e-5) for g, e in zip(grads, expected_grads))
 
 
 def test_docred_evaluate_module_loads_offline_and_matches():

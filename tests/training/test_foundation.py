@@ -155,3 +155,31 @@ def test_a_setting_read_ahead_of_the_parse_is_checked_too(tmp_path):
         peek_argument(["--config", str(cfg)], "model")
     cfg.write_text("model: 7\n")
     assert peek_argument(["--config", str(cfg)], "model") == "7"
+
+
+def test_a_failed_allocation_is_one_line_naming_the_flag_and_other_errors_pass():
+    import torch
+
+    from corefbert.errors import out_of_memory_as_error
+
+    def failing(make):
+        with pytest.raises(CorefBertError) as caught, out_of_memory_as_error("in step 3", "lower --max_words"):
+            make()
+        return str(caught.value)
+
+    # torch's CPU allocator, for real (4 EiB), Python's MemoryError, and the GPU allocator's error type.
+    assert failing(lambda: torch.empty(2 ** 62, dtype=torch.uint8)) == \
+        "out of memory in step 3 (an allocation of 4294967296.0 GiB failed); lower --max_words"
+
+    def python_memory_error():
+        raise MemoryError
+
+    def cuda_out_of_memory():
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
+                                     "of 79.11 GiB of which 1.2 GiB is free.")
+
+    assert failing(python_memory_error) == "out of memory in step 3; lower --max_words"
+    assert failing(cuda_out_of_memory) == "out of memory in step 3 (an allocation of 2.00 GiB failed); lower --max_words"
+    for other in (ValueError("bad value"), RuntimeError("shape '[2, 3]' is invalid for input of size 5")):
+        with pytest.raises(type(other)), out_of_memory_as_error("in step 3", "lower --max_words"):
+            raise other

@@ -58,3 +58,46 @@ class CorefE2EConfig:
         except (KeyError, TypeError, ValueError) as err:
             raise CorefBertError(f"not an end-to-end coreference model config ({err}); was it written by "
                                  "run_coref_e2e.py?", path=path) from None
+
+
+# The flags of run_coref_e2e.py that a saved model fixes (its coref_e2e_head.json holds them), with their values
+# for a new model. The flags default to None, so that a value given on the command line or in --config can be
+# told from no value: with a saved model, a given value other than the saved one is refused in one line (the
+# model would silently use its own, as --encoder is refused), and the messages name the value in use.
+MODEL_FLAG_DEFAULTS = {
+    "embedding_dim": 300, "char_filters": 50, "lstm_size": 200, "attention_size": 150, "asl_variant": "recurrent",
+    "max_span_width": 10, "top_span_ratio": 0.4, "max_antecedents": 250, "ffnn_size": 150, "ffnn_depth": 2,
+    "head_ffnn_depth": 2, "feature_size": 20, "dropout": 0.2, "lexical_dropout": 0.5, "max_seq_length": 512,
+}
+# Switches (default False) cannot be None: argparse's bare ``--flag`` needs a default. Given (True) against a
+# saved False they are refused; left False, a saved model's own value applies.
+MODEL_SWITCHES = ("allow_crossing_spans",)
+
+
+def model_flag(name: str, help: str):
+    """The dataclass field of the model flag ``name``: None by default, its help naming the default."""
+    return field(default=None, metadata={"help": f"{help} Unset (None): {MODEL_FLAG_DEFAULTS[name]} for a new "
+                                                 "model, a saved one's own (--model_name_or_path)."})
+
+
+def apply_model_settings(args, saved: CorefE2EConfig | None, path: str | None = None) -> None:
+    """Fill the model flags of ``args`` (``CorefE2EArguments``) in place: for a new model (``saved`` None) the
+    defaults where no value was given; for a saved model its own values, after refusing in one line every flag
+    given with another value (``--embeddings_file`` too: the folder holds the vocabulary and vectors)."""
+    if saved is None:
+        for name, default in MODEL_FLAG_DEFAULTS.items():
+            if getattr(args, name) is None:
+                setattr(args, name, default)
+        return
+    settings = {**saved.to_dict(), **saved.ranker.to_dict()}
+    values = {name: settings[name] for name in (*MODEL_FLAG_DEFAULTS, *MODEL_SWITCHES, "window_stride")}
+    conflicts = [f"--{name} {values[name]} (given {getattr(args, name)})" for name in values
+                 if getattr(args, name) not in (None, values[name]) and
+                 not (name in MODEL_SWITCHES and getattr(args, name) is False)]
+    if args.embeddings_file is not None:
+        conflicts.append("its own vocabulary and vectors (given --embeddings_file)")
+    if conflicts:
+        raise CorefBertError(f"this model was trained with {', '.join(conflicts)}; a saved model keeps the settings "
+                             "it was trained with: drop those flags or pass its values", path=path)
+    for name in (*MODEL_FLAG_DEFAULTS, *MODEL_SWITCHES):
+        setattr(args, name, values[name])

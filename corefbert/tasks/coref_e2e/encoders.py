@@ -26,6 +26,8 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from corefbert.training.memory import map_row_chunks
+
 RECURRENT_ENCODERS = ("bilstm", "lsl", "asl")
 TRANSFORMER_ENCODERS = ("bert",)
 ENCODERS = RECURRENT_ENCODERS + TRANSFORMER_ENCODERS
@@ -311,10 +313,23 @@ def sentence_encoder(kind: str, input_dim: int, hidden: int = 200, attention_hid
     raise ValueError(kind)
 
 
+# Transformer windows per encoder call (``--window_batch_size``): in training each group's activations are
+# recomputed in the backward pass, so a long crop holds one group's (about 1 GB a window for BERT-base in fp32).
+WINDOW_BATCH_SIZE = 4
+
+
 def window_word_states(encoder: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                       word_positions: torch.Tensor) -> torch.Tensor:
+                       word_positions: torch.Tensor, window_batch_size: int | None = None) -> torch.Tensor:
     """A transformer over overlapping windows: ``input_ids``/``attention_mask`` [windows, window_len];
     ``word_positions`` [words] index into the flattened windows (each word's first subword in the window
-    where it sits farthest from an edge) -> [words, hidden]."""
-    states = encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state  # [windows, len, h]
+    where it sits farthest from an edge) -> [words, hidden]. The windows go through the encoder
+    ``window_batch_size`` (None: :data:`WINDOW_BATCH_SIZE`) at a time (:func:`map_row_chunks` with one unit a
+    window: in training each group is recomputed in the backward pass, with the same dropout masks); the states
+    are the same either way."""
+
+    def chunk(start: int, end: int, input_ids, attention_mask) -> torch.Tensor:
+        return encoder(input_ids=input_ids[start:end], attention_mask=attention_mask[start:end]).last_hidden_state
+
+    states = map_row_chunks(chunk, input_ids.shape[0], 1, window_batch_size or WINDOW_BATCH_SIZE, input_ids,
+                            attention_mask)  # [windows, len, h]
     return states.reshape(-1, states.shape[-1])[word_positions]

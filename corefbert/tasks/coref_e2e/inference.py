@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
-from corefbert.errors import CorefBertError
+from corefbert.errors import CorefBertError, out_of_memory_as_error
 from corefbert.tasks.coref_e2e.documents import featurize, sentence_pieces
 from corefbert.tasks.coref_e2e.encoders import window_word_states
 from corefbert.tasks.coref_e2e.model import load_model
@@ -149,7 +149,12 @@ class Resolver:
         for window in windows + [None]:  # None flushes the last group
             words = sum(len(s) for s in window[2]) if window else 0
             if group and (window is None or size + words > self.max_segment_words):
-                for (index, offset, _), clusters in zip(group, self._predict([w[2] for w in group])):
+                with out_of_memory_as_error(
+                        f"resolving a window of up to {self.max_segment_words} words",
+                        f"lower --max_segment_words (resolve; the spaCy component's max_segment_words), now "
+                        f"{self.max_segment_words}"):
+                    predicted = self._predict([w[2] for w in group])
+                for (index, offset, _), clusters in zip(group, predicted):
                     merged[index].add([[(s + offset, e + offset) for s, e in c] for c in clusters])
                 group, size = [], 0
             if window:
@@ -189,9 +194,11 @@ class Resolver:
                 window, offset = f["word_positions"] // width, f["word_positions"] % width
                 positions.append((window + shift) * used + offset)
                 shift += f["input_ids"].shape[0]
+            windows = sum(f["input_ids"].shape[0] for f in features)
+            # One call: without autograd nothing is kept per window, and the group is bounded by max_segment_words.
             states = window_word_states(model.encoder, torch.cat([f["input_ids"][:, :used] for f in features]),
                                         torch.cat([f["attention_mask"][:, :used] for f in features]),
-                                        torch.cat(positions))  # [words of every window, hidden]
+                                        torch.cat(positions), windows)  # [words of every window, hidden]
             parts = states.split([len(p) for p in positions])
             return [(p, p) for p in parts]
         # bilstm: word representations per window (the character CNN pads to a window's longest word, so

@@ -59,12 +59,13 @@ class E2ECorefModel(nn.Module):
         self.words, self.encoder = words, encoder
         self.dropout = nn.Dropout(config.lexical_dropout)
         self.ranker = SpanRanker(config.ranker)
+        self.window_batch_size: int | None = None  # bert: windows per encoder call (None: the default; not saved)
 
     def word_vectors(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
         """(x*_t [words, Dc], x_t [words, Dx]) of one document."""
         if self.config.reads_subwords:
             states = self.dropout(window_word_states(self.encoder, batch["input_ids"], batch["attention_mask"],
-                                                     batch["word_positions"]))
+                                                     batch["word_positions"], self.window_batch_size))
             return states, states
         lengths = batch["sentence_lengths"]
         inputs = self.words(batch["word_ids"], batch["char_ids"])  # [sentences, len, Dx]

@@ -18,6 +18,13 @@ FFNNs have two hidden layers of 150 ReLU units; features are 20-dimensional; dro
 Distances are counted in kept spans and bucketed [1, 2, 3, 4, 5-7, 8-15, 16-31, 32-63, 64+] as in the
 authors' code. ``antecedent_loss_reference`` in ``tests/references.py`` is the literal, span-by-span version of
 the batched scoring and loss.
+
+Memory: the span representations gather [spans, max_width, x_t] and the antecedent scores [k, K, g] (g about
+1,270 floats at the paper's sizes: 1.5 GB for the 1,200 kept spans of a 3,000-word training crop, and as much
+again for each of the product and the gradients). Both are computed 64 MiB at a time
+(:func:`corefbert.training.memory.map_row_chunks`; in training each chunk is recomputed in the backward
+pass), so what a document holds grows with its spans (one g_i each) and its pairs (one score each), not with
+pairs × span size.
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 from torch import nn
+
+from corefbert.training.memory import CHUNK_ELEMENTS, map_row_chunks
 
 NUM_DISTANCE_BUCKETS = 10
 
@@ -119,31 +128,42 @@ class SpanRanker(nn.Module):
         self.genre_embeddings = nn.Embedding(max(1, c.num_genres), c.feature_size)
         self.antecedent_scorer = ffnn(3 * self.span_dim + 3 * c.feature_size, c.ffnn_size, c.ffnn_depth, c.dropout)
         self.dropout = nn.Dropout(c.dropout)
+        #: Floats a chunk of span or pair intermediates may hold (:func:`map_row_chunks`); not saved with the
+        #: model, since it changes memory, not results.
+        self.chunk_elements = CHUNK_ELEMENTS
 
     def span_embeddings(self, context: torch.Tensor, head_inputs: torch.Tensor, starts: torch.Tensor,
                         ends: torch.Tensor) -> torch.Tensor:
         """g_i for spans ``starts``/``ends`` [spans] over ``context`` [words, Dc], ``head_inputs`` [words, Dx]
-        -> [spans, span_dim]."""
-        widths = ends - starts  # [spans], 0-based
-        offsets = torch.arange(self.config.max_span_width, device=starts.device)
-        words = starts[:, None] + offsets[None, :]  # [spans, max_width]
-        inside = offsets[None, :] <= widths[:, None]
-        words = torch.minimum(words, ends[:, None])
-        alpha = self.head_scorer(context).squeeze(-1)  # [words]
-        logits = alpha[words].masked_fill(~inside, float("-inf"))  # [spans, max_width]
-        attention = torch.softmax(logits, dim=-1)
-        head = (attention.unsqueeze(-1) * head_inputs[words]).sum(dim=1)  # x̂_i [spans, Dx]
-        width = self.dropout(self.width_embeddings(widths))  # φ(i)
-        return torch.cat([context[starts], context[ends], head, width], dim=-1)
+        -> [spans, span_dim]; computed :attr:`chunk_elements` at a time (the head attention gathers
+        [spans, max_width, Dx])."""
+        width_limit = self.config.max_span_width
+        alpha = self.head_scorer(context).squeeze(-1)  # α_t [words]
 
-    def pair_features(self, top_speakers: torch.Tensor, antecedents: torch.Tensor, offsets: torch.Tensor,
+        def chunk(start: int, end: int, context, head_inputs, alpha) -> torch.Tensor:
+            first, last = starts[start:end], ends[start:end]  # [r]
+            widths = last - first  # [r], 0-based
+            offsets = torch.arange(width_limit, device=first.device)
+            words = torch.minimum(first[:, None] + offsets[None, :], last[:, None])  # [r, max_width]
+            inside = offsets[None, :] <= widths[:, None]
+            logits = alpha[words].masked_fill(~inside, float("-inf"))  # [r, max_width]
+            attention = torch.softmax(logits, dim=-1)
+            head = (attention.unsqueeze(-1) * head_inputs[words]).sum(dim=1)  # x̂_i [r, Dx]
+            width = self.dropout(self.width_embeddings(widths))  # φ(i)
+            return torch.cat([context[first], context[last], head, width], dim=-1)
+
+        per_span = 2 * width_limit * head_inputs.shape[-1] + self.span_dim  # gathered x_t, weighted, g_i
+        return map_row_chunks(chunk, starts.shape[0], per_span, self.chunk_elements, context, head_inputs, alpha)
+
+    def pair_features(self, target_speakers: torch.Tensor, candidate_speakers: torch.Tensor, offsets: torch.Tensor,
                       genre: torch.Tensor) -> torch.Tensor:
-        """φ(i, j) for [k, K] antecedent slots -> [k, K, 3 * feature_size]."""
-        same_speaker = (top_speakers[:, None] == top_speakers[antecedents]).long()
-        k, slots = antecedents.shape
+        """φ(i, j) for [r, K] antecedent slots: the speaker of each target span [r] and of its candidates [r, K],
+        the slot distances ``offsets`` [K] -> [r, K, 3 * feature_size]."""
+        same_speaker = (target_speakers[:, None] == candidate_speakers).long()
+        rows, slots = candidate_speakers.shape
         features = [self.speaker_embeddings(same_speaker),
-                    self.genre_embeddings(genre.view(1, 1).expand(k, slots)),
-                    self.distance_embeddings(bucket_distance(offsets)).unsqueeze(0).expand(k, -1, -1)]
+                    self.genre_embeddings(genre.view(1, 1).expand(rows, slots)),
+                    self.distance_embeddings(bucket_distance(offsets)).unsqueeze(0).expand(rows, -1, -1)]
         return self.dropout(torch.cat(features, dim=-1))
 
     def forward(self, context: torch.Tensor, head_inputs: torch.Tensor, sentence_of_word: torch.Tensor,
@@ -165,29 +185,42 @@ class SpanRanker(nn.Module):
         positions = torch.arange(k, device=top.device)[:, None] - offsets[None, :]  # [k, K]
         valid = positions >= 0
         antecedents = positions.clamp(min=0)
-        pair_phi = self.pair_features(speaker_ids[top_starts], antecedents, offsets, genre)
-        scores = self.antecedent_scores(top_spans, top_scores, antecedents, valid, pair_phi)
+        scores = self.antecedent_scores(top_spans, top_scores, speaker_ids[top_starts], antecedents, valid, offsets,
+                                        genre)
         out = {"top_starts": top_starts, "top_ends": top_ends, "antecedents": antecedents, "scores": scores}
         if gold_starts is not None:
             cluster = top_cluster_ids(top_starts, top_ends, gold_starts, gold_ends, gold_cluster_ids)
             out["loss"] = marginal_log_likelihood_loss(scores, cluster, antecedents, valid)
         return out
 
-    def antecedent_scores(self, top_spans: torch.Tensor, top_scores: torch.Tensor, antecedents: torch.Tensor,
-                          valid: torch.Tensor, pair_phi: torch.Tensor) -> torch.Tensor:
-        """s(i, j) for [k, K] slots, with ε's 0 prepended and invalid slots at -inf -> [k, K + 1].
+    def antecedent_scores(self, top_spans: torch.Tensor, top_scores: torch.Tensor, top_speakers: torch.Tensor,
+                          antecedents: torch.Tensor, valid: torch.Tensor, offsets: torch.Tensor,
+                          genre: torch.Tensor) -> torch.Tensor:
+        """s(i, j) for the [k, K] slots ``antecedents`` of the kept spans ``top_spans`` [k, D] (mention scores
+        [k], speakers [k]; slot distances ``offsets`` [K]), with ε's 0 prepended and invalid slots at -inf
+        -> [k, K + 1].
 
         FFNN_a's first layer on ``[g_i, g_j, g_i ∘ g_j, φ]`` is ``W_1 g_i + W_2 g_j + W_3 (g_i ∘ g_j) + W_4 φ``:
         the first two terms are computed once per span rather than once per pair (a third of the work;
-        ``benchmarks/bench_antecedent_scoring.py``); :func:`pair_scores_concat` is the plain version."""
+        ``benchmarks/bench_antecedent_scoring.py``); :func:`pair_scores_concat` is the plain version. The pair
+        terms ([k, K, D]) are computed for :attr:`chunk_elements` worth of target spans at a time."""
         first, rest = self.antecedent_scorer[0], self.antecedent_scorer[1:]
-        d = top_spans.shape[-1]
-        w_target, w_candidate, w_product, w_phi = first.weight.split([d, d, d, pair_phi.shape[-1]], dim=1)
+        d, phi_dim = top_spans.shape[-1], 3 * self.config.feature_size
+        w_target, w_candidate, w_product, w_phi = first.weight.split([d, d, d, phi_dim], dim=1)
         per_target = top_spans @ w_target.T + first.bias  # [k, H]
         per_candidate = top_spans @ w_candidate.T  # [k, H]
-        product = top_spans[:, None, :] * top_spans[antecedents]  # g_i ∘ g_j [k, K, D]
-        hidden = per_target[:, None, :] + per_candidate[antecedents] + product @ w_product.T + pair_phi @ w_phi.T
-        pair_scores = rest(hidden).squeeze(-1)  # s_a [k, K]
+
+        def chunk(start: int, end: int, top_spans, per_target, per_candidate) -> torch.Tensor:
+            rows = antecedents[start:end]  # [r, K]
+            pair_phi = self.pair_features(top_speakers[start:end], top_speakers[rows], offsets, genre)  # [r, K, 3f]
+            product = top_spans[start:end, None, :] * top_spans[rows]  # g_i ∘ g_j [r, K, D]
+            hidden = per_target[start:end, None, :] + per_candidate[rows] + product @ w_product.T + \
+                pair_phi @ w_phi.T  # [r, K, H]
+            return rest(hidden).squeeze(-1)  # s_a [r, K]
+
+        per_target_span = antecedents.shape[1] * (2 * d + phi_dim + 2 * first.out_features)
+        pair_scores = map_row_chunks(chunk, top_spans.shape[0], per_target_span, self.chunk_elements, top_spans,
+                                     per_target, per_candidate)  # [k, K]
         return self.combine(top_scores, pair_scores, antecedents, valid)
 
     @staticmethod
@@ -227,14 +260,14 @@ def predict_clusters(top_starts: torch.Tensor, top_ends: torch.Tensor, anteceden
                      scores: torch.Tensor) -> list[list[tuple[int, int]]]:
     """Greedy decoding: each kept span links to its highest-scoring antecedent (ε: none); linked spans form
     clusters, in the order of their first mention."""
-    best = scores.argmax(dim=1).tolist()  # [k], 0: ε
-    starts, ends, antecedent_rows = top_starts.tolist(), top_ends.tolist(), antecedents.tolist()
+    best = scores.argmax(dim=1)  # [k], 0: ε
+    chosen = antecedents.gather(1, (best - 1).clamp(min=0)[:, None]).squeeze(1)  # [k]: the kept span each links to
+    starts, ends = top_starts.tolist(), top_ends.tolist()
     cluster_of: dict[int, int] = {}
     clusters: list[list[tuple[int, int]]] = []
-    for i, choice in enumerate(best):
+    for i, (choice, j) in enumerate(zip(best.tolist(), chosen.tolist())):
         if choice == 0:
             continue
-        j = antecedent_rows[i][choice - 1]
         if j not in cluster_of:
             cluster_of[j] = len(clusters)
             clusters.append([(starts[j], ends[j])])

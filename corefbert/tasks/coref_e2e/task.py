@@ -32,7 +32,12 @@ from corefbert.tasks.base import (
     held_out_split,
 )
 from corefbert.tasks.base import main as run_task
-from corefbert.tasks.coref_e2e.config import CorefE2EConfig
+from corefbert.tasks.coref_e2e.config import (
+    MODEL_FLAG_DEFAULTS,
+    CorefE2EConfig,
+    apply_model_settings,
+    model_flag,
+)
 from corefbert.tasks.coref_e2e.documents import (
     build_vocabulary,
     crop_document,
@@ -47,6 +52,7 @@ from corefbert.tasks.coref_e2e.encoders import (
     ENCODERS,
     RECURRENT_ENCODERS,
     TRANSFORMER_ENCODERS,
+    WINDOW_BATCH_SIZE,
 )
 from corefbert.tasks.coref_e2e.model import TASK, build_model, load_model, save_model
 from corefbert.tasks.coref_e2e.span_ranking import SpanRankingConfig, predict_clusters
@@ -70,25 +76,29 @@ class CorefE2EArguments(HeldOutArguments):
     test_file: list[str] | None = field(default=None, metadata={"help": "CoNLL-2012 files or globs to predict."})
     embeddings_file: str | None = field(default=None, metadata={
         "help": "GloVe-format text file of word vectors (kept fixed, as in the paper); default: learned embeddings."})
-    embedding_dim: int = field(default=300, metadata={"help": "Size of learned word embeddings."})
-    char_filters: int = field(default=50, metadata={"help": "Character CNN filters per window (3, 4, 5); 0: none."})
-    lstm_size: int = field(default=200, metadata={"help": "LSTM units per direction."})
-    attention_size: int = field(default=150, metadata={"help": "ASL: hidden units of the attention MLP f_c."})
-    asl_variant: str = field(default="recurrent", metadata={
-        "help": "ASL: recurrent (the paper's eqs. 1-6: attention and gate read the LSTM's previous state) or static "
-                "(the earlier reconstruction: attention and gate on the word alone, computed before the LSTM)."})
-    max_span_width: int = field(default=10, metadata={"help": "Longest span considered, in words (L)."})
-    top_span_ratio: float = field(default=0.4, metadata={"help": "Spans kept per word after pruning (λ; a value of --max_span_width or more keeps every span)."})
-    max_antecedents: int = field(default=250, metadata={"help": "Antecedents considered per span (K)."})
-    ffnn_size: int = field(default=150, metadata={"help": "Hidden units of the scoring FFNNs."})
-    ffnn_depth: int = field(default=2, metadata={"help": "Hidden layers of the scoring FFNNs."})
-    head_ffnn_depth: int = field(default=2, metadata={
-        "help": "Hidden layers of the head-attention FFNN_α (paper: an FFNN like the others; authors' code: 0)."})
+    embedding_dim: int | None = model_flag("embedding_dim", "Size of learned word embeddings.")
+    char_filters: int | None = model_flag("char_filters", "Character CNN filters per window (3, 4, 5); 0: none.")
+    lstm_size: int | None = model_flag("lstm_size", "LSTM units per direction.")
+    attention_size: int | None = model_flag("attention_size", "ASL: hidden units of the attention MLP f_c.")
+    asl_variant: str | None = model_flag(
+        "asl_variant", "ASL: recurrent (the paper's eqs. 1-6: attention and gate read the LSTM's previous state) or "
+                       "static (the earlier reconstruction: attention and gate on the word alone, computed before the "
+                       "LSTM).")
+    max_span_width: int | None = model_flag("max_span_width", "Longest span considered, in words (L).")
+    top_span_ratio: float | None = model_flag(
+        "top_span_ratio", "Spans kept per word after pruning (λ; a value of --max_span_width or more keeps every span).")
+    max_antecedents: int | None = model_flag("max_antecedents", "Antecedents considered per span (K).")
+    ffnn_size: int | None = model_flag("ffnn_size", "Hidden units of the scoring FFNNs.")
+    ffnn_depth: int | None = model_flag("ffnn_depth", "Hidden layers of the scoring FFNNs.")
+    head_ffnn_depth: int | None = model_flag(
+        "head_ffnn_depth", "Hidden layers of the head-attention FFNN_α (paper: an FFNN like the others; authors' "
+                           "code: 0).")
     allow_crossing_spans: bool = field(default=False, metadata={
-        "help": "Prune to the top spans without suppressing spans that cross a kept one (the paper suppresses)."})
-    feature_size: int = field(default=20, metadata={"help": "Width, distance, speaker and genre embedding size."})
-    dropout: float = field(default=0.2, metadata={"help": "Dropout of hidden layers and features."})
-    lexical_dropout: float = field(default=0.5, metadata={"help": "Dropout of the word representations."})
+        "help": "Prune to the top spans without suppressing spans that cross a kept one (the paper suppresses). A "
+                "saved model keeps its own."})
+    feature_size: int | None = model_flag("feature_size", "Width, distance, speaker and genre embedding size.")
+    dropout: float | None = model_flag("dropout", "Dropout of hidden layers and features.")
+    lexical_dropout: float | None = model_flag("lexical_dropout", "Dropout of the word representations.")
     drop_singletons: bool = field(default=False, metadata={
         "help": "Remove one-mention gold clusters from every file (OntoNotes annotates none; LitBank does, and "
                 "the model never predicts one, so they only lower B3 and CEAF recall)."})
@@ -105,30 +115,35 @@ class CorefE2EArguments(HeldOutArguments):
         "help": "Evaluation and prediction run a longer document as consecutive segments of whole sentences of at "
                 "most this many words; mentions are linked within a segment only. Saved with the model (resolve's "
                 "default)."})
-    max_seq_length: int = field(default=512, metadata={"help": "bert: tokens per window, special tokens included."})
+    max_seq_length: int | None = model_flag("max_seq_length", "bert: tokens per window, special tokens included.")
     task_learning_rate: float = field(default=2e-4, metadata={
         "help": "bert: learning rate of everything but the encoder (span, mention and antecedent scorers), which "
                 "trains at --learning_rate (Joshi et al. 2019: 1e-5 / 2e-4)."})
+    window_batch_size: int = field(default=WINDOW_BATCH_SIZE, metadata={
+        "help": "bert: windows per encoder call; in training each group is recomputed in the backward pass, so a "
+                "long crop holds one group's activations (about 1 GB a window for BERT-base in fp32). Memory only: "
+                "not saved with the model."})
     window_stride: int | None = field(default=None, metadata={
-        "help": "bert: content tokens between window starts; default: half a window's content."})
+        "help": "bert: content tokens between window starts; default: half a window's content. A saved model keeps "
+                "its own."})
 
     def __post_init__(self):
         super().__post_init__()
         if self.encoder not in ENCODERS:
             raise CorefBertError(f"--encoder {self.encoder!r} is not one of {', '.join(ENCODERS)}")
         for name in ("max_span_width", "max_antecedents", "max_training_sentences", "max_training_words",
-                     "max_sentence_words", "max_segment_words", "lstm_size", "ffnn_size"):
-            if getattr(self, name) < 1:
+                     "max_sentence_words", "max_segment_words", "lstm_size", "ffnn_size", "window_batch_size"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:  # None: the default or the saved value
                 raise CorefBertError(f"--{name} must be at least 1 (got {getattr(self, name)})")
-        if self.asl_variant not in ASL_VARIANTS:
+        if self.asl_variant is not None and self.asl_variant not in ASL_VARIANTS:
             raise CorefBertError(f"--asl_variant {self.asl_variant!r} is not one of {', '.join(ASL_VARIANTS)}")
-        if self.top_span_ratio <= 0:
+        if self.top_span_ratio is not None and self.top_span_ratio <= 0:
             raise CorefBertError(f"--top_span_ratio must be > 0 (got {self.top_span_ratio})")
-        if self.max_seq_length < 8:
+        if self.max_seq_length is not None and self.max_seq_length < 8:
             raise CorefBertError(f"--max_seq_length must be at least 8 (got {self.max_seq_length})")
-        stride = self.window_stride
-        if stride is not None and not 1 <= stride <= self.max_seq_length - 2:
-            raise CorefBertError(f"--window_stride must be within [1, {self.max_seq_length - 2}] (got {stride})")
+        stride, length = self.window_stride, self.max_seq_length or MODEL_FLAG_DEFAULTS["max_seq_length"]
+        if stride is not None and not 1 <= stride <= length - 2:
+            raise CorefBertError(f"--window_stride must be within [1, {length - 2}] (got {stride})")
 
 
 class CroppedDocuments(torch.utils.data.Dataset):
@@ -223,6 +238,10 @@ class CorefE2ETask(FinetuningTask):
         if self.saved is not None and self.saved["encoder"] != a.encoder:
             raise CorefBertError(f"this model was trained with --encoder {self.saved['encoder']}; pass that",
                                  path=path)
+        # The model's own settings from here on: the defaults for a new model, a saved model's (a flag given
+        # with another value is refused), so every message below names the value in use.
+        apply_model_settings(a, CorefE2EConfig.from_dict(self.saved, os.path.join(path, f"{TASK}_head.json"))
+                             if self.saved is not None else None, path)
         self._check_model_path(path)
         read = lambda files: read_conll(files) if files else None  # noqa: E731
         self.train_docs, self.eval_docs, self.test_docs = read(a.train_file), read(a.validation_file), read(a.test_file)
@@ -257,10 +276,22 @@ class CorefE2ETask(FinetuningTask):
         empty = sum(not doc.sentences for doc in documents)
         if empty == len(documents):
             raise CorefBertError(f"{what} holds no document with words")
-        too_wide = sum(width > self.task_args.max_span_width for width in mentions)
+        width = self.task_args.max_span_width
+        too_wide = sum(w > width for w in mentions)
         logger.info("%s: %d documents (%d without words, skipped), %d words, %d gold mentions, %d of them wider "
-                    "than --max_span_width %d (never predicted)", what, len(documents), empty,
-                    sum(len(doc.words) for doc in documents), len(mentions), too_wide, self.task_args.max_span_width)
+                    "than the model's max_span_width %d (%s; never predicted)", what, len(documents), empty,
+                    sum(len(doc.words) for doc in documents), len(mentions), too_wide, width,
+                    "saved with it" if self.saved is not None else "--max_span_width")
+
+    def memory_advice(self, split: str) -> str:
+        """A step's memory grows with the words of its training crop, an evaluation's with a segment's."""
+        a = self.task_args
+        if split == "train":
+            windows = f" (or --window_batch_size, now {a.window_batch_size})" if a.encoder == "bert" else ""
+            return (f"a training step reads a crop of up to --max_training_words {a.max_training_words} words: lower "
+                    f"--max_training_words{windows}")
+        return (f"{split} reads documents in segments of up to --max_segment_words {a.max_segment_words} words: "
+                "lower --max_segment_words")
 
     def model_config(self) -> CorefE2EConfig:
         a = self.task_args
@@ -310,6 +341,7 @@ class CorefE2ETask(FinetuningTask):
     def build_model(self):
         if self.model is None:
             self.model = build_model(self.model_config(), self.vocab, self.pretrained, self.args.model_name_or_path)
+        self.model.window_batch_size = self.task_args.window_batch_size
         return self.model
 
     def evaluate(self, model, dataloader, accelerator, split):

@@ -1,9 +1,11 @@
 """The end-to-end model's typed config: built without mutation, saved and read back, older files still load."""
 
 import json
+import logging
 
 import pytest
 import torch
+from helpers import FIXTURES, load_cli
 
 from corefbert.errors import CorefBertError
 from corefbert.tasks.coref_e2e.config import CorefE2EConfig
@@ -64,3 +66,55 @@ def test_a_saved_recurrent_model_loads_with_its_config_and_vocabulary_and_scores
     features = featurize(document, loaded.config, loaded_vocab)
     with torch.no_grad():
         torch.testing.assert_close(loaded.eval()(**features).scores, model(**features).scores)
+
+
+# ------------------------------------------------------------------ flags a saved model fixes (issue 33, item 14)
+
+FIXTURE = FIXTURES / "coref_e2e" / "two_docs.conll"
+TINY = ["--embedding_dim", "8", "--lstm_size", "8", "--ffnn_size", "8", "--char_filters", "4", "--disable_tqdm"]
+
+
+@pytest.fixture(scope="module")
+def width_1_model(tmp_path_factory):
+    """A model saved with --max_span_width 1: 10 of the fixture's 20 gold mentions are wider."""
+    out = tmp_path_factory.mktemp("width_1")
+    load_cli("finetune/run_coref_e2e.py").main(["--encoder", "bilstm", *TINY, "--max_span_width", "1",
+                                                "--train_file", str(FIXTURE), "--do_train", "--max_steps", "1",
+                                                "--output_dir", str(out)])
+    return out / "last"
+
+
+def _evaluate(model, tmp_path, *flags):
+    return load_cli("finetune/run_coref_e2e.py").main([
+        "--encoder", "bilstm", "--model_name_or_path", str(model), "--validation_file", str(FIXTURE), "--do_eval",
+        "--disable_tqdm", "--output_dir", str(tmp_path / "eval"), *flags])
+
+
+def test_evaluating_a_saved_model_logs_the_span_width_it_uses(width_1_model, tmp_path, caplog, fresh_accelerate_state):
+    # Before: "... 0 of them wider than --max_span_width 10" (the command-line default) from a model of width 1.
+    for flags in ([], ["--max_span_width", "1"]):  # its own value, given, is accepted
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="corefbert.tasks.coref_e2e.task"):
+            results = _evaluate(width_1_model, tmp_path / str(len(flags)), *flags)
+        summary = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("--validation_file"))
+        assert "20 gold mentions, 10 of them wider than the model's max_span_width 1 (saved with it" in summary, \
+            summary
+        assert "eval_avg_f1" in results
+
+
+@pytest.mark.parametrize("flags, named", [
+    (["--max_span_width", "10"], "--max_span_width 1 (given 10)"),
+    (["--max_antecedents", "50", "--dropout", "0.3"], "--max_antecedents 250 (given 50), --dropout 0.2 (given 0.3)"),
+    (["--allow_crossing_spans"], "--allow_crossing_spans False (given True)"),
+    (["--embeddings_file", "vectors.txt"], "its own vocabulary and vectors (given --embeddings_file)"),
+])
+def test_a_flag_the_saved_model_fixes_given_with_another_value_is_one_line(width_1_model, tmp_path, capsys, flags,
+                                                                          named):
+    # Before: silently ignored (the model used its own width, dropout, ...).
+    with pytest.raises(SystemExit) as stop:
+        _evaluate(width_1_model, tmp_path, *flags)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("error:") == 1 and "Traceback" not in err, err
+    line = next(line for line in err.splitlines() if line.startswith("error:"))
+    assert f"this model was trained with {named}; a saved model keeps the settings" in line, line
+    assert not (tmp_path / "eval" / "all_results.json").exists()

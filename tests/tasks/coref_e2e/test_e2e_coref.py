@@ -174,7 +174,8 @@ def test_batched_antecedent_scores_and_loss_match_span_by_span_reference(seed):
         assert torch.isinf(batched[len(row):]).all()  # slots before the first span are -inf
     assert out["loss"].item() == pytest.approx(expected_loss, rel=1e-5)
     valid = out["scores"][:, 1:] > float("-inf")
-    phi = ranker.pair_features(inputs["speaker_ids"][out["top_starts"]], out["antecedents"],
+    top_speakers = inputs["speaker_ids"][out["top_starts"]]
+    phi = ranker.pair_features(top_speakers, top_speakers[out["antecedents"]],
                                torch.arange(1, out["antecedents"].shape[1] + 1), inputs["genre"])
     concat = pair_scores_concat(ranker, spans[top], scores[top], out["antecedents"], valid, phi)
     torch.testing.assert_close(concat, out["scores"])
