@@ -9,11 +9,13 @@ Each arm is :func:`corefbert.pretraining.run.run_pretraining` with one flag chan
 - ``official_loss``: the official code's copy loss (``--mrp_official_loss``), optional.
 
 Every arm of one seed trains on the same prepared corpus, in the same data order (the sampler and masks
-are functions of the seed), for the same number of steps. A finished run (``all_results.json`` and
-``final/``) is skipped, an interrupted one resumes from its latest checkpoint, and probes are cached per
-run, so a killed study continues where it stopped and arms run on other machines are picked up by
-``--collect_only``. The probes (:mod:`corefbert.ablation.probes`) run on each arm's ``final/`` and on the
-starting backbone; :func:`collect` writes ``study.json``, ``study.md`` and ``curves.png``.
+are functions of the seed), for the same number of steps. The runs are one sweep
+(:mod:`corefbert.training.sweep`): a finished run (``all_results.json`` and ``final/``) is skipped, and refused
+when its settings (``ablation_run.json``) changed, an interrupted one resumes from its latest checkpoint, and
+probes are cached per run, so a killed study continues where it stopped and arms run on other machines are
+picked up by ``--collect_only``. The probes (:mod:`corefbert.ablation.probes`) run on each arm's ``final/`` and
+on the starting backbone; :func:`collect` writes ``study.json`` and ``study.md`` after each run, and
+``curves.png`` at the end.
 """
 
 from __future__ import annotations
@@ -36,9 +38,19 @@ from corefbert.ablation.probes import (
     run_quoref_probe,
     statistic,
 )
+from corefbert.corpus.prepare import PrepareArguments
 from corefbert.errors import CorefBertError
+from corefbert.pretraining.arguments import PretrainingArguments
 from corefbert.text.durable import replace_file
 from corefbert.text.tokenizers import load_tokenizer
+from corefbert.training.sweep import (
+    SweepRules,
+    SweepRun,
+    recorded_settings,
+    run_one,
+    run_sweep,
+    training_settings,
+)
 
 #: Each arm's flags over the given ones. "corefbert" keeps the flags as given.
 ARMS = {
@@ -159,7 +171,9 @@ def run_dir(root: Path, arm: str, seed: int) -> Path:
 
 
 def run_study(study: AblationArguments, train_args, corpus_args=None) -> dict:
-    """Train every arm x seed still missing, probe them and the backbone, then :func:`collect` the study."""
+    """Train every arm x seed still missing (one sweep, :mod:`corefbert.training.sweep`), probe them and the
+    backbone, then :func:`collect` the study (its table after every run, so an interrupted study shows what it
+    has)."""
     study.validate()
     arms, root = study.arm_list(), Path(train_args.output_dir)
     for arm in arms:  # every arm's flags, before hours of training: not at the arm's turn
@@ -168,23 +182,32 @@ def run_study(study: AblationArguments, train_args, corpus_args=None) -> dict:
     counts = {"trained": 0, "resumed": 0, "finished_before": 0, "probes_run": 0, "probes_reused": 0}
     check_study_settings(root, study, train_args)
     if not study.collect_only:
-        splits = _study_corpus(train_args, corpus_args)
+        splits = study_corpus(train_args, corpus_args)
         eval_rows = splits["validation"].select(range(min(study.probe_sequences, len(splits["validation"]))))
         start = train_args.model_name_or_path
         if study.base_mlm_steps:
             start, counts["base"] = train_base(study, train_args, splits)
-        total, done = len(arms) * len(seeds), 0
-        for seed in seeds:
-            if not study.skip_backbone:
+
+        def make_run(point: tuple[str, int]) -> SweepRun:
+            arm, seed = point
+            args = dataclasses.replace(train_args, output_dir=str(run_dir(root, arm, seed)), seed=seed,
+                                       model_name_or_path=start, plot=False, **ARMS[arm])
+            return arm_run(args, splits, f"ablation arm {arm}, seed {seed}", study.base_mlm_steps)
+
+        def before_run(point: tuple[str, int]) -> None:  # each seed's starting point, probed before its first arm
+            arm, seed = point
+            if arm == arms[0] and not study.skip_backbone:
                 _probe(study, train_args, eval_rows, BACKBONE, seed, start, False, counts)
-            for arm in arms:
-                done += 1
-                args = dataclasses.replace(train_args, output_dir=str(run_dir(root, arm, seed)), seed=seed,
-                                           model_name_or_path=start, plot=False, **ARMS[arm])
-                print(f"[ablation] {arm}, seed {seed} ({done}/{total})", flush=True)
-                counts[_train(args, splits, base_mlm_steps=study.base_mlm_steps)] += 1
-                _probe(study, train_args, eval_rows, arm, seed, str(Path(args.output_dir) / "final"),
-                       trains_copy_head(args), counts)
+
+        def after_run(point: tuple[str, int], _results) -> None:  # probe the run, rewrite the table
+            arm, seed = point
+            _probe(study, train_args, eval_rows, arm, seed, str(run_dir(root, arm, seed) / "final"),
+                   trains_copy_head(dataclasses.replace(train_args, **ARMS[arm])), counts)
+            collect(root, arms, seeds, study, plot=False)  # the curves once, at the end
+
+        points = [(arm, seed) for seed in seeds for arm in arms]
+        for outcome, n in run_sweep(points, make_run, SWEEP_RULES, before_run, after_run).items():
+            counts[outcome] += n
     study_result = collect(root, arms, seeds, study)
     study_result["runs"] = counts
     print(f"[ablation] runs: {counts['trained']} trained, {counts['resumed']} resumed, {counts['finished_before']} "
@@ -231,68 +254,56 @@ def train_base(study: AblationArguments, train_args, splits) -> tuple[str, str]:
     args = base_args(study, train_args)
     print(f"[ablation] base: {study.base_mlm_steps} steps of whole-word MLM from {train_args.model_name_or_path}",
           flush=True)
-    return str(Path(args.output_dir) / "final"), _train(args, splits)
+    outcome, _ = run_one(arm_run(args, splits, "ablation base"), SWEEP_RULES)
+    return str(Path(args.output_dir) / "final"), outcome
 
 
-def _study_corpus(train_args, corpus_args):
-    """The one corpus every run trains on: ``--dataset_dir``, or the corpus flags prepared once (cached)."""
+def study_corpus(train_args, corpus_args):
+    """The one corpus every run trains on: ``--dataset_dir``, or the corpus flags prepared once (cached), checked
+    against the backbone before it is probed on it (pretraining checks it again)."""
     from transformers import AutoConfig
 
-    from corefbert.corpus.prepare import PrepareArguments, prepare_corpus
-    from corefbert.pretraining.data import check_corpus, check_corpus_tokenizer, load_prepared_corpus
+    from corefbert.pretraining.data import load_or_prepare_corpus
 
-    model = train_args.model_name_or_path
-    tokenizer = load_tokenizer(model)
-    if train_args.dataset_dir:
-        where = train_args.dataset_dir
-        splits = load_prepared_corpus(where, verify=getattr(corpus_args, "verify_corpus", None))
-    elif corpus_args is not None and corpus_args.train_file:
-        where = "corpus"
-        prepare = PrepareArguments(**dataclasses.asdict(corpus_args), model_name_or_path=model, seed=train_args.seed)
-        splits = prepare_corpus(prepare, tokenizer=tokenizer)
-    else:
+    if not train_args.dataset_dir and not (corpus_args is not None and corpus_args.train_file):
         raise CorefBertError("no corpus: pass --train_file (text) or --dataset_dir (a prepared corpus)")
-    splits = check_corpus(splits, where)
-    # Before the backbone is probed on it: the corpus' ids must be this model's (pretraining checks it again).
-    check_corpus_tokenizer(splits, tokenizer, AutoConfig.from_pretrained(model), where)
+    model = train_args.model_name_or_path
+    prepare = None if corpus_args is None else PrepareArguments(**dataclasses.asdict(corpus_args),
+                                                                model_name_or_path=model, seed=train_args.seed)
+    splits, _ = load_or_prepare_corpus(train_args.dataset_dir, prepare, load_tokenizer(model),
+                                       AutoConfig.from_pretrained(model))
     return splits
 
 
-def _arm_settings(args, splits) -> dict:
-    from corefbert.pretraining.run import pretraining_settings
-    from corefbert.training.arguments import EXACT_SETTINGS
+def arm_run(args, splits, label: str, base_mlm_steps: int = 0) -> SweepRun:
+    """One pretraining run of the sweep (an arm at a seed, or the base) in ``args.output_dir``: its settings are
+    what decides the result (:func:`corefbert.pretraining.run.pretraining_settings` and the schedule's length)
+    and the study's starting point."""
+    from corefbert.pretraining.run import pretraining_settings, run_pretraining
 
-    settings = pretraining_settings(args, splits["train"], splits["validation"])
-    return {"max_steps": args.max_steps, **{k: getattr(args, k) for k in EXACT_SETTINGS}, **settings}
+    settings = {"max_steps": args.max_steps,
+                **training_settings(args, pretraining_settings(args, splits["train"], splits["validation"])),
+                "base_mlm_steps": base_mlm_steps}
+
+    def train(resume: bool) -> dict:
+        return run_pretraining(dataclasses.replace(args, resume_from_checkpoint="latest" if resume else None),
+                               splits=splits)
+
+    return SweepRun(label, Path(args.output_dir), settings, train)
 
 
-def _train(args, splits, base_mlm_steps: int = 0) -> str:
-    """Run one arm x seed (or the base) unless finished; returns trained / resumed / finished_before."""
-    from corefbert.pretraining.run import run_pretraining
-    from corefbert.training.arguments import changed_settings
+def _sweep_rules() -> SweepRules:
+    # A setting added after a run finished (--optim, say) was at its default then, and runs finished before
+    # --base_mlm_steps existed started from the backbone.
+    defaults = {spec.name: json.loads(json.dumps(spec.default, default=str))
+                for spec in dataclasses.fields(PretrainingArguments) if spec.default is not dataclasses.MISSING}
+    return SweepRules(finished=("all_results.json", "final"), marker=RUN_MARKER,
+                      # the starting point is the study's to check (study_settings.json), not each run's
+                      may_ignore=frozenset({"model_name_or_path"}),
+                      recorded_defaults={**defaults, "base_mlm_steps": 0})
 
-    out = Path(args.output_dir)
-    settings = json.loads(json.dumps({**_arm_settings(args, splits), "base_mlm_steps": base_mlm_steps},
-                                     default=str))
-    if (out / "all_results.json").is_file() and (out / "final").is_dir():
-        marker = out / RUN_MARKER
-        saved = json.loads(marker.read_text(encoding="utf-8")) if marker.is_file() else settings
-        saved.setdefault("base_mlm_steps", 0)  # runs finished before the flag existed started from the backbone
-        # A setting added after the run finished (--optim, say) was at its default then: compare it with that.
-        for spec in dataclasses.fields(args):
-            if spec.default is not dataclasses.MISSING:
-                saved.setdefault(spec.name, json.loads(json.dumps(spec.default, default=str)))
-        changed = sorted(name for name, _, _ in changed_settings(saved, settings) if name != "model_name_or_path")
-        if changed:
-            raise CorefBertError(f"this finished run was trained with other settings ({', '.join(changed)}: "
-                                 f"{saved.get(changed[0])!r} then, {settings[changed[0]]!r} now); use another "
-                                 "--output_dir or delete the run to train it again", path=out)
-        print(f"[ablation] {out} is finished: skipped", flush=True)
-        return "finished_before"
-    started = out.is_dir() and any(out.iterdir())
-    run_pretraining(dataclasses.replace(args, resume_from_checkpoint="latest" if started else None), splits=splits)
-    replace_file(out / RUN_MARKER, json.dumps(settings, indent=2))
-    return "resumed" if started else "trained"
+
+SWEEP_RULES = _sweep_rules()
 
 
 def _probe(study, train_args, eval_rows, arm: str, seed: int, model_dir: str, copy_trained: bool,
@@ -429,15 +440,15 @@ def pretraining_figures(root: Path, arms: list[str], seeds: list[int]) -> dict:
             train = [r for r in read_log(folder / "log.jsonl") if r.get("split") == "train"]
             figures["train_tokens"] = train[-1]["tokens"] if train else None
             figures["train_steps"] = train[-1]["step"] if train else None
-            marker = folder / RUN_MARKER  # None: trained elsewhere, flags unknown
-            flags = json.loads(marker.read_text(encoding="utf-8")) if marker.is_file() else None
+            flags = recorded_settings(folder, RUN_MARKER)  # None: trained elsewhere, flags unknown
             figures["copy_trained"] = trains_copy_head(SimpleNamespace(**flags)) if flags else None
             out.setdefault(arm, {})[str(seed)] = figures
     return out
 
 
-def collect(root: Path, arms: list[str], seeds: list[int], study: AblationArguments) -> dict:
-    """Write ``study.json``, ``study.md`` and ``curves.png`` from what ``root`` holds; returns the JSON."""
+def collect(root: Path, arms: list[str], seeds: list[int], study: AblationArguments, plot: bool = True) -> dict:
+    """Write ``study.json``, ``study.md`` and (with ``plot``) ``curves.png`` from what ``root`` holds; returns the
+    JSON."""
     from corefbert.ablation.report import plot_study, write_markdown
 
     root = Path(root)
@@ -449,11 +460,13 @@ def collect(root: Path, arms: list[str], seeds: list[int], study: AblationArgume
     root.mkdir(parents=True, exist_ok=True)
     replace_file(root / "study.json", json.dumps(result, indent=2))
     write_markdown(root / "study.md", result)
+    if not plot:
+        return result
     logs = {(arm, seed): run_dir(root, arm, seed) / "log.jsonl" for arm in arms for seed in seeds}
     copy_trained = {(arm, int(seed)) for arm, runs in result["pretraining"].items() for seed, figures in runs.items()
                     if figures["copy_trained"] is not False}
     base_log = root / BASE / "log.jsonl" if study.base_mlm_steps else None
-    plot = plot_study({key: path for key, path in logs.items() if path.is_file()}, root / "curves.png",
-                      copy_trained, base_log)
-    result["plot"] = str(plot) if plot else None
+    figure = plot_study({key: path for key, path in logs.items() if path.is_file()}, root / "curves.png",
+                        copy_trained, base_log)
+    result["plot"] = str(figure) if figure else None
     return result

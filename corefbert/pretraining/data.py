@@ -17,6 +17,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from corefbert.corpus.packed_rows import COLUMNS as CORPUS_COLUMNS
+from corefbert.corpus.prepare import prepare_corpus
 from corefbert.errors import CorefBertError
 
 ROW_KEY = "__row__"
@@ -62,6 +63,23 @@ def check_corpus(splits, where: str):
             raise CorefBertError(f"the {split} split is empty{_why_empty(splits, split) or '; give more text'}",
                                  path=where)
     return {split: splits[split].select_columns(list(CORPUS_COLUMNS)) for split in ("train", "validation")}
+
+
+def load_or_prepare_corpus(dataset_dir: str | None, prepare_args, tokenizer, model_config=None):
+    """The checked ``{"train", "validation"}`` rows a pretraining run (or every run of an ablation study) trains on,
+    and where they came from (for messages): ``dataset_dir`` (a prepared corpus or shard set, checked against its
+    manifest with ``prepare_args.verify_corpus``), else the corpus ``prepare_args`` name, prepared once and cached
+    by fingerprint (:func:`corefbert.corpus.prepare.prepare_corpus` with ``tokenizer``). With ``model_config``
+    the rows are also checked against the model (:func:`check_corpus_tokenizer`)."""
+    where = dataset_dir or "corpus"
+    if dataset_dir:
+        splits = load_prepared_corpus(dataset_dir, verify=getattr(prepare_args, "verify_corpus", None))
+    else:
+        splits = prepare_corpus(prepare_args, tokenizer=tokenizer)
+    splits = check_corpus(splits, where)
+    if model_config is not None:
+        check_corpus_tokenizer(splits, tokenizer, model_config, where)
+    return splits, where
 
 
 def check_corpus_tokenizer(splits_or_dir, tokenizer, model_config, where: object = None) -> None:

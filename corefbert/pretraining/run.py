@@ -18,7 +18,7 @@ from corefbert.pretraining.data import (
     SeededCollate,
     check_corpus,
     check_corpus_tokenizer,
-    load_prepared_corpus,
+    load_or_prepare_corpus,
     pretraining_dataloader,
 )
 from corefbert.pretraining.modeling import load_pretraining_model
@@ -95,7 +95,7 @@ def run_pretraining(args: PretrainingArguments, data_args=None, splits=None) -> 
     """Pretrain CorefBERT as ``args`` say; returns the final held-out metrics.
 
     The corpus comes from ``splits`` (a DatasetDict with train/validation), else ``args.dataset_dir``,
-    else ``corefbert.corpus.prepare.prepare_corpus(data_args, tokenizer)``.
+    else the corpus ``data_args`` name, prepared once (:func:`corefbert.pretraining.data.load_or_prepare_corpus`).
     """
     args.validate()
     check_training_start(args)
@@ -188,14 +188,11 @@ def rows_digest(rows) -> str:
 def _corpus(args, data_args, splits, tokenizer, accelerator):
     """The train/validation rows (prepared once, on the main process first) and where they came from."""
     with accelerator.main_process_first():
-        where = args.dataset_dir or "corpus"
-        if splits is None and args.dataset_dir:
-            splits = load_prepared_corpus(args.dataset_dir, verify=getattr(data_args, "verify_corpus", None))
-        elif splits is None:
-            from corefbert.corpus.prepare import prepare_corpus
-
-            splits = prepare_corpus(data_args, tokenizer=tokenizer)
-        splits = check_corpus(splits, where)
+        if splits is None:
+            splits, where = load_or_prepare_corpus(args.dataset_dir, data_args, tokenizer)
+        else:
+            where = args.dataset_dir or "corpus"
+            splits = check_corpus(splits, where)
     eval_rows = splits["validation"]
     if args.max_eval_samples is not None:
         eval_rows = eval_rows.select(range(min(args.max_eval_samples, len(eval_rows))))

@@ -67,8 +67,6 @@ KNOWN_CROSSINGS = {
 # shrinks: test_every_known_exception_still_exists fails on an entry the code no longer has.
 KNOWN_LOCAL_IMPORTS = {
     ("ablation.probes", "tasks.coref.readers"),
-    ("ablation.study", "corpus.prepare"),
-    ("ablation.study", "training.arguments"),
     ("ablation.study", "pretraining.plotting"),
     ("ablation.study", "ablation.report"),
     ("corpus.prepare", "corpus.mentions"),
@@ -80,7 +78,6 @@ KNOWN_LOCAL_IMPORTS = {
     ("pretraining.data", "text.positions"),
     ("pretraining.data", "pretraining.length_grouping"),
     ("pretraining.report", "pretraining.plotting"),
-    ("pretraining.run", "corpus.prepare"),
     ("pretraining.run", "pretraining.collator"),
     ("pretraining.run", "pretraining.report"),
     ("tasks.pronoun_pairs.models", "text.jsonio"),

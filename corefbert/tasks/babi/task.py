@@ -22,6 +22,7 @@ import logging
 import os
 import statistics
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
@@ -48,9 +49,8 @@ from corefbert.tasks.base import main as run_task
 from corefbert.tasks.heads import load_weights
 from corefbert.text.durable import output_file, output_path, replace_file
 from corefbert.text.vocabulary import Vocabulary
-from corefbert.training.arguments import changed_settings, refuse_changed_settings, run_settings
-from corefbert.training.checkpointing import list_checkpoints, read_trainer_state
 from corefbert.training.outputs import write_json
+from corefbert.training.sweep import SweepRules, SweepRun, run_sweep, training_settings
 
 __all__ = ["EXTRACTIVE_TASKS", "MODELS", "BabiArguments", "BabiTask", "babi_table", "load_babi_reader", "run_babi"]
 
@@ -361,44 +361,25 @@ def table_markdown(table: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _length_unchanged(out: str, args) -> bool:
-    """Whether the finished run in ``out`` had the schedule length of ``args`` (a longer one continues it)."""
-    try:
-        with open(os.path.join(out, "finetuning_args.json"), encoding="utf-8") as handle:
-            saved = json.load(handle)
-    except (OSError, ValueError):
-        return False
-    return all(saved.get(name) == getattr(args, name) for name in ("max_steps", "num_train_epochs"))
+#: How the bAbI table treats the run folders it finds (:mod:`corefbert.training.sweep`): a finished run keeps
+#: its record in its newest checkpoint, and a longer schedule continues it.
+SWEEP_RULES = SweepRules(continues=("max_steps", "num_train_epochs"))
 
 
-def _refuse_changed_finished_run(out: str, task: BabiTask, args) -> None:
-    """A finished run is kept only under the settings it ran with: the same comparison, on its newest
-    checkpoint's record, as a resume of an unfinished one (``refuse_changed_settings``: one line, or a warning
-    with ``--ignore_changed_settings``). A run saved without checkpoints has no record to compare."""
-    found = list_checkpoints(out)
-    if not found:
-        return
-    saved = read_trainer_state(found[-1][1]).get("settings") or {}
-    current = run_settings(args, saved.get("num_processes", 1), saved.get("mixed_precision", "no"),
-                           FinetuningJob(task, args, None, None).settings())
-    refuse_changed_settings(changed_settings(saved, current), found[-1][1], args.ignore_changed_settings, print)
-
-
-def _one_run(task_args: BabiArguments, args, task_id: int, seed_index: int) -> dict:
-    """One task x seed in ``output_dir/qaN/seed_k``. With ``--resume_from_checkpoint``, a finished run of the
-    same settings and length is kept (not retrained, not re-evaluated), an unfinished one continues from its
-    newest checkpoint, and one whose settings changed is refused."""
+def babi_run(task_args: BabiArguments, args, task_id: int, seed_index: int) -> SweepRun:
+    """One task x seed of the table, in ``output_dir/qaN/seed_k``: its settings are what a checkpoint records
+    (the training flags, the task's flags and the sizes of its files) and the schedule's length."""
     out = os.path.join(args.output_dir, f"qa{task_id}", f"seed_{seed_index}")
     run_args = dataclasses.replace(args, output_dir=out, seed=args.seed + seed_index)
     task = BabiTask(dataclasses.replace(task_args, task_ids=[task_id], seeds=1), run_args)
-    results_path = os.path.join(out, "all_results.json")
-    if args.resume_from_checkpoint and os.path.isfile(results_path):
-        _refuse_changed_finished_run(out, task, run_args)
-        if _length_unchanged(out, run_args):
-            print(f"bAbI task {task_id}, seed {run_args.seed}: finished in {out}, kept", flush=True)
-            with open(results_path, encoding="utf-8") as handle:
-                return json.load(handle)
-    return run_finetuning(task, run_args)
+    settings = {**training_settings(run_args, FinetuningJob(task, run_args, None, None).settings()),
+                "max_steps": run_args.max_steps, "num_train_epochs": run_args.num_train_epochs}
+
+    def train(resume: bool) -> dict:
+        given = run_args.resume_from_checkpoint
+        return run_finetuning(task, dataclasses.replace(run_args, resume_from_checkpoint=given if resume else None))
+
+    return SweepRun(f"bAbI task {task_id}, seed {run_args.seed}", Path(out), settings, train)
 
 
 def write_tables(task_args: BabiArguments, args, accuracies: dict[int, list[float]],
@@ -444,10 +425,10 @@ def run_babi(task_args: BabiArguments, args) -> dict[str, float]:
     test_accuracies: dict[int, list[float]] = {}
     unanswerable: dict[str, int] = {}
     tables: list[dict] = []
-    for number, (task_id, seed_index) in enumerate(runs, start=1):
-        print(f"[{number}/{len(runs)}] bAbI task {task_id}, seed {args.seed + seed_index} ({task_args.model})",
-              flush=True)
-        run = _one_run(task_args, args, task_id, seed_index)
+
+    def after_run(point: tuple[int, int], run: dict) -> None:  # the table rewritten after every run
+        nonlocal tables
+        task_id = point[0]
         if "eval_accuracy" in run:
             accuracies.setdefault(task_id, []).append(run["eval_accuracy"])
         if "predict_accuracy" in run:
@@ -456,6 +437,13 @@ def run_babi(task_args: BabiArguments, args) -> dict[str, float]:
             if f"{split}_unanswerable" in run:
                 unanswerable[f"{split}_unanswerable_qa{task_id}"] = run[f"{split}_unanswerable"]
         tables = write_tables(task_args, args, accuracies, test_accuracies)
+
+    print(f"bAbI with {task_args.model}: {len(runs)} runs (tasks x seeds)", flush=True)
+    # With --resume_from_checkpoint a finished run of the same settings and length is kept (not retrained, not
+    # re-evaluated), an unfinished one continues from its newest checkpoint, and a changed one is refused.
+    rules = dataclasses.replace(SWEEP_RULES, keep_finished=bool(args.resume_from_checkpoint),
+                                ignore_changed_settings=args.ignore_changed_settings)
+    run_sweep(runs, lambda point: babi_run(task_args, args, *point), rules, after_run=after_run)
     results.update({f"predict_accuracy_qa{t}": statistics.fmean(a) for t, a in test_accuracies.items()})
     results.update(unanswerable)
     if accuracies:

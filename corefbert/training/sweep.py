@@ -1,0 +1,171 @@
+"""Sweeps: grid points x seeds of ordinary training runs, each in its own folder (issue 34).
+
+The ablation study (arms x seeds of pretraining runs, :mod:`corefbert.ablation.study`) and the bAbI table
+(tasks x seeds of fine-tunings, :mod:`corefbert.tasks.babi.task`) both run through :func:`run_sweep`, which
+takes each grid point and seed in turn, builds its :class:`SweepRun` and treats it under the family's
+:class:`SweepRules`:
+
+- a **finished** run (every file of ``rules.finished`` is there: what a run writes when it ends) is compared
+  with the settings it was trained with. A change is refused in one line naming the setting and both values,
+  except in the settings a finished run may ignore (``rules.may_ignore``); a change of ``rules.continues`` (a
+  longer schedule) continues the run from its latest checkpoint. Unchanged, the run is kept as it is
+  (``finished_before``: not retrained, not re-evaluated) and its results are read back from ``all_results.json``;
+- a **started** run (its folder holds anything) resumes from its latest checkpoint (``resumed``);
+- any other run trains from the start (``trained``).
+
+After a run has trained, the sweep's marker (``rules.marker``) is written last in its folder, holding its
+settings; then ``after_run`` gets the point and the run's results, so the table of an interrupted sweep shows
+what it has. With ``rules.keep_finished`` off (bAbI without ``--resume_from_checkpoint``) every run trains as told, and
+the training core refuses a folder an earlier run left unless told to overwrite it.
+
+Where a finished run's settings are recorded, and how a change is refused:
+
+- ``rules.marker`` names a file (the ablation's ``ablation_run.json``): the sweep's own record. A run finished
+  without one (trained elsewhere with ``run_mrp`` into the same layout) has nothing to compare and is kept; a
+  setting added after a run finished compares as the value it had then (``rules.recorded_defaults``). A change
+  is "this finished run was trained with other settings (names: old then, new now)", naming the run's folder.
+- no marker (bAbI): the newest checkpoint's record (its ``trainer_state.json`` settings, what a resume compares)
+  for the settings, the run's arguments file (``rules.arguments_file``) for ``rules.continues``. A change is
+  refused as a resume refuses it (the same line, naming the checkpoint; ``--ignore_changed_settings`` turns it
+  into warnings). A run saved without checkpoints has nothing to compare.
+
+The runner knows nothing of what a run trains: each run brings its settings and a ``train(resume)`` callable.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from corefbert.errors import CorefBertError
+from corefbert.text.durable import replace_file
+from corefbert.training.arguments import EXACT_SETTINGS, changed_settings, refuse_changed_settings
+from corefbert.training.checkpointing import list_checkpoints, read_trainer_state
+
+RESULTS = "all_results.json"
+#: What :func:`run_one` says happened to a run (the keys of :func:`run_sweep`'s counts).
+OUTCOMES = ("trained", "resumed", "finished_before")
+
+
+@dataclass(frozen=True)
+class SweepRun:
+    """One grid point at one seed: where it runs, what decides its result, and how to train it."""
+
+    label: str  # how messages name the run: "bAbI task 1, seed 42"
+    output_dir: Path
+    settings: dict  # JSON-able; compared with a finished run's record, and what the marker holds
+    train: Callable[[bool], dict | None]  # train(resume) -> its results; resume: from its latest checkpoint
+
+
+@dataclass(frozen=True)
+class SweepRules:
+    """How a sweep treats the run folders it finds (see the module docstring)."""
+
+    finished: tuple[str, ...] = (RESULTS,)  # files a finished run holds (a run trained elsewhere has them too)
+    marker: str | None = None  # the sweep's record, written last; None: the newest checkpoint's record
+    may_ignore: frozenset[str] = frozenset()  # a finished run is kept although these differ
+    continues: tuple[str, ...] = ()  # a change of these continues a finished run from its latest checkpoint
+    arguments_file: str = "finetuning_args.json"  # without a marker: where ``continues`` are read back
+    recorded_defaults: Mapping[str, Any] = field(default_factory=dict)  # a setting the marker lacks had this value
+    keep_finished: bool = True  # False: every run trains as told (no skip, no resume)
+    ignore_changed_settings: bool = False  # without a marker: warn about a changed setting instead of refusing
+
+
+def training_settings(args, job_settings: dict) -> dict:
+    """What decides a run's result as a sweep records it: :data:`EXACT_SETTINGS` of the arguments and the job's
+    own settings (a checkpoint records the same, with the process count and precision the run found)."""
+    return {**{name: getattr(args, name) for name in EXACT_SETTINGS}, **job_settings}
+
+
+def run_sweep(points: Sequence, make_run: Callable[[Any], SweepRun], rules: SweepRules,
+              before_run: Callable[[Any], None] | None = None,
+              after_run: Callable[[Any, dict | None], None] | None = None) -> dict[str, int]:
+    """For each grid point and seed in ``points``: ``before_run(point)``, then its run (``make_run(point)``, built
+    at its turn) kept, refused, resumed or trained (:func:`run_one`), then ``after_run(point, results)`` (the
+    table rewritten); returns how many runs were trained, resumed and kept (``finished_before``)."""
+    counts = dict.fromkeys(OUTCOMES, 0)
+    for number, point in enumerate(points, start=1):
+        if before_run is not None:
+            before_run(point)
+        run = make_run(point)
+        print(f"[{number}/{len(points)}] {run.label}", flush=True)
+        outcome, results = run_one(run, rules)
+        counts[outcome] += 1
+        if after_run is not None:
+            after_run(point, results)
+    return counts
+
+
+def run_one(run: SweepRun, rules: SweepRules) -> tuple[str, dict | None]:
+    """Keep, refuse, resume or train ``run`` (the module docstring says which); returns the outcome (one of
+    :data:`OUTCOMES`) and the run's results."""
+    out = Path(run.output_dir)
+    settings = json.loads(json.dumps(run.settings, default=str))  # as the record holds them
+    if rules.keep_finished and is_finished(out, rules):
+        if _keep(out, settings, rules):
+            print(f"{run.label}: finished in {out}, kept", flush=True)
+            return "finished_before", _read(out / RESULTS)
+        resume = True  # a longer schedule: the run continues from its latest checkpoint
+    else:
+        resume = rules.keep_finished and out.is_dir() and any(out.iterdir())
+    results = run.train(resume)
+    if rules.marker:  # written last: a run killed before this point has no marker yet
+        replace_file(out / rules.marker, json.dumps(settings, indent=2), "the run's settings")
+    return ("resumed" if resume else "trained"), results
+
+
+def is_finished(out: Path, rules: SweepRules) -> bool:
+    """Whether the run in ``out`` ended: every file of ``rules.finished`` is there."""
+    return all((Path(out) / name).exists() for name in rules.finished)
+
+
+def recorded_settings(out: Path, marker: str) -> dict | None:
+    """The settings a sweep's ``marker`` in the run folder ``out`` holds; None when there is none (a run not
+    finished yet, or trained outside the sweep)."""
+    path = Path(out) / marker
+    if not path.is_file():
+        return None
+    try:
+        saved = _read(path)
+    except (OSError, ValueError):
+        saved = None
+    if not isinstance(saved, dict):
+        raise CorefBertError("unreadable record of a run's settings (not a JSON object); delete the run to train "
+                             "it again", path=path)
+    return saved
+
+
+def _keep(out: Path, settings: dict, rules: SweepRules) -> bool:
+    """Whether the finished run in ``out`` is kept as it is (False: a setting of ``rules.continues`` changed, so
+    it continues); a change of any other setting but ``rules.may_ignore`` is refused."""
+    compared = {k: v for k, v in settings.items() if k not in rules.may_ignore and k not in rules.continues}
+    if rules.marker:
+        saved = recorded_settings(out, rules.marker)
+        if saved is None:
+            return True  # trained elsewhere: nothing recorded to compare
+        saved = {**rules.recorded_defaults, **saved}
+        changed = sorted(name for name, _, _ in changed_settings(saved, compared))
+        if changed:
+            raise CorefBertError(f"this finished run was trained with other settings ({', '.join(changed)}: "
+                                 f"{saved.get(changed[0])!r} then, {settings[changed[0]]!r} now); use another "
+                                 "--output_dir or delete the run to train it again", path=out)
+        lengths = saved
+    else:
+        found = list_checkpoints(out)
+        if found:
+            checkpoint = found[-1][1]
+            refuse_changed_settings(changed_settings(read_trainer_state(checkpoint).get("settings") or {}, compared),
+                                    checkpoint, rules.ignore_changed_settings, print)
+        try:
+            lengths = _read(out / rules.arguments_file) if rules.continues else {}
+        except (OSError, ValueError):
+            lengths = {}  # unreadable: nothing says the length is the same, so the run continues
+    return all(lengths.get(name) == settings.get(name) for name in rules.continues)
+
+
+def _read(path: Path):
+    """A JSON file a run or the sweep wrote (all results, arguments, the marker)."""
+    return json.loads(Path(path).read_text(encoding="utf-8"))
