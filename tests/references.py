@@ -126,10 +126,13 @@ def mrp_loss_reference(hidden: torch.Tensor, vector: torch.Tensor, batch: Mappin
 
     ``hidden`` ``[batch, seq, hidden]``, ``vector`` ``V`` ``[hidden]``, ``batch`` the collator's keys. ``form``:
     ``"copyable"`` (eq. 2 over the collator's ``copy_mask``), ``"sequence"`` (eq. 2 over every x_k ∈ X: each real
-    token of the row, ``attention_mask``) or ``"official"`` (thunlp/CorefBERT: every position of the row,
-    padding included, and start and end as two separate log-sums). With ``document_ids`` in ``batch`` a query
-    sees only its own document's tokens (``"sequence"``: and the row's special tokens, document -1).
-    The losses are averaged over the batch's mentions, the official code's reduction; eq. 4 itself sums.
+    token of the row, ``attention_mask``) or ``"official"`` (thunlp/CorefBERT's ``BertForCopy`` and
+    ``gen_copy_data_MRP.py``: a masked word's first and last subword are two separate queries, each a log-sum over
+    the referents' first, resp. last, subwords with the softmax over every position of the row, padding
+    included; a one-token word is one query). With ``document_ids`` in ``batch`` a query sees only its own
+    document's tokens (``"sequence"``: and the row's special tokens, document -1).
+    The losses are averaged over the batch's mentions (the official form: over its queries), the official
+    code's reduction; eq. 4 itself sums.
     """
     h = hidden.double().tolist()
     v = vector.double().tolist()
@@ -170,7 +173,9 @@ def mrp_loss_reference(hidden: torch.Tensor, vector: torch.Tensor, batch: Mappin
                 if batch["mrp_referent_mask"][b, m, r]
             ]
             if form == "official":
-                losses.append(-math.log(sum(p_start[s] for s, _ in refs)) - math.log(sum(p_end[e] for _, e in refs)))
+                losses.append(-math.log(sum(p_start[s] for s, _ in refs)))
+                if batch["mrp_mention_ends"][b, m] != batch["mrp_mention_starts"][b, m]:  # a second query
+                    losses.append(-math.log(sum(p_end[e] for _, e in refs)))
             else:
                 # Pr(w_j | w_i) = Pr(x_sj | x_si) · Pr(x_tj | x_ti)  (eq. 3); -log Σ_{w_j ∈ C(w_i)}  (eq. 4)
                 losses.append(-math.log(sum(p_start[s] * p_end[e] for s, e in refs)))

@@ -23,9 +23,11 @@ What the softmax ranges over (``config.mrp_copy_candidates``, ``--mrp_copy_candi
 A row that packs several documents (``--packing documents``) adds one rule through the collator's
 ``document_ids`` to both: only tokens of the query's own document (``"sequence"``: and the row's special
 tokens), so a same-surface noun of a neighbouring document is never a candidate.
-``config.mrp_official_loss=True`` instead reproduces the official code (thunlp/CorefBERT): softmax over all
-positions of the row (padding, specials and masked positions included) and independent start and end terms,
-each a log-sum over the referents' starts (resp. ends) alone.
+``config.mrp_official_loss=True`` instead reproduces the official code (thunlp/CorefBERT, ``BertForCopy`` with
+the data of ``gen_copy_data_MRP.py``): softmax over all positions of the row (padding, specials and masked
+positions included), and a masked word's first and last subword as two separate queries, each a log-sum over
+the referents' first (resp. last) subwords alone; a one-token word is one query, and the loss is the mean over
+queries, not mentions.
 
 Eq. 4 sums over the masked mentions ``M``; the loss here is their **mean** over the batch, a mean as in the
 official code (its ``BertForCopy`` divides the summed copy loss by the number of its query tokens,
@@ -175,17 +177,21 @@ def _mrp_loss_from_scores(
     referent_ends: torch.Tensor,
     referent_mask: torch.Tensor,
     official: bool,
+    one_token: torch.Tensor | None = None,
 ) -> torch.Tensor:
     mention_mask = mention_mask.bool()
     referent_mask = referent_mask.bool()
     if official:
-        # thunlp/CorefBERT: softmax over every position, start and end as two independent log-sums.
+        # thunlp/CorefBERT: softmax over every position; the first and the last subword are separate queries
+        # (one for a one-token word, ``one_token`` [batch, mentions]), averaged over queries.
         terms = []
         for scores, referents in ((start_scores, referent_starts), (end_scores, referent_ends)):
             log_norm = torch.logsumexp(scores, dim=-1)  # [batch, mentions]
             picked = scores.gather(2, referents).masked_fill(~referent_mask, NEG)  # [batch, mentions, refs]
             terms.append(torch.logsumexp(picked, dim=-1) - log_norm)
-        log_likelihood = terms[0] + terms[1]  # [batch, mentions]
+        end_query = mention_mask & ~one_token.bool()  # [batch, mentions]
+        per_query = torch.where(mention_mask, -terms[0], 0.0).sum() + torch.where(end_query, -terms[1], 0.0).sum()
+        return per_query / (mention_mask.sum() + end_query.sum()).clamp(min=1)
     else:
         allowed = copy_mask.bool()  # [batch, 1 or mentions, seq] (copy_candidates) or [batch, seq]
         allowed = allowed.unsqueeze(1) if allowed.dim() == 2 else allowed
@@ -221,8 +227,8 @@ def mrp_loss(
         copy_mask: ``[batch, seq]`` bool, the collator's copyable positions (``candidates="copyable"``).
         mrp_mention_starts / mrp_mention_ends / mrp_mention_mask: ``[batch, mentions]``, the collator's keys.
         mrp_referent_starts / mrp_referent_ends / mrp_referent_mask: ``[batch, mentions, referents]``.
-        official: the official code's form (independent start/end terms, softmax over all positions);
-            ``candidates`` and ``attention_mask`` are then unused.
+        official: the official code's form (first and last subword as separate queries, softmax over all
+            positions, mean over queries); ``candidates`` and ``attention_mask`` are then unused.
         document_ids: ``[batch, seq]``, the collator's; the softmax then stays in the query's document.
         candidates: what the softmax ranges over, one of :data:`COPY_CANDIDATES` (module docstring).
         attention_mask: ``[batch, seq]``, 1 on real tokens (``candidates="sequence"``; None: no padding).
@@ -234,7 +240,7 @@ def mrp_loss(
                                      hidden_states.shape[1])
     return _mrp_loss_from_scores(
         start_scores, end_scores, allowed, mrp_mention_mask,
-        mrp_referent_starts, mrp_referent_ends, mrp_referent_mask, official,
+        mrp_referent_starts, mrp_referent_ends, mrp_referent_mask, official, mrp_mention_starts == mrp_mention_ends,
     )
 
 
@@ -363,7 +369,8 @@ class _CorefPreTrainingMixin:
             allowed = softmax_candidates(self.config.mrp_copy_candidates, copy_mask, attention_mask, document_ids,
                                          mention_starts, hidden_states.shape[1])  # [batch, 1 or mentions, seq]
         value = _mrp_loss_from_scores(start_scores, end_scores, allowed, mention_mask, referent_starts,
-                                      referent_ends, referent_mask, self.config.mrp_official_loss)
+                                      referent_ends, referent_mask, self.config.mrp_official_loss,
+                                      mention_starts == mention_ends)
         if word_ids is None or copy_mask is None:
             return value, None, None
         correct, total = mrp_accuracy_counts(start_scores, end_scores, copy_mask, word_ids, mention_mask,
