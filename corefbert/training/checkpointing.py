@@ -37,8 +37,9 @@ from corefbert.training.checkpoint_files import (
     STATE_FILE,
     UnusableCheckpoint,
     check_files,
+    earlier_layout,
+    loading_earlier_layout,
     record_files,
-    refuse_earlier_layout,
     restore_rng,
 )
 
@@ -270,10 +271,11 @@ def load_checkpoint(accelerator, path: str | os.PathLike, fallbacks=(), schedule
     for index, candidate in enumerate(candidates):
         error, state = None, None
         try:
-            state = read_trainer_state(candidate)
-            refuse_earlier_layout(candidate, state)  # its earlier checkpoints share the layout: no fallback
+            state = earlier_layout(candidate, read_trainer_state(candidate),
+                                   accelerator.print if accelerator.is_main_process else lambda line: None)
             rng = check_files(candidate, state, accelerator.process_index)
-            accelerator.load_state(str(candidate))
+            with loading_earlier_layout(accelerator, candidate):
+                accelerator.load_state(str(candidate))
             restore_rng(rng, f"random_states_{accelerator.process_index}.pkl",
                         accelerator.print if accelerator.is_main_process else lambda line: None)
             if scheduler is not None:
