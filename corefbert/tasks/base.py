@@ -1,8 +1,9 @@
-"""Fine-tuning: the benchmark protocol every ``finetune/run_*.py`` shares, on the one training loop.
+"""Fine-tuning: the benchmark protocol every ``corefbert finetune <task>`` shares, on the one training loop.
 
 A benchmark plugs in through a :class:`FinetuningTask`: ``Task(task_args, training_args)``, its own flags a
 dataclass (``args_class``, the paper's defaults as its field defaults) and the paper's training settings in
-``training_defaults``; :func:`main` is the whole CLI of any task. The task supplies datasets, collation,
+``training_defaults``; a family with variants picks one in :meth:`FinetuningTask.variant_for`. :func:`main` is
+the whole CLI of any task, run by its entry in :mod:`corefbert.tasks.registry`. The task supplies datasets, collation,
 model, evaluation and submission files; :func:`run_finetuning` wires it to :func:`corefbert.training.loop.train` (optimizer, schedule,
 accumulation, mixed precision, exact resume from ``checkpoints/step_N``, signals, non-finite policy,
 tracking) and adds what fine-tuning has of its own: evaluation every ``--eval_steps`` (default: every
