@@ -400,22 +400,12 @@ USAGE = ("%(prog)s [-h] OFFICIAL_DIR OUTPUT_DIR [options]\n"
          "  options        --model_type, --do_lower_case, --overwrite_output_dir, --allow_non_finite, --config")
 
 
-def _argv_with_positionals(argv: list[str]) -> list[str]:
-    """``OFFICIAL_DIR OUTPUT_DIR`` given first, as the usage line shows, become the two named flags."""
-    names = ["--official_dir", "--output_dir"]
-    out: list[str] = []
-    rest = list(argv)
-    while rest and names and not rest[0].startswith("-"):
-        out += [names.pop(0), rest.pop(0)]
-    return out + rest
-
-
 @cli_entry
 def main(argv: list[str] | None = None) -> ConversionReport:
     """``python -m corefbert.pretraining.convert OFFICIAL_DIR OUTPUT_DIR``: bad input is one line and exit status 2."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    (args,) = parse_args([ConvertArguments], _argv_with_positionals(argv), prog="python -m corefbert.pretraining.convert",
-                         usage=USAGE)
+    (args,) = parse_args([ConvertArguments], argv, prog="python -m corefbert.pretraining.convert", usage=USAGE,
+                         positionals=("official_dir", "output_dir"))
     print(f"reading {args.official_dir} (pickled weights are read with torch.load(weights_only=True))", flush=True)
     report = convert_checkpoint(args.official_dir, args.output_dir, args.model_type, args.do_lower_case,
                                 args.overwrite_output_dir, args.allow_non_finite)

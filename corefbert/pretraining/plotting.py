@@ -5,12 +5,12 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from corefbert.arguments import program
+from corefbert.arguments import parse_args
 from corefbert.errors import CorefBertError, cli_entry
 from corefbert.text.durable import output_path
 
@@ -68,14 +68,21 @@ def plot_curves(log_path: str | os.PathLike, out_path: str | os.PathLike, title:
     return out_path
 
 
+@dataclass
+class PlotArguments:
+    """Plot MRP/MLM accuracy curves from a pretraining log.jsonl"""
+
+    log: str = field(metadata={"help": "output_dir/log.jsonl of a pretraining run (also the first word)"})
+    output: str | None = field(default=None, metadata={
+        "aliases": ["-o"], "help": "image file (default: curves.png beside the log)"})
+    title: str | None = field(default=None, metadata={"help": "a title above the curves"})
+
+
 @cli_entry
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog=program(None),
-                                     description="Plot MRP/MLM accuracy curves from a pretraining log.jsonl")
-    parser.add_argument("log", help="output_dir/log.jsonl of a pretraining run")
-    parser.add_argument("-o", "--output", default=None, help="image file (default: curves.png beside the log)")
-    parser.add_argument("--title", default=None)
-    args = parser.parse_args(argv)
+    (args,) = parse_args([PlotArguments], argv, prog=None, positionals=("log",),
+                         usage="%(prog)s [-h] LOG [-o OUTPUT] [--title TITLE] [--config FILE]",
+                         description=PlotArguments.__doc__)
     out = args.output or str(Path(args.log).with_name("curves.png"))
     print(plot_curves(args.log, out, title=args.title))
 

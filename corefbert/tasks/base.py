@@ -1,8 +1,9 @@
-"""Fine-tuning: the benchmark protocol every ``finetune/run_*.py`` shares, on the one training loop.
+"""Fine-tuning: the benchmark protocol every ``corefbert finetune <task>`` shares, on the one training loop.
 
 A benchmark plugs in through a :class:`FinetuningTask`: ``Task(task_args, training_args)``, its own flags a
 dataclass (``args_class``, the paper's defaults as its field defaults) and the paper's training settings in
-``training_defaults``; :func:`main` is the whole CLI of any task. The task supplies datasets, collation,
+``training_defaults``; a family with variants picks one in :meth:`FinetuningTask.variant_for`. :func:`main` is
+the whole CLI of any task, run by its entry in :mod:`corefbert.tasks.registry`. The task supplies datasets, collation,
 model, evaluation and submission files; :func:`run_finetuning` wires it to :func:`corefbert.training.loop.train` (optimizer, schedule,
 accumulation, mixed precision, exact resume from ``checkpoints/step_N``, signals, non-finite policy,
 tracking) and adds what fine-tuning has of its own: evaluation every ``--eval_steps`` (default: every
@@ -132,26 +133,28 @@ class FinetuningTask:
     uses_model_folder: bool = True
 
     def __init__(self, task_args, training_args: FinetuningArguments):
+        family = next(c for c in type(self).__mro__ if "variant_for" in vars(c))
+        if family is type(self) and family is not FinetuningTask:
+            raise TypeError(f"{family.__name__} is a family of variants; build the class "
+                            f"{family.__name__}.variant_for(argv) picks")
         self.task_args, self.args = task_args, training_args
 
     @classmethod
     def run(cls, task_args, training_args: FinetuningArguments) -> dict[str, float]:
         """What the CLI runs: one :func:`run_finetuning` of this task. A task that is a family of runs (bAbI's
-        tasks x seeds) overrides this to run each and combine their results."""
+        tasks x seeds) overrides this to run each and combine their results; choosing a class is
+        :meth:`variant_for`'s."""
         return run_finetuning(cls(task_args, training_args), training_args)
 
     @classmethod
     def variant_for(cls, argv: list[str]) -> type[FinetuningTask]:
-        """The task class that runs command line ``argv``: a family whose variants change the recipe (end-to-end
-        coreference's BERT vs recurrent encoders) returns the variant the arguments name, on the command line or
-        in ``--config`` alike, so its ``training_defaults`` are the ones used; a task without variants, itself."""
+        """The task class that runs command line ``argv``, the one variant hook: a family whose variants change
+        the recipe (FEVER's concat/KGAT, the pronoun-pair classifiers, end-to-end coreference's encoders)
+        overrides it to return the variant the arguments name, on the command line or in ``--config`` alike
+        (:func:`corefbert.arguments.peek_argument`), so that variant's ``training_defaults`` are the defaults
+        and it is the class built and run; a task without variants, itself. The family class itself is never
+        built (a ``TypeError`` says which class to build)."""
         return cls
-
-    @classmethod
-    def defaults_for(cls, argv: list[str]) -> dict[str, Any]:
-        """The training defaults of a run with command line ``argv`` (a task whose paper settings depend
-        on one of its flags, like FEVER's model type, reads it here)."""
-        return dict(cls.training_defaults)
 
     def build_model(self) -> torch.nn.Module:
         """The model; ``forward(**batch)`` returns an object with ``.loss`` when the batch has labels."""
@@ -424,4 +427,4 @@ def parse_task_arguments(task_class: type[FinetuningTask], argv: list[str] | Non
     argv = list(sys.argv[1:] if argv is None else argv)
     task_class = task_class.variant_for(argv)
     return parse_args((task_class.args_class, FinetuningArguments), argv, prog=prog,
-                      defaults=task_class.defaults_for(argv))
+                      defaults=dict(task_class.training_defaults))

@@ -48,7 +48,6 @@ from corefbert.tasks.base import (
     check_data_flags,
     held_out_split,
 )
-from corefbert.tasks.base import main as run_task
 from corefbert.tasks.heads import (
     check_head_weights,
     load_encoder,
@@ -621,9 +620,3 @@ class DocredTask(FinetuningTask):
         saved = read_head_config(directory, HEAD)["threshold"]
         if self.task_args.threshold is None and saved is not None:
             self.threshold = saved
-
-
-def main(argv: list[str] | None = None) -> dict[str, float]:
-    """``finetune/run_docred.py`` and ``corefbert finetune docred``: DocRED / Re-DocRED relation extraction.
-    ``argv`` defaults to ``sys.argv[1:]``; messages name the script, as they always have."""
-    return run_task(DocredTask, argv, prog="run_docred.py")

@@ -1,7 +1,7 @@
 """Layers of the house (issue 24): dependencies point one way, a task family never imports another.
 
 The order, top to bottom, is DESIGN.md's: ``ablation`` -> ``tasks`` -> ``pretraining`` -> ``corpus`` ->
-``training`` -> ``text`` -> ``metrics`` -> the base modules (``arguments``, ``configs``, ``errors``); ``cli`` and the
+``training`` -> ``text`` -> ``metrics`` -> the base modules (``configs``, ``arguments``, ``errors``); ``cli`` and the
 public face (``corefbert/__init__.py``) sit above everything. Inside ``tasks/`` the protocol (``base``,
 ``heads``) sits below the families, each of which is one folder or module. Every import counts, the ones
 inside functions included; a function-local import of our own code is allowed only where it defers a heavy
@@ -29,8 +29,8 @@ LAYERS = (
     "training",
     "text",
     "metrics",
+    "configs",  # its `corefbert config-path` command parses through arguments.parse_args
     "arguments",
-    "configs",
     "errors",
 )
 PROTOCOL = ("tasks.base", "tasks.heads")  # below every family inside tasks/

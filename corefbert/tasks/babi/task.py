@@ -45,7 +45,6 @@ from corefbert.tasks.base import (
     held_out_split,
     run_finetuning,
 )
-from corefbert.tasks.base import main as run_task
 from corefbert.tasks.heads import load_weights
 from corefbert.text.durable import output_file, output_path, replace_file
 from corefbert.text.vocabulary import Vocabulary
@@ -455,9 +454,3 @@ def run_babi(task_args: BabiArguments, args) -> dict[str, float]:
         print("\n".join(table_markdown(table) for table in tables))
     write_json(os.path.join(args.output_dir, "all_results.json"), results)
     return results
-
-
-def main(argv: list[str] | None = None) -> dict[str, float]:
-    """``finetune/run_babi.py`` and ``corefbert finetune babi``: bAbI-1k with the GA reader and Coref-GRU.
-    ``argv`` defaults to ``sys.argv[1:]``; messages name the script, as they always have."""
-    return run_task(BabiTask, argv, prog="run_babi.py")

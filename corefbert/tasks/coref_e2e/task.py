@@ -31,7 +31,6 @@ from corefbert.tasks.base import (
     check_data_flags,
     held_out_split,
 )
-from corefbert.tasks.base import main as run_task
 from corefbert.tasks.coref_e2e.config import (
     MODEL_FLAG_DEFAULTS,
     CorefE2EConfig,
@@ -435,9 +434,3 @@ class TransformerCorefE2ETask(CorefE2ETask):
 
     def _prepare_inputs(self, path: str | None) -> None:
         self.tokenizer = load_tokenizer(path)
-
-
-def main(argv: list[str] | None = None) -> dict[str, float]:
-    """``finetune/run_coref_e2e.py`` and ``corefbert finetune coref-e2e``: end-to-end coreference.
-    ``argv`` defaults to ``sys.argv[1:]``; messages name the script, as they always have."""
-    return run_task(CorefE2ETask, argv, prog="run_coref_e2e.py")

@@ -118,7 +118,7 @@ def _task(tiny_bert_dir, **kwargs):
 
     options = dict(train_file=str(FEVER / "train.jsonl"), wiki_pages_dir=str(FEVER / "wiki-pages"),
                    model_type="kgat", max_seq_length=32) | kwargs
-    return FeverTask.variant(options["model_type"])(
+    return FeverTask.variant_for(["--model_type", options["model_type"]])(
         FeverArguments(**options), FinetuningArguments(model_name_or_path=str(tiny_bert_dir), output_dir="unused",
                                                        do_train=True))
 
@@ -237,7 +237,7 @@ def test_each_model_type_is_a_class_whose_defaults_a_flag_and_a_config_give_alik
     from corefbert.tasks.base import parse_task_arguments
     from corefbert.tasks.fever.task import FeverTask
 
-    variant = FeverTask.variant(model_type)
+    variant = FeverTask.variant_for(["--model_type", model_type])
     assert variant.model_type == model_type and variant.training_defaults
     config = tmp_path / "fever.yaml"
     config.write_text(f"model_type: {model_type}\n")
@@ -248,7 +248,7 @@ def test_each_model_type_is_a_class_whose_defaults_a_flag_and_a_config_give_alik
     flags, yaml_file, direct = [dataclasses.asdict(args) for _, args in parsed]
     assert flags == yaml_file == direct
     assert {key: flags[key] for key in variant.training_defaults} == variant.training_defaults
-    assert FeverTask.variant("concat").training_defaults != FeverTask.variant("kgat").training_defaults
+    assert FeverTask.variant_for([]).training_defaults != FeverTask.variant_for(["--model_type", "kgat"]).training_defaults
 
 
 def test_a_model_fine_tuned_here_picks_its_own_variant_and_defaults(tmp_path):
@@ -257,10 +257,10 @@ def test_a_model_fine_tuned_here_picks_its_own_variant_and_defaults(tmp_path):
     from corefbert.tasks.heads import write_head_config
 
     write_head_config(str(tmp_path), "fever", {"model_type": "kgat", "num_kernels": 21})
-    assert FeverTask.variant("concat", str(tmp_path)) is KgatFeverTask
-    assert FeverTask.defaults_for(["--model_name_or_path", str(tmp_path)]) == KgatFeverTask.training_defaults
+    assert FeverTask.variant_for(["--model_type", "concat", "--model_name_or_path", str(tmp_path)]) is KgatFeverTask
+    assert FeverTask.variant_for(["--model_name_or_path", str(tmp_path)]) is KgatFeverTask
     args = FinetuningArguments(model_name_or_path=str(tmp_path), output_dir="unused", do_train=True)
     with pytest.raises(CorefBertError, match="holds a kgat model, not a concat one"):
         ConcatFeverTask(FeverArguments(train_file=str(FEVER / "pairs.jsonl")), args)
-    with pytest.raises(TypeError, match="FeverTask is the family"):
+    with pytest.raises(TypeError, match="FeverTask is a family of variants"):
         FeverTask(FeverArguments(train_file=str(FEVER / "pairs.jsonl")), args)
