@@ -6,6 +6,11 @@ task heads in a sidecar ``<task>_head.safetensors`` (weights, keys as in the tas
 whose model is a standard Hugging Face head class (GLUE and FEVER-concat: sequence classification; MRQA:
 question answering) save that class instead, with the backbone's pooler carried frozen
 (:func:`frozen_pooler`) where the class has none, so both ``AutoModel`` and the head class load the folder.
+
+Here too is the one weight loader (:func:`load_weights`: safetensors only, every mismatch one
+:class:`CorefBertError` line) and the check of a config's sizes against the stored weights before a model is built
+(:func:`check_sizes_against_weights`); models trained from scratch are saved and loaded through them by
+:mod:`corefbert.tasks.scratch`.
 """
 
 from __future__ import annotations

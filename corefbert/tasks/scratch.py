@@ -166,14 +166,7 @@ class ScratchFolder:
             raise CorefBertError(f"not {self.config_class.describes} (a {type(values).__name__}, not an object); "
                                  f"{self.config_class.advice}", path=path)
         settings = dict(values)
-        if self.vocab_file is None:
-            if "vocabulary" not in settings:
-                raise CorefBertError(f"not {self.config_class.describes} (no 'vocabulary'); "
-                                     f"{self.config_class.advice}", path=path)
-            vocabulary = Vocabulary.from_dict(settings.pop("vocabulary"), path)
-        else:
-            vocabulary = Vocabulary.load(directory, self.vocab_file, missing=f"no {self.vocab_file}: not a model "
-                                                                             f"folder written by {self.written_by}")
+        stored_vocabulary = settings.pop("vocabulary", None) if self.vocab_file is None else None
         if self.config_key is None:
             values, settings = settings, {}
         elif self.config_key in settings:
@@ -181,7 +174,16 @@ class ScratchFolder:
         else:
             raise CorefBertError(f"not {self.config_class.describes} (no {self.config_key!r}); "
                                  f"{self.config_class.advice}", path=path)
-        return self.config_class.from_dict(values, path), vocabulary, settings
+        config = self.config_class.from_dict(values, path)  # first: a folder of another model says so, not its files
+        if self.vocab_file is not None:
+            vocabulary = Vocabulary.load(directory, self.vocab_file, missing=f"no {self.vocab_file}: not a model "
+                                                                             f"folder written by {self.written_by}")
+        elif stored_vocabulary is None:
+            raise CorefBertError(f"not {self.config_class.describes} (no 'vocabulary'); {self.config_class.advice}",
+                                 path=path)
+        else:
+            vocabulary = Vocabulary.from_dict(stored_vocabulary, path)
+        return config, vocabulary, settings
 
     def from_pretrained(self, directory: str) -> ScratchModel:
         """The model a folder :meth:`save_pretrained` wrote (or one saved before this module, which wrote the same

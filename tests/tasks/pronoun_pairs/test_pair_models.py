@@ -10,7 +10,12 @@ from helpers import FIXTURES, load_cli
 
 from corefbert.metrics.pair_metrics import confusion, kappa_from_confusion, pair_metrics, pair_metrics_by_type
 from corefbert.tasks.pronoun_pairs.lstmn import LSTMN, lstmn_reference
-from corefbert.tasks.pronoun_pairs.models import PAIR_FOLDER, PairModelConfig, build_pair_model, distance_buckets
+from corefbert.tasks.pronoun_pairs.models import (
+    PAIR_FOLDER,
+    PairModelConfig,
+    build_pair_model,
+    distance_buckets,
+)
 from corefbert.text.vocabulary import Vocabulary
 
 PAIRS16 = FIXTURES / "pronoun_pairs" / "pairs16.jsonl"
