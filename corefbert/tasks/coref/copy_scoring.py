@@ -31,7 +31,7 @@ from corefbert.errors import CorefBertError, one_line
 from corefbert.pretraining.modeling import copy_scores, load_quietly
 from corefbert.tasks.coref.mlm_scoring import CandidateScoringOutput, with_labels_and_index
 from corefbert.tasks.coref.readers import PronounExample
-from corefbert.tasks.heads import safetensors_files
+from corefbert.tasks.heads import stored_tensors
 
 COPY_VECTOR_KEY = "mrp.copy_vector"
 COPY_SPANS = ("last_word", "full")
@@ -39,16 +39,9 @@ COPY_SPANS = ("last_word", "full")
 
 def read_copy_vector(directory: str) -> torch.Tensor | None:
     """``mrp.copy_vector`` from a checkpoint's safetensors file(s), or ``None`` if it has none."""
-    from safetensors import safe_open
-
-    for path in safetensors_files(directory):
-        if not os.path.isfile(path):
-            continue
-        with safe_open(path, framework="pt") as weights:
-            for key in weights.keys():
-                if key == COPY_VECTOR_KEY or key.endswith("." + COPY_VECTOR_KEY):
-                    return weights.get_tensor(key)
-    return None
+    found = stored_tensors(directory, lambda key: COPY_VECTOR_KEY if key == COPY_VECTOR_KEY
+                           or key.endswith("." + COPY_VECTOR_KEY) else None)
+    return found.get(COPY_VECTOR_KEY)
 
 
 class CopyHeadScorer(nn.Module):

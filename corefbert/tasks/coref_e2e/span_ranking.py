@@ -29,19 +29,21 @@ pairs × span size.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
+from corefbert.tasks.scratch import ScratchConfig
 from corefbert.training.memory import CHUNK_ELEMENTS, map_row_chunks
 
 NUM_DISTANCE_BUCKETS = 10
 
 
-@dataclass
-class SpanRankingConfig:
-    """Sizes of the span-ranking model (paper settings as defaults)."""
+@dataclass(frozen=True)
+class SpanRankingConfig(ScratchConfig):
+    """Sizes of the span-ranking model (paper settings as defaults); the ``"ranker"`` of an end-to-end
+    model's config."""
 
     context_dim: int  # x*_t
     head_dim: int  # x_t
@@ -56,9 +58,6 @@ class SpanRankingConfig:
     # The paper's α_t = w_α · FFNN_α(x*_t) has hidden layers; the authors' code projects x*_t linearly (0).
     head_ffnn_depth: int = 2
     allow_crossing_spans: bool = False  # True: pruning keeps the top λT spans without the paper's suppression
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def ffnn(input_dim: int, hidden: int, depth: int, dropout: float) -> nn.Sequential:

@@ -53,7 +53,7 @@ from corefbert.tasks.coref_e2e.encoders import (
     TRANSFORMER_ENCODERS,
     WINDOW_BATCH_SIZE,
 )
-from corefbert.tasks.coref_e2e.model import TASK, build_model, load_model, save_model
+from corefbert.tasks.coref_e2e.model import TASK, build_model, load_model, load_weights_into, save_model
 from corefbert.tasks.coref_e2e.span_ranking import SpanRankingConfig, predict_clusters
 from corefbert.tasks.heads import read_head_config
 from corefbert.text.conll import ConllDocument, read_conll, write_conll
@@ -372,8 +372,7 @@ class CorefE2ETask(FinetuningTask):
         save_model(model, output_dir, self.vocab, self.tokenizer, state_dict)
 
     def load_weights(self, model, directory: str) -> None:
-        loaded, _, _ = load_model(directory)
-        model.load_state_dict(loaded.state_dict())
+        load_weights_into(model, directory)
 
 
 class RecurrentCorefE2ETask(CorefE2ETask):

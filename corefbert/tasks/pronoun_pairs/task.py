@@ -26,11 +26,9 @@ from corefbert.metrics.pair_metrics import pair_metrics_by_type
 from corefbert.tasks.base import FinetuningArguments, FinetuningTask, check_data_flags
 from corefbert.tasks.pronoun_pairs.models import (
     MODEL_TYPES,
+    PAIR_FOLDER,
     PairModelConfig,
     build_pair_model,
-    load_pair_config,
-    load_pair_weights,
-    save_pair_model,
 )
 from corefbert.text.durable import output_file
 from corefbert.text.jsonio import read_jsonl
@@ -318,11 +316,11 @@ class ScratchPairsTask(PronounPairsTask):
         """From the model folder when one is given, else built from the training pairs (or the word vectors)."""
         a = self.task_args
         if self.model_dir:
-            self.config = load_pair_config(self.model_dir)
+            self.config, vocabulary, _ = PAIR_FOLDER.read(self.model_dir)
             if self.config.model_type != a.model:
                 raise CorefBertError(f"this folder holds a {self.config.model_type} model, not --model {a.model}",
                                      path=self.model_dir)
-            return Vocabulary.load(self.model_dir)
+            return vocabulary
         if not self.examples["train"]:
             raise CorefBertError(f"--model {a.model} without --model_name_or_path trains from scratch: it needs "
                                  "--do_train and --train_file")
@@ -344,10 +342,9 @@ class ScratchPairsTask(PronounPairsTask):
         return vocabulary
 
     def build_model(self) -> torch.nn.Module:
-        model = build_pair_model(self.config, self.pretrained)
         if self.model_dir:
-            load_pair_weights(model, self.model_dir)
-        return model
+            return PAIR_FOLDER.from_pretrained(self.model_dir).model
+        return build_pair_model(self.config, self.pretrained)
 
     def features(self, source: str, target: str) -> dict:
         return {"source_ids": self.vocabulary.encode(source.split()), "target_ids": self.vocabulary.encode(target.split())}
@@ -361,11 +358,7 @@ class ScratchPairsTask(PronounPairsTask):
         return batch
 
     def save_pretrained(self, model, output_dir: str, state_dict: dict | None = None) -> None:
-        save_pair_model(model, self.config, output_dir, state_dict)
-        self.vocabulary.save(output_dir)
-
-    def load_weights(self, model, directory: str) -> None:
-        load_pair_weights(model, directory)
+        PAIR_FOLDER.save_pretrained(output_dir, model, self.vocabulary, state_dict)
 
 
 class DaPairsTask(ScratchPairsTask):

@@ -11,13 +11,12 @@ from helpers import FIXTURES, load_cli
 from corefbert.metrics.pair_metrics import confusion, kappa_from_confusion, pair_metrics, pair_metrics_by_type
 from corefbert.tasks.pronoun_pairs.lstmn import LSTMN, lstmn_reference
 from corefbert.tasks.pronoun_pairs.models import (
+    PAIR_FOLDER,
     PairModelConfig,
     build_pair_model,
     distance_buckets,
-    load_pair_config,
-    load_pair_weights,
-    save_pair_model,
 )
+from corefbert.text.vocabulary import Vocabulary
 
 PAIRS16 = FIXTURES / "pronoun_pairs" / "pairs16.jsonl"
 
@@ -97,10 +96,10 @@ def test_save_and_load_give_the_same_model(tmp_path, model_type):
     torch.manual_seed(4)
     config = PairModelConfig(model_type, 30, embedding_dim=8, hidden_size=6, dropout=0.0)
     model = build_pair_model(config).eval()
-    save_pair_model(model, config, str(tmp_path))
-    assert load_pair_config(str(tmp_path)) == config
-    twin = build_pair_model(load_pair_config(str(tmp_path))).eval()
-    load_pair_weights(twin, str(tmp_path))
+    vocabulary = Vocabulary.build([[f"w{i}" for i in range(28)]])
+    PAIR_FOLDER.save_pretrained(str(tmp_path), model, vocabulary)
+    twin, saved_config, saved_vocabulary, _ = PAIR_FOLDER.from_pretrained(str(tmp_path))
+    assert saved_config == config and saved_vocabulary == vocabulary and not twin.training
     ids, mask = torch.randint(1, 30, (2, 4)), torch.ones(2, 4, dtype=torch.long)
     torch.testing.assert_close(model(ids, mask, ids, mask).logits, twin(ids, mask, ids, mask).logits)
 
