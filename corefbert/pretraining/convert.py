@@ -49,6 +49,7 @@ from corefbert.pretraining.convert_checks import (
     resolve_source,
 )
 from corefbert.text.durable import remove_folder, replace_file, replace_folder, writing
+from corefbert.text.jsonio import read_json
 from corefbert.text.positions import max_positions
 
 COPY_VECTOR = "mrp.copy_vector"
@@ -105,10 +106,7 @@ def read_config(folder: Path) -> dict:
     path = folder / "config.json"
     if not path.is_file():
         raise CorefBertError("no config.json here; pass the released checkpoint folder", path=folder)
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as err:
-        raise CorefBertError(f"config.json is not readable JSON ({type(err).__name__}: {err})", path=path) from None
+    config = read_json(str(path))
     if not isinstance(config, dict):
         raise CorefBertError("config.json is not a JSON object", path=path)
     return config
@@ -228,8 +226,8 @@ def build_tokenizer(folder: Path, model_type: str, do_lower_case: bool | None, n
 def _declared_lower_case(folder: Path) -> bool | None:
     path = folder / "tokenizer_config.json"
     try:
-        value = json.loads(path.read_text(encoding="utf-8")).get("do_lower_case") if path.is_file() else None
-    except (OSError, ValueError, AttributeError):
+        value = read_json(str(path)).get("do_lower_case") if path.is_file() else None
+    except (CorefBertError, AttributeError):
         return None
     return value if isinstance(value, bool) else None
 

@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,25 +12,7 @@ from pathlib import Path
 from corefbert.arguments import parse_args
 from corefbert.errors import CorefBertError, cli_entry
 from corefbert.text.durable import output_path
-
-
-def read_log(path: str | os.PathLike) -> list[dict]:
-    """The records of a ``log.jsonl``; a truncated last line (a killed run) is ignored."""
-    path = Path(path)
-    if not path.is_file():
-        raise CorefBertError("log file not found; pass output_dir/log.jsonl of a pretraining run", path=path)
-    records = []
-    lines = path.read_text(encoding="utf-8").splitlines()
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            records.append(json.loads(line))
-        except ValueError:
-            if number == len(lines):
-                break
-            raise CorefBertError("not a JSON line; is this a log.jsonl?", path=path, position=number) from None
-    return records
+from corefbert.training.runlog import read_log
 
 
 def plot_curves(log_path: str | os.PathLike, out_path: str | os.PathLike, title: str | None = None) -> Path:

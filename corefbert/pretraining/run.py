@@ -27,7 +27,6 @@ from corefbert.text.tokenizers import load_tokenizer
 from corefbert.training import lock as run_lock
 from corefbert.training.hub import push_pretrained
 from corefbert.training.loop import (
-    RunLog,
     StepOutput,
     TrainingJob,
     build_accelerator,
@@ -36,6 +35,7 @@ from corefbert.training.loop import (
     train,
 )
 from corefbert.training.optimization import build_optimizer, build_scheduler
+from corefbert.training.runlog import RunLog
 
 
 class PretrainingJob(TrainingJob):

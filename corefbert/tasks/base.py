@@ -33,12 +33,12 @@ from corefbert.arguments import parse_args
 from corefbert.errors import CorefBertError, cli_entry
 from corefbert.tasks.heads import load_weights
 from corefbert.text.durable import check_writable, write_failure
+from corefbert.text.jsonio import json_value
 from corefbert.training import lock as run_lock
 from corefbert.training.arguments import TrainingArguments
 from corefbert.training.checkpointing import resolve_checkpoint
 from corefbert.training.hub import public_settings, push_finetuned
 from corefbert.training.loop import (
-    LOG_FILE,
     TrainingJob,
     build_accelerator,
     check_training_start,
@@ -48,7 +48,8 @@ from corefbert.training.loop import (
 )
 from corefbert.training.model_folders import check_model_folder
 from corefbert.training.optimization import build_optimizer, build_scheduler
-from corefbert.training.outputs import Evaluator, JsonlLogger, save_model, write_json
+from corefbert.training.outputs import Evaluator, save_model, write_json
+from corefbert.training.runlog import RunLog
 
 __all__ = ["FinetuningArguments", "FinetuningTask", "HeldOutArguments", "held_out_split", "main",
            "parse_task_arguments", "run_finetuning"]
@@ -271,7 +272,7 @@ class FinetuningJob(TrainingJob):
         paths = [v for value in task_args.values() for v in (value if isinstance(value, list) else [value])
                  if isinstance(v, str) and os.path.isfile(v)]
         return {"model_name_or_path": self.args.model_name_or_path, "task": self.task.name,
-                "task_args": json.loads(json.dumps(task_args, default=str)),
+                "task_args": json_value(task_args),
                 "max_train_samples": self.args.max_train_samples,
                 "file_sizes": {path: os.path.getsize(path) for path in paths}}
 
@@ -325,7 +326,7 @@ def results_written(output_dir: str) -> Iterator[None]:
 
 
 def _run(task: FinetuningTask, args: FinetuningArguments, accelerator) -> dict[str, float]:
-    logger = JsonlLogger(os.path.join(args.output_dir, LOG_FILE), enabled=accelerator.is_main_process)
+    logger = RunLog(args.output_dir, accelerator)  # a failed append stops the run in one line, as in the loop
     train_set, eval_set, predict_set = _datasets(task, args, accelerator)
     model = task.build_model()
 
@@ -355,9 +356,9 @@ def _run(task: FinetuningTask, args: FinetuningArguments, accelerator) -> dict[s
         else:
             metrics, predictions = evaluator.run(model, accelerator.prepare(eval_loader), "eval")
         results.update(metrics, eval_samples=task.num_examples(eval_set))
-        with results_written(args.output_dir):
-            logger.log({"split": "eval", **metrics})
-            if accelerator.is_main_process:
+        logger.log({"split": "eval", **metrics})
+        if accelerator.is_main_process:
+            with results_written(args.output_dir):
                 task.write_predictions(predictions, args.output_dir, "eval")
     if args.do_predict:
         predict_loader = accelerator.prepare(loader(predict_set, args.per_device_eval_batch_size, False))

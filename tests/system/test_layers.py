@@ -67,7 +67,6 @@ KNOWN_CROSSINGS = {
 # shrinks: test_every_known_exception_still_exists fails on an entry the code no longer has.
 KNOWN_LOCAL_IMPORTS = {
     ("ablation.probes", "tasks.coref.readers"),
-    ("ablation.study", "pretraining.plotting"),
     ("ablation.study", "ablation.report"),
     ("corpus.prepare", "corpus.mentions"),
     ("corpus.prepare", "corpus.readers"),

@@ -35,6 +35,7 @@ import torch
 from torch import nn
 
 from corefbert.tasks.scratch import ScratchConfig
+from corefbert.text.spans import Cluster
 from corefbert.training.memory import CHUNK_ELEMENTS, map_row_chunks
 
 NUM_DISTANCE_BUCKETS = 10
@@ -256,14 +257,14 @@ def marginal_log_likelihood_loss(scores: torch.Tensor, cluster: torch.Tensor, an
 
 
 def predict_clusters(top_starts: torch.Tensor, top_ends: torch.Tensor, antecedents: torch.Tensor,
-                     scores: torch.Tensor) -> list[list[tuple[int, int]]]:
+                     scores: torch.Tensor) -> list[Cluster]:
     """Greedy decoding: each kept span links to its highest-scoring antecedent (ε: none); linked spans form
-    clusters, in the order of their first mention."""
+    clusters (mentions with inclusive ends), in the order of their first mention."""
     best = scores.argmax(dim=1)  # [k], 0: ε
     chosen = antecedents.gather(1, (best - 1).clamp(min=0)[:, None]).squeeze(1)  # [k]: the kept span each links to
     starts, ends = top_starts.tolist(), top_ends.tolist()
     cluster_of: dict[int, int] = {}
-    clusters: list[list[tuple[int, int]]] = []
+    clusters: list[Cluster] = []
     for i, (choice, j) in enumerate(zip(best.tolist(), chosen.tolist())):
         if choice == 0:
             continue
