@@ -110,12 +110,13 @@ def mention_vectors(model, documents: list[ProbeDocument], layers: list[int], ba
                                output_hidden_states=True).hidden_states
                 states = torch.stack([hidden[layer] for layer in layers]).float()  # [layers, B, T, H]
                 # Prefix sums over positions, one zero row first: a span's sum is two lookups. [layers, B, T + 1, H]
-                sums = torch.nn.functional.pad(states.cumsum(dim=2), (0, 0, 1, 0)).cpu()
+                sums = torch.nn.functional.pad(states.cumsum(dim=2), (0, 0, 1, 0))
                 chosen = (doc.mention_window >= start) & (doc.mention_window < start + len(ids))  # [M]
-                b = torch.from_numpy(doc.mention_window[chosen] - start)
-                first, last = torch.from_numpy(doc.mention_first[chosen]), torch.from_numpy(doc.mention_last[chosen])
+                b = torch.from_numpy(doc.mention_window[chosen] - start).to(device)
+                first = torch.from_numpy(doc.mention_first[chosen]).to(device)
+                last = torch.from_numpy(doc.mention_last[chosen]).to(device)
                 span_sum = sums[:, b, last + 1] - sums[:, b, first]  # [layers, chosen, H]
-                vectors[:, chosen] = (span_sum / (last - first + 1)[None, :, None]).numpy()
+                vectors[:, chosen] = (span_sum / (last - first + 1)[None, :, None]).cpu().numpy()
             out.append(vectors)
     return out
 
@@ -165,12 +166,13 @@ def frozen_coref_probe(model, tokenizer, train_docs: list[ConllDocument | ProbeD
     Returns a JSON-ready dict of flat figures, fractions in [0, 1]: ``frozen_{auc,f1}[_{subset}]_l{layer}`` with
     ``..._ci`` ``[low, high]`` (``level`` document-bootstrap interval of ``bootstrap_samples`` draws),
     ``frozen_gain_over_l0_{auc,f1}[_{subset}]_l{layer}`` (+ ``_ci``, paired over documents) when layer 0 is
-    probed, counts (documents, mentions, pairs per subset, mentions skipped and why) and the settings; plus
+    probed, counts (documents, mentions, pairs per subset, mentions skipped and why), the settings, and the wall and
+    CPU seconds it took (loading a model from a folder included); plus
     ``frozen_test_documents`` and ``frozen_per_document`` (per test document statistics) that
     :func:`frozen_paired_bootstrap` reads to compare two checkpoints. A figure whose pairs are all of one class is
     None.
     """
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     if not isinstance(model, (str, os.PathLike)) and tokenizer is None:
         raise ValueError("pass the tokenizer with a loaded model")
     tokenizer = load_tokenizer(str(model)) if tokenizer is None else tokenizer
@@ -202,6 +204,7 @@ def frozen_coref_probe(model, tokenizer, train_docs: list[ConllDocument | ProbeD
               "frozen_test_documents": [d.doc_key for d in test], "frozen_per_document": per_document}
     result.update(figures(result, layers, bootstrap_samples, seed, level))
     result["frozen_seconds"] = round(time.perf_counter() - started, 1)
+    result["frozen_cpu_seconds"] = round(time.process_time() - cpu_started, 1)  # all threads: compare across loads
     return result
 
 
@@ -223,7 +226,8 @@ def figures(result: dict, layers: list[int], samples: int, seed: int, level: flo
                 out[name] = None if np.isnan(observed) else float(observed)
                 out[name + "_ci"] = interval(figure_values(metric, stats, weights), level)
                 if layer != 0 and 0 in layers:
-                    gain = frozen_paired_bootstrap(result, result, name, figure_name(metric, subset, 0), samples, seed, level)
+                    gain = frozen_paired_bootstrap(result, result, name, figure_name(metric, subset, 0), samples, seed,
+                                                   level)
                     gained = figure_name(metric, subset, layer, gain=True)
                     out[gained] = gain["difference"]
                     out[gained + "_ci"] = None if gain["ci_low"] is None else [gain["ci_low"], gain["ci_high"]]
@@ -319,7 +323,8 @@ def summary(result: dict) -> str:
         return "-" if value is None else f"{value:.3f}" + (f" [{bounds[0]:.3f}, {bounds[1]:.3f}]" if bounds else "")
 
     lines = [f"test pairs: {result['frozen_pairs_test']} ({result['frozen_positive_pairs_test']} positive) in "
-             f"{result['frozen_documents_test']} documents; {result['frozen_seconds']} s",
+             f"{result['frozen_documents_test']} documents; {result['frozen_seconds']} s "
+             f"({result['frozen_cpu_seconds']} CPU s)",
              "| layer | " + " | ".join(f"{m} {s}" for m in METRICS for s in SUBSETS) + " |",
              "|---" * (1 + len(METRICS) * len(SUBSETS)) + "|"]
     for layer in result["frozen_layers"]:

@@ -344,7 +344,7 @@ def test_the_real_split_tells_the_pretrained_minilm_from_random_weights():
         started = time.process_time()
         results[name] = frozen_coref_probe(model, tokenizer, train, test, layers=[0, 3])
         cpu = time.process_time() - started
-        assert cpu < 15 * 60, f"{name}: {cpu:.0f} CPU s"  # about 3 CPU minutes measured on the 2-core machine
+        assert cpu < 8 * 60, f"{name}: {cpu:.0f} CPU s"  # 3.4 CPU minutes measured for all 7 layers (ablation.md)
     pretrained, random = results["pretrained"], results["random"]
     assert pretrained["frozen_documents_train"] == 70 and pretrained["frozen_documents_test"] == 10
     assert pretrained["frozen_pairs_test"] > 20_000 and pretrained["frozen_pairs_test_pronoun_name"] > 1_000
