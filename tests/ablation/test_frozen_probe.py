@@ -43,7 +43,7 @@ from corefbert.ablation.pair_statistics import (
 )
 from corefbert.ablation.probes import resample_indices
 from corefbert.errors import CorefBertError
-from corefbert.text.conll import read_conll
+from corefbert.text.conll import ConllDocument, read_conll
 
 TWO_DOCS = FIXTURES / "coref_e2e" / "two_docs.conll"
 TEST_FILES = [FIXTURES / "conll" / "litbank_mini.conll", FIXTURES / "conll" / "mini.gold_conll"]
@@ -215,6 +215,16 @@ def test_documents_become_windows_of_whole_mentions(bert_tokenizer):
     assert (prepared.subsets["diffstring"] == (texts[i] != texts[j])).all()
     pronoun_name = {tuple(sorted((texts[a], texts[b]))) for a, b in prepared.pairs[prepared.subsets["pronoun_name"]]}
     assert pronoun_name and all({x, y} & {"anna", "tom"} and {x, y} & {"she", "him", "her"} for x, y in pronoun_name)
+
+
+def test_a_span_in_two_clusters_is_kept_once(bert_tokenizer):
+    words = ["Anna", "met", "Tom", ".", "She", "smiled", "."]
+    document = ConllDocument("d_0", "d", "0", [words[:4], words[4:]], [["-"] * 4, ["-"] * 3], "",
+                             [[(0, 0), (4, 4)], [(2, 2), (4, 4)]])  # "She" listed in both clusters
+    prepared = prepare_document(document, bert_tokenizer, window=16)
+    assert prepared.skipped_duplicate == 1 and prepared.mention_cluster.tolist() == [0, 1, 0]
+    assert prepared.labels.tolist() == [False, True, False]  # Anna-Tom, Anna-She, Tom-She
+    assert prepared.subsets["pronoun_name"].tolist() == [False, True, True]
 
 
 def test_mention_vectors_are_span_means_of_each_layer(tiny_bert_dir, bert_tokenizer):
