@@ -49,6 +49,10 @@ COMMANDS = {
     "ablation": Command(
         "the paper's ablation study: arms x seeds, probes, report", module="corefbert.ablation.cli"
     ),
+    "frozen-probe": Command(
+        "the frozen-feature coreference probe of a checkpoint: mention-pair AUC/F1 per layer",
+        module="corefbert.ablation.frozen_probe",
+    ),
     "finetune": Command(
         "fine-tune on a benchmark: corefbert finetune <task> ... (see corefbert finetune --help)"
     ),

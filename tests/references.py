@@ -285,3 +285,36 @@ def antecedent_loss_reference(ranker: SpanRanker, top_spans: torch.Tensor, top_s
         loss += float(normaliser - torch.log(sum(torch.exp(scores[g]) for g in gold)))
         all_scores.append([float(s) for s in scores])
     return all_scores, loss
+
+
+# ---------------------------------------------------------------- the frozen-feature probe's pairs and bootstrap
+
+
+def window_pairs_reference(mention_window: list[int]) -> list[tuple[int, int]]:
+    """Every pair ``i < j`` of mentions in the same window, by looking at every pair of mentions."""
+    pairs = []
+    for i in range(len(mention_window)):
+        for j in range(i + 1, len(mention_window)):
+            if mention_window[i] == mention_window[j]:
+                pairs.append((i, j))
+    return pairs
+
+
+def pair_bootstrap_reference(scores: list[np.ndarray], labels: list[np.ndarray], drawn: list[int]) -> dict:
+    """AUC and F1 of one document resample, rebuilt: the pairs of every drawn document (a document drawn twice
+    gives its pairs twice). AUC is the Mann-Whitney statistic, the share of (positive, negative) pairs that the
+    scores order right, ties counting half (what ``sklearn.metrics.roc_auc_score`` computes), None without both
+    classes; F1 is the positive class's, deciding "positive" where the score is above 0 (0 with nothing to count)."""
+    positives = [float(s) for d in drawn for s, y in zip(scores[d], labels[d]) if y]
+    negatives = [float(s) for d in drawn for s, y in zip(scores[d], labels[d]) if not y]
+    auc = None
+    if positives and negatives:
+        right = 0.0
+        for p in positives:
+            for n in negatives:
+                right += 1.0 if p > n else 0.5 if p == n else 0.0
+        auc = right / (len(positives) * len(negatives))
+    tp = sum(p > 0 for p in positives)
+    fn = len(positives) - tp
+    fp = sum(n > 0 for n in negatives)
+    return {"auc": auc, "f1": 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0}

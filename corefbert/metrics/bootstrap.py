@@ -23,6 +23,16 @@ def resample_indices(n_units: int, n_samples: int = 1000, seed: int = 0) -> np.n
     return np.random.default_rng(seed).integers(0, n_units, size=(n_samples, n_units))
 
 
+def resample_weights(n_units: int, samples: int, seed: int) -> np.ndarray:
+    """``[samples, n_units]``: how often each unit is drawn in each resample
+    (:func:`resample_indices`, so the draws are those of the study's other bootstraps): a resample as a weight
+    vector, for figures that are sums over units (the frozen-feature probe's per-document pair statistics)."""
+    index = resample_indices(n_units, samples, seed)  # [R, D]
+    weights = np.zeros((samples, n_units))
+    np.add.at(weights, (np.arange(samples)[:, None], index), 1.0)
+    return weights
+
+
 def drawn_members(unit_of: Sequence[int] | np.ndarray, draws: np.ndarray) -> list[np.ndarray]:
     """The items of each draw of units (a cluster bootstrap): ``unit_of`` ``[items]`` gives each item's unit
     ``0..U-1``, ``draws`` ``[n_samples, U]`` the drawn units; each draw holds every item of a drawn unit, as
