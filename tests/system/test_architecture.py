@@ -410,6 +410,31 @@ def test_no_module_re_exports_names_it_does_not_use():
     assert not offenders, "imported and never used (a re-export?):\n" + "\n".join(offenders)
 
 
+# Folders of tests/ that mirror no package folder: the suites that cross the folders, the benchmark files.
+TEST_FOLDERS_OF_THEIR_OWN = {"system", "fixtures"}
+
+
+def unmirrored_test_folders(tests_dir: Path, package_dir: Path) -> list[str]:
+    """Folders of ``tests_dir`` that are no folder of the package at the same path (``tests/metrics/`` holds the
+    tests of ``corefbert/metrics/``); the suites of their own and what lies inside them aside."""
+    return [f"{folder.relative_to(tests_dir.parent).as_posix()}/" for folder in sorted(tests_dir.rglob("*"))
+            if folder.is_dir() and folder.name != "__pycache__"
+            and not TEST_FOLDERS_OF_THEIR_OWN & set(folder.relative_to(tests_dir).parts)
+            and "__pycache__" not in folder.parts and not (package_dir / folder.relative_to(tests_dir)).is_dir()]
+
+
+def test_the_tests_mirror_the_package():
+    found = unmirrored_test_folders(ROOT / "tests", ROOT / "corefbert")
+    assert not found, f"test folders that mirror no folder of corefbert/ (move their tests): {found}"
+
+
+def test_a_test_folder_that_mirrors_nothing_is_found(tmp_path):
+    for folder in ("pkg/metrics", "pkg/tasks/qa", "tests/metrics", "tests/tasks/qa", "tests/system",
+                   "tests/fixtures/qa", "tests/stage", "tests/tasks/gone"):
+        (tmp_path / folder).mkdir(parents=True)
+    assert unmirrored_test_folders(tmp_path / "tests", tmp_path / "pkg") == ["tests/stage/", "tests/tasks/gone/"]
+
+
 # ---------------------------------------------------------------------------- the training core's shape
 
 
