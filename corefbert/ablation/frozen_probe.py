@@ -10,8 +10,8 @@ regression on ``[a ⊙ b ; |a − b|]`` (standardised on the training pairs, bal
 the training documents' pairs and scored on the test documents': the AUC of its scores and the F1 of its
 decisions (score > 0) on the positive class, both as fractions in [0, 1].
 
-Every figure is reported for three subsets of the test pairs (the lesson of the prototype,
-``../shared/notes/frozen-probe-prototype.md``: token identity alone gives a random-weight encoder 0.79 AUC):
+Every figure is reported for three subsets of the test pairs (the lesson of a first prototype, measured again
+in docs/guides/ablation.md: token identity alone gives a random-weight encoder about 0.80 AUC):
 ``all``; ``diffstring``, pairs whose mentions differ as (lower-cased) strings; ``pronoun_name``, a personal
 pronoun paired with a name (:func:`mention_kind`'s surface rule). Beside each layer's figure stands the gain over
 the same model's layer 0 (the lexical floor). Intervals are document-bootstrap percentile intervals

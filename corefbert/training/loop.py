@@ -137,7 +137,7 @@ def build_accelerator(args: TrainingArguments):
     if deepspeed_requested():  # building the Accelerator builds DeepSpeed's ops: not behind a dead build's lock
         check_extension_locks()
     # Compiled at prepare(). Dynamic shapes: a batch's length and its MRP mention / referent counts change from
-    # batch to batch, and a static compile recompiles on each new shape (DESIGN.md, known pitfalls).
+    # batch to batch, and a static compile recompiles on each new shape (docs/design.md, "Known pitfalls").
     compile_plugin = (TorchDynamoPlugin(backend="inductor", dynamic=True, mode=args.torch_compile_mode)
                       if getattr(args, "torch_compile", False) else None)
     return Accelerator(

@@ -1,8 +1,8 @@
 """A trained end-to-end coreference model on spaCy's words and sentences: batches of texts, long texts in
 overlapping windows, clusters merged across windows.
 
-What a forward pass holds is bounded by the model's settings, never by the text (DESIGN.md: a text without
-sentence breaks stays bounded too):
+What a forward pass holds is bounded by the model's settings, never by the text (docs/guides/coref_e2e.md, "Long
+documents": a text without sentence breaks stays bounded too):
 
 - a sentence longer than ``max_sentence_words`` is read as pieces of that many words;
 - a text is read in **windows** of whole sentences of at most ``max_segment_words`` words; consecutive windows
