@@ -22,6 +22,17 @@ ROOT = Path(__file__).resolve().parents[1]  # the repository
 FIXTURES = ROOT / "tests" / "fixtures"
 SHARED_DATA = ROOT.parent / "shared" / "data"  # the real benchmark data, when present
 TINY_HIDDEN = 32
+TOKENIZER_FIXTURES = FIXTURES / "tokenizers"
+#: The committed tiny tokenizer of each kind the encoder families use (tests/fixtures/tokenizers/README.md), each
+#: with the transformers class its families load it as: WordPiece (BERT, ELECTRA, DistilBERT), byte-level BPE framed
+#: as RoBERTa's and as ModernBERT's (``[CLS]``/``[SEP]``, offsets keeping the space), SentencePiece unigram
+#: (DeBERTa-v3).
+TOKENIZER_KINDS = {
+    "wordpiece": "BertTokenizerFast",
+    "bpe": "RobertaTokenizerFast",
+    "bpe_cls": "PreTrainedTokenizerFast",
+    "sentencepiece_unigram": "DebertaV2TokenizerFast",
+}
 
 
 def synthetic_rows(tokenizer, n_rows: int, seed: int, min_words: int = 10, max_words: int = 20) -> dict:
@@ -105,8 +116,34 @@ def training_text() -> list[str]:
     return [line for line in text.splitlines() if line.strip()]
 
 
+def fixture_tokenizer(kind: str):
+    """The tiny tokenizer of ``kind`` (a key of :data:`TOKENIZER_KINDS`), loaded offline from
+    ``TOKENIZER_FIXTURES / kind`` as its families' transformers class (conftest's ``wordpiece_tokenizer``,
+    ``bpe_tokenizer``, ``bpe_cls_tokenizer``, ``sentencepiece_tokenizer`` and ``kind_tokenizer`` hold one each)."""
+    import transformers
+
+    return getattr(transformers, TOKENIZER_KINDS[kind]).from_pretrained(str(TOKENIZER_FIXTURES / kind))
+
+
+def running_text_words(tokenizer, words: list[str]) -> tuple[list[int], list[tuple[int, int]]]:
+    """What a model pretrained on running text reads for ``words``: the ids of the words joined by single spaces,
+    and each word's (first, last) token by the corpus's word rule (``references.words_reference``; a lone space
+    token the tokenizer joins to a word is its first), for checking the parts that read pre-split words."""
+    from references import words_reference
+
+    text = " ".join(words)
+    ends = np.cumsum([len(w) + 1 for w in words]) - 1
+    encoding = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    word_of_token, single = words_reference(text, [(e - len(w), e) for w, e in zip(words, ends)],
+                                            [tuple(o) for o in encoding["offset_mapping"]], encoding.word_ids())
+    assert single == list(range(len(words))), "a token straddles two words: pick other words"
+    spans = [(word_of_token.index(k), len(word_of_token) - 1 - word_of_token[::-1].index(k)) for k in range(len(words))]
+    return encoding["input_ids"], spans
+
+
 def tiny_config(model_type: str, tokenizer):
-    """A 2-layer, hidden-32 config of ``model_type`` ("bert" or "roberta") sized to ``tokenizer``."""
+    """A 2-layer, hidden-32 config of ``model_type`` ("bert" or "roberta") sized to ``tokenizer``: its vocabulary
+    and pad id (and RoBERTa's bos/eos ids), so any tokenizer of :func:`fixture_tokenizer` sizes one too."""
     from transformers import BertConfig, RobertaConfig
 
     common = dict(

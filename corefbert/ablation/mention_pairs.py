@@ -18,6 +18,7 @@ import numpy as np
 
 from corefbert.errors import CorefBertError
 from corefbert.text.conll import ConllDocument
+from corefbert.text.tokenizers import word_pieces
 
 PRONOUNS = frozenset(
     "i me my mine myself you your yours yourself yourselves thou thee thy thine thyself ye he him his himself she "
@@ -86,15 +87,14 @@ def prepare_document(document: ConllDocument, tokenizer, window: int = DEFAULT_W
 
     Cut as the module says: the overlapping windows of
     :func:`corefbert.tasks.coref_e2e.documents.subword_windows` read one subword per word, and a pair seen in two
-    windows would count twice. Words are tokenized one at a time, as that function does; a word the tokenizer
-    drops entirely reads as the unknown token.
+    windows would count twice. Words get the subwords of the running text, as in that function
+    (:func:`corefbert.text.tokenizers.word_pieces`); a word the tokenizer drops entirely reads as the unknown token.
     """
     if tokenizer.cls_token_id is None or tokenizer.sep_token_id is None or tokenizer.pad_token_id is None:
         raise CorefBertError("the tokenizer has no [CLS]/[SEP]/[PAD] tokens (or <s>/</s>/<pad>); the probe frames "
                              "every window with them: use an encoder's tokenizer")
     words = document.words
-    pieces = tokenizer(words, add_special_tokens=False)["input_ids"] if words else []
-    pieces = [p if p else [tokenizer.unk_token_id] for p in pieces]
+    pieces = [p if p else [tokenizer.unk_token_id] for p in word_pieces(tokenizer, words)]
     sizes = np.array([len(p) for p in pieces], dtype=np.int64)
     first_piece = np.cumsum(sizes) - sizes  # [words] offset of each word's first subword
     flat = [t for p in pieces for t in p]

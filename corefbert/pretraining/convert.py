@@ -190,6 +190,8 @@ def vocabulary_casing(vocab_path: Path) -> tuple[bool, int, int]:
         entries = vocab_path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as err:
         raise CorefBertError(f"vocabulary is not readable UTF-8 text ({type(err).__name__})", path=vocab_path) from None
+    # The package's one family-specific string: a released BERT vocab.txt is WordPiece by definition, and this
+    # reads its entries, not a tokenization (tests/system/test_word_rules.py allows it here only).
     words = [e.removeprefix("##") for e in entries if e and not (e.startswith("[") and e.endswith("]"))]
     capitalised = sum(1 for w in words if w != w.lower())
     return capitalised > 0, capitalised, len(entries)

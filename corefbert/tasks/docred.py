@@ -57,7 +57,7 @@ from corefbert.tasks.heads import (
 )
 from corefbert.text.durable import fresh_file, output_file, put_in_place
 from corefbert.text.jsonio import read_json
-from corefbert.text.tokenizers import load_tokenizer, special_token_frame
+from corefbert.text.tokenizers import load_tokenizer, special_token_frame, word_pieces
 from corefbert.training.hub import hub_offline
 from corefbert.training.memory import CHUNK_ELEMENTS, map_row_chunks
 
@@ -162,12 +162,6 @@ def _check_document(doc: dict, known: set[str], path: str, where: str) -> None:
                                  path=path, position=where)
 
 
-def _space_prefixed(tokenizer) -> bool:
-    # Byte-level BPE (RoBERTa) encodes a word differently after a space; WordPiece does not.
-    plain = tokenizer("word", add_special_tokens=False)["input_ids"]
-    return tokenizer(" word", add_special_tokens=False)["input_ids"] != plain
-
-
 def window_stride(stride: int | None, content: int) -> int:
     """The step between sliding windows of ``content`` tokens each (the special tokens left out): half a
     window when ``stride`` is None. A larger step than ``content`` would skip tokens: refused."""
@@ -192,9 +186,7 @@ def document_features(doc: dict, tokenizer, max_seq_length: int, sliding_window:
     word positions and gold labels ``{(h, t): [relation index, ...]}``. ``stride``: see :func:`window_stride`."""
     words = [word for sent in doc["sents"] for word in sent]
     sent_offsets = np.cumsum([0] + [len(sent) for sent in doc["sents"]])
-    prefix = _space_prefixed(tokenizer)
-    pieces = tokenizer([(" " + w if prefix and i else w) for i, w in enumerate(words)],
-                       add_special_tokens=False)["input_ids"] if words else []
+    pieces = word_pieces(tokenizer, words)  # as in running text, for every tokenizer family
     word_starts = np.cumsum([0] + [len(p) for p in pieces])  # [W + 1] token offset of each word
     token_ids = [t for p in pieces for t in p]
     prefix_ids, suffix_ids = special_token_frame(tokenizer)

@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 import pytest
-from helpers import FIXTURES, ROOT, shared_data
+from helpers import FIXTURES, ROOT, TOKENIZER_KINDS, fixture_tokenizer, running_text_words, shared_data
 from references import pair_bootstrap_reference, window_pairs_reference
 
 from corefbert.ablation.frozen_probe import (
@@ -184,6 +184,20 @@ def test_mention_kinds():
     assert mention_kind(["Mr.", "Darcy"]) == mention_kind(["Elizabeth"]) == mention_kind(["Duke", "of", "York"]) == NAME
     assert mention_kind(["The", "old", "man"]) == mention_kind(["his", "dog"]) == mention_kind(["a", "farmer"]) == OTHER
     assert mention_kind(["The", "Duke"]) == mention_kind(["'s"]) == OTHER
+
+
+@pytest.mark.parametrize("kind", TOKENIZER_KINDS)
+def test_the_probe_reads_mentions_as_running_text_for_every_kind(kind):
+    """Issue 37.2: the probe's windows hold the document's running-text subwords, and a mention is exactly the tokens
+    of its words (a lone space token before it included), for every tokenizer family."""
+    tokenizer = fixture_tokenizer(kind)
+    words = "Marta met Zygmunt Ösz at the harbour , and ( Zygmunt ) waved .".split()
+    document = ConllDocument("d_0", "d", "0", [words], [["-"] * len(words)], "", [[(0, 0)], [(2, 3), (10, 10)]])
+    prepared = prepare_document(document, tokenizer, window=64)
+    ids, spans = running_text_words(tokenizer, words)
+    assert prepared.input_ids[0, 1:1 + len(ids)].tolist() == ids
+    assert list(zip(prepared.mention_first.tolist(), prepared.mention_last.tolist())) == [
+        (1 + spans[0][0], 1 + spans[0][1]), (1 + spans[2][0], 1 + spans[3][1]), (1 + spans[10][0], 1 + spans[10][1])]
 
 
 def test_documents_become_windows_of_whole_mentions(bert_tokenizer):

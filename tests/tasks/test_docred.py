@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from helpers import FIXTURES, ROOT, shared_data
+from helpers import FIXTURES, ROOT, TOKENIZER_KINDS, fixture_tokenizer, running_text_words, shared_data
 
 from corefbert.errors import CorefBertError
 from corefbert.tasks.docred import (
@@ -77,6 +77,21 @@ def test_features_map_mentions_to_their_tokens(bert_tokenizer):
     assert feature["first_positions"] == [0, 4, 11]  # word offsets: sentences of 6 and 7 words
     assert feature["labels"] == {(1, 2): [1], (0, 2): [2]}
     assert len(words) == 20
+
+
+@pytest.mark.parametrize("kind", TOKENIZER_KINDS)
+def test_documents_are_read_as_running_text_for_every_kind(kind):
+    """Issue 37.2: one word-to-subword rule for every task (corefbert.text.tokenizers.word_pieces), where DocRED had
+    its own probe of whether a tokenizer is space-sensitive."""
+    tokenizer = fixture_tokenizer(kind)
+    words = "Marta met Zygmunt Ösz at the harbour , and ( Zygmunt ) waved .".split()
+    doc = {"title": "t", "sents": [words[:8], words[8:]], "labels": [],
+           "vertexSet": [[{"name": "Zygmunt", "sent_id": 0, "pos": [2, 4], "type": "PER"},
+                          {"name": "Zygmunt", "sent_id": 1, "pos": [2, 3], "type": "PER"}]]}
+    feature = _features(tokenizer, doc)
+    ids, spans = running_text_words(tokenizer, words)
+    assert feature["windows"] == [(0, ids)]
+    assert feature["mention_spans"] == [[(spans[2][0], spans[3][1] + 1), (spans[10][0], spans[10][1] + 1)]]
 
 
 def test_truncation_drops_late_mentions_and_sliding_window_keeps_them(bert_tokenizer):
