@@ -157,9 +157,10 @@ class ScratchFolder:
             vocabulary.save(directory, self.vocab_file)
         write_json(os.path.join(directory, self.config_file), content)
 
-    def read(self, directory: str) -> tuple[ScratchConfig, Vocabulary, dict]:
+    def read(self, directory: str, model_type: str | None = None) -> tuple[ScratchConfig, Vocabulary, dict]:
         """``(the model's config, its vocabulary, the family's settings)`` of a folder :meth:`save_pretrained`
-        wrote; the weights are not read."""
+        wrote; the weights are not read. With ``model_type``, a folder whose config names another model type is
+        refused before its other files are looked at."""
         path = os.path.join(str(directory), self.config_file)
         values = read_json(path, missing=f"no {self.config_file}: not a model folder written by {self.written_by}")
         if not isinstance(values, dict):
@@ -175,6 +176,9 @@ class ScratchFolder:
             raise CorefBertError(f"not {self.config_class.describes} (no {self.config_key!r}); "
                                  f"{self.config_class.advice}", path=path)
         config = self.config_class.from_dict(values, path)  # first: a folder of another model says so, not its files
+        found = getattr(config, "model_type", None)
+        if model_type is not None and found != model_type:
+            raise CorefBertError(f"this folder holds a {found} model, not --model {model_type}", path=directory)
         if self.vocab_file is not None:
             vocabulary = Vocabulary.load(directory, self.vocab_file, missing=f"no {self.vocab_file}: not a model "
                                                                              f"folder written by {self.written_by}")

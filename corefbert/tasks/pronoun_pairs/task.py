@@ -316,10 +316,7 @@ class ScratchPairsTask(PronounPairsTask):
         """From the model folder when one is given, else built from the training pairs (or the word vectors)."""
         a = self.task_args
         if self.model_dir:
-            self.config, vocabulary, _ = PAIR_FOLDER.read(self.model_dir)
-            if self.config.model_type != a.model:
-                raise CorefBertError(f"this folder holds a {self.config.model_type} model, not --model {a.model}",
-                                     path=self.model_dir)
+            self.config, vocabulary, _ = PAIR_FOLDER.read(self.model_dir, model_type=a.model)
             return vocabulary
         if not self.examples["train"]:
             raise CorefBertError(f"--model {a.model} without --model_name_or_path trains from scratch: it needs "
