@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import FIXTURES, TOKENIZER_KINDS, fixture_tokenizer, tiny_config, training_text
+from helpers import FAMILIES, FIXTURES, TOKENIZER_KINDS, fixture_tokenizer, save_tiny_family, tiny_config, training_text
 
 # The suite runs as `pytest -n 2` on 2 cores: one thread per worker (and per spawned training process)
 # avoids the oversubscription that made tiny-model tests several times slower.
@@ -104,6 +104,13 @@ def sentencepiece_tokenizer():
 def kind_tokenizer(request):
     """Each kind of :data:`helpers.TOKENIZER_KINDS` in turn: a test taking it runs once per kind."""
     return fixture_tokenizer(request.param)
+
+
+@pytest.fixture(scope="session", params=list(FAMILIES), ids=list(FAMILIES))
+def family_dir(request, tmp_path_factory):
+    """A saved tiny random masked-LM checkpoint of each encoder family of :data:`helpers.FAMILIES` in turn (with its
+    fixture tokenizer): a test taking it runs once per family, the family in its id."""
+    return save_tiny_family(request.param, tmp_path_factory.mktemp(f"tiny_{request.param}"))
 
 
 @pytest.fixture(scope="session")

@@ -141,20 +141,62 @@ def running_text_words(tokenizer, words: list[str]) -> tuple[list[int], list[tup
     return encoding["input_ids"], spans
 
 
-def tiny_config(model_type: str, tokenizer):
-    """A 2-layer, hidden-32 config of ``model_type`` ("bert" or "roberta") sized to ``tokenizer``: its vocabulary
-    and pad id (and RoBERTa's bos/eos ids), so any tokenizer of :func:`fixture_tokenizer` sizes one too."""
-    from transformers import BertConfig, RobertaConfig
+#: The six encoder families MRP pretrains (issue 37), each with the tokenizer kind of :data:`TOKENIZER_KINDS` it
+#: reads: a test parametrised over them carries the family in its id, so ``pytest -k "modernbert or deberta"`` picks
+#: it. DeBERTa is the v2 architecture in DeBERTa-v3's arrangement (relative positions, no absolute ones).
+FAMILIES = {
+    "bert": "wordpiece",
+    "roberta": "bpe",
+    "modernbert": "bpe_cls",
+    "deberta": "sentencepiece_unigram",
+    "electra": "wordpiece",
+    "distilbert": "wordpiece",
+}
 
-    common = dict(
-        vocab_size=len(tokenizer), hidden_size=TINY_HIDDEN, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=256 + 2, pad_token_id=tokenizer.pad_token_id,
-    )
+
+def tiny_config(model_type: str, tokenizer):
+    """A 2-layer, hidden-32 config of ``model_type`` (a key of :data:`FAMILIES`) sized to ``tokenizer``: its
+    vocabulary and pad id (and the special ids each family's config records), so any tokenizer of
+    :func:`fixture_tokenizer` sizes one too."""
+    import transformers
+
+    sizes = dict(vocab_size=len(tokenizer), hidden_size=TINY_HIDDEN, num_hidden_layers=2, num_attention_heads=2,
+                 intermediate_size=64, max_position_embeddings=256 + 2, pad_token_id=tokenizer.pad_token_id)
     if model_type == "bert":
-        return BertConfig(**common)
+        return transformers.BertConfig(**sizes)
     if model_type == "roberta":
-        return RobertaConfig(**common, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+        return transformers.RobertaConfig(**sizes, bos_token_id=tokenizer.bos_token_id,
+                                          eos_token_id=tokenizer.eos_token_id)
+    if model_type == "modernbert":
+        # Local attention every other layer as in ModernBERT, over a window the tiny sequences exceed.
+        return transformers.ModernBertConfig(**sizes, cls_token_id=tokenizer.cls_token_id,
+                                             sep_token_id=tokenizer.sep_token_id, bos_token_id=tokenizer.cls_token_id,
+                                             eos_token_id=tokenizer.sep_token_id, global_attn_every_n_layers=2,
+                                             local_attention=16)
+    if model_type == "deberta":
+        return transformers.DebertaV2Config(**sizes, relative_attention=True, position_buckets=32,
+                                            pos_att_type=["p2c", "c2p"], position_biased_input=False,
+                                            max_relative_positions=-1, norm_rel_ebd="layer_norm", share_att_key=True)
+    if model_type == "electra":
+        return transformers.ElectraConfig(**sizes, embedding_size=TINY_HIDDEN // 2)
+    if model_type == "distilbert":
+        return transformers.DistilBertConfig(vocab_size=sizes["vocab_size"], dim=TINY_HIDDEN, n_layers=2, n_heads=2,
+                                             hidden_dim=64, max_position_embeddings=sizes["max_position_embeddings"],
+                                             pad_token_id=sizes["pad_token_id"])
     raise ValueError(model_type)
+
+
+def save_tiny_family(family: str, out: Path, seed: int = 0) -> Path:
+    """A tiny random-init masked-LM checkpoint of ``family`` (its own ``AutoModelForMaskedLM`` body and head) with
+    its family's fixture tokenizer, saved to ``out`` as a user's starting checkpoint would be."""
+    import torch
+    from transformers import AutoModelForMaskedLM
+
+    tokenizer = fixture_tokenizer(FAMILIES[family])
+    torch.manual_seed(seed)
+    AutoModelForMaskedLM.from_config(tiny_config(family, tokenizer)).save_pretrained(str(out))
+    tokenizer.save_pretrained(str(out))
+    return out
 
 
 _MEMORY_CAP_PRELUDE = '''
