@@ -12,7 +12,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import FAMILIES, FIXTURES, TOKENIZER_KINDS, fixture_tokenizer, save_tiny_family, tiny_config, training_text
+from helpers import (
+    FAMILIES,
+    FIXTURES,
+    TOKENIZER_KINDS,
+    fixture_tokenizer,
+    save_tiny_family,
+    tiny_config,
+    training_text,
+)
 
 # The suite runs as `pytest -n 2` on 2 cores: one thread per worker (and per spawned training process)
 # avoids the oversubscription that made tiny-model tests several times slower.
