@@ -105,6 +105,20 @@ class AblationArguments:
     quoref_batch_size: int = field(default=8, metadata={"help": "Batch size (windows) of the QUOREF probe."})
     quoref_learning_rate: float = field(default=5e-5, metadata={"help": "LR of the QUOREF probe."})
     quoref_max_seq_length: int = field(default=256, metadata={"help": "Window length of the QUOREF probe."})
+    curve_tokens: str | None = field(default=None, metadata={
+        "help": "The study as a curve (docs/guides/ablation.md): every arm saves its weights at these counts of "
+                "non-padding training tokens (comma-separated, k/M/B suffixes: 0.3M,1M,3M,10M,30M,100M), one run per "
+                "arm and seed continued from point to point, and every probe runs at every point. A longer list "
+                "continues the same runs from their last point; finished points are never trained again."})
+    curve_warmup_steps: int = field(default=30, metadata={
+        "help": "The curve's LR schedule: linear warm-up over N optimizer steps, then constant at --learning_rate, "
+                "so the weights at a point do not depend on how far the curve goes."})
+    curve_slow_probes: str = field(default="last", metadata={
+        "help": "Where the curve runs the fine-tuning probes (QUOREF, --finetune): last (the largest point of "
+                "--curve_tokens and the start), all, or a list of token counts."})
+    curve_default_zero_shot: bool = field(default=True, metadata={
+        "help": "With --curve_tokens and no --zero_shot_file: score the shared DPR dev and GAP validation files "
+                "(../shared/data) zero-shot at every point, when they are there."})
 
     def arm_list(self) -> list[str]:
         arms = [a.strip() for a in self.arms.split(",") if a.strip()]
@@ -156,6 +170,10 @@ class AblationArguments:
                      "quoref_max_steps", "quoref_batch_size", "quoref_max_seq_length"):
             if getattr(self, name) < 1:
                 raise CorefBertError(f"--{name} must be at least 1 (got {getattr(self, name)})")
+        if self.curve_tokens is not None:
+            from corefbert.ablation.curve import check_curve_flags
+
+            check_curve_flags(self)
         if self.probe_max_eval_samples is not None and self.probe_max_eval_samples < 1:
             raise CorefBertError(f"--probe_max_eval_samples must be at least 1 (got {self.probe_max_eval_samples})")
         self.coref_probes()
@@ -175,6 +193,10 @@ def run_study(study: AblationArguments, train_args, corpus_args=None) -> dict:
     backbone, then :func:`collect` the study (its table after every run, so an interrupted study shows what it
     has)."""
     study.validate()
+    if study.curve_tokens:
+        from corefbert.ablation.curve import run_curve
+
+        return run_curve(study, train_args, corpus_args)
     arms, root = study.arm_list(), Path(train_args.output_dir)
     for arm in arms:  # every arm's flags, before hours of training: not at the arm's turn
         dataclasses.replace(train_args, **ARMS[arm]).validate()
