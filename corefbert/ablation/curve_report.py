@@ -60,11 +60,21 @@ def read_curve(root: Path, study, seeds: list[int], points: list[int]) -> tuple[
     return table, {t: sorted(v - {None}) for t, v in trained.items()}, missing
 
 
+def row_order(row: str) -> tuple:
+    """The tables' order: the held-out parts (all, repeated mentions, other words, MRP), zero-shot rows with each
+    file's copy-head row after its masked-LM row, fine-tuning probes, QUOREF, then any other probe's rows."""
+    rows = list(curve.HELDOUT_ROWS.values())
+    if row in rows:
+        return 0, rows.index(row), ""
+    family = next((n for n, p in enumerate((MLM_PREFIX, COPY_PREFIX, "eq. 5", "QUOREF")) if row.startswith(p)), 4)
+    return 1 + (family if family > 1 else 0), 0, reference_row(row) + str(family)
+
+
 def summarize_curve(table: dict, study) -> dict:
     """Per row and point: each arm's figure per seed and its mean over seeds, and every arm's difference to WWM
     (paired bootstrap over the same examples, seeds paired) where both have the point."""
     out = {}
-    for row, by_tokens in table.items():
+    for row, by_tokens in sorted(table.items(), key=lambda item: row_order(item[0])):
         reference = table.get(reference_row(row), {})
         for tokens, by_arm in sorted(by_tokens.items()):
             entry = {"arms": {}, "vs_wwm": {}}
@@ -182,7 +192,7 @@ def plot_curve(result: dict, out_path: Path) -> Path | None:
         for arm in ("corefbert", "mrm", "official_loss"):
             series = [(int(t), e["vs_wwm"][arm]) for t, e in by_tokens.items() if arm in e.get("vs_wwm", {})]
             if series:
-                label = ARM_LABELS.get(arm, arm) + (" copy head" if row.startswith(COPY_PREFIX) else "")
+                label = ARM_LABELS.get(arm, arm) + (", copy head (vs WWM's MLM)" if row.startswith(COPY_PREFIX) else "")
                 panels.setdefault(reference_row(row), []).append((label, arm, sorted(series)))
     if not panels:
         return None
