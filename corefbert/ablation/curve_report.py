@@ -37,7 +37,8 @@ def read_curve(root: Path, study, seeds: list[int], points: list[int]) -> tuple[
     rows_of = {probe.name: probe.rows for probe in curve.point_probes(study)}
     arms = [arm for arm in ARMS if arm in study.arm_list() or (Path(root) / arm).is_dir()]
     table, trained, missing = {}, {}, []
-    sites = [(START, seed, 0, run_dir(root, START, seed)) for seed in seeds if not study.skip_backbone]
+    # The start's probes are read wherever they are (a process given --skip_backbone left them to another one).
+    sites = [(START, seed, 0, run_dir(root, START, seed)) for seed in seeds]
     sites += [(arm, seed, tokens, point_dir(run_dir(root, arm, seed), tokens)) for tokens in points
               for seed in seeds for arm in arms]
     for arm, seed, tokens, folder in sites:

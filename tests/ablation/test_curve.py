@@ -307,3 +307,13 @@ def test_the_gpu_curve_script_runs_its_cpu_smoke_mode(tmp_path, tiny_bert_dir, c
         names = archive.getnames()
     assert any(n.endswith("probes/heldout.json") for n in names)
     assert not any(n.endswith((".safetensors", ".bin", ".pt")) for n in names)
+
+
+def test_every_process_of_a_shared_curve_writes_the_whole_table(full_curve, tmp_path, tiny_bert_dir, corpus_dir):
+    """Arms run in separate processes on one folder (the CPU driver does): a process of one arm, given
+    --skip_backbone, still writes every arm and the start it finds there, so whichever writes last the table is whole."""
+    out_full, points, full = full_curve
+    out = tmp_path / "study"
+    shutil.copytree(out_full, out)
+    result = _run(_argv(tiny_bert_dir, corpus_dir, out, points, "--arms", "wwm", "--skip_backbone", "--collect_only"))
+    assert result["rows"] == full["rows"] and result["missing"] == []
