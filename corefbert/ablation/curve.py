@@ -26,7 +26,15 @@ each point, in ``points/tokens_<N>/``, and every probe runs at every point:
 folder)`` (JSON-able results of the model ``site.model_dir``) and ``rows(results)`` (``{row name: (kind,
 data)}``). Rows of the kinds ``ratio`` and ``gap_f1`` carry per-example counts and are figured and bootstrapped
 by :mod:`corefbert.ablation.probes`; a probe with figures of its own registers its kind in :data:`ROW_KINDS`
-(its figure of one model, and the paired difference of two). Then rerun the curve's command.
+(its figure of one model, and the paired difference of two). Then rerun the curve's command. For a probe that
+returns its own figures and a document-level paired difference, the few lines are of this shape::
+
+    probes.append(PointProbe(
+        "frozen_coref", lambda site: {"docs": split, "seed": 13, **start},
+        lambda site, folder: frozen_coref_probe(site.model_dir, load_tokenizer(site.model_dir), train, test, seed=13),
+        lambda results: {"frozen coref probe: pair F1": ("frozen", results)}))
+    ROW_KINDS["frozen"] = RowKind(lambda seeds: 100 * np.mean([r["pair_f1"] for r in seeds]),
+                                  lambda a, b, samples, seed: paired_difference(a, b, samples, seed))
 
 What the curve writes (:mod:`corefbert.ablation.curve_report`): ``curve.json``, ``curve.md`` (a table per point:
 every arm and its difference to WWM with a paired 95% bootstrap interval) and ``curve.png`` (the differences
