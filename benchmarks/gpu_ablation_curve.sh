@@ -44,7 +44,7 @@ fi
 [ -d "$work/corpus" ] || tar xzf "$inputs/corpus.tgz" -C "$work"
 [ -d "$work/base" ] || python benchmarks/cast_weights.py "$inputs/base" "$work/base" fp32
 common=(--preset cpu --dataset_dir "$work/corpus" --model_name_or_path "$work/base" --base_mlm_steps 0 --seeds 1
-        --output_dir "$work/curve" --curve_tokens "$points" --zero_shot_file "$inputs"/pronoun/* "${scale[@]}")
+        --output_dir "$work/curve" --curve_tokens "$points" --zero_shot_file "$inputs"/pronoun/* --no_curve_default_zero_shot "${scale[@]}")
 arms=(${GPU_CURVE_ARMS:-corefbert wwm mrm})
 started=$SECONDS
 for arm in "${arms[@]}"; do  # the first process probes the shared start; one process per arm on the one GPU

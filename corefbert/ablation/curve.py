@@ -242,18 +242,20 @@ HELDOUT_ROWS = {"mlm": "held-out MLM accuracy", "mlm_repeated": "held-out MLM ac
 
 
 def zero_shot_files(study) -> list[str]:
-    """The pronoun files scored zero-shot at every point: ``--zero_shot_file``, else the shared DPR dev and GAP
-    validation files where ``../shared/data`` (beside the checkout, or beside the working folder) has them."""
-    if study.zero_shot_file or not study.curve_default_zero_shot:
-        return list(study.zero_shot_file or [])
-    import corefbert
+    """The pronoun files scored zero-shot at every point: the shared DPR dev and GAP validation files where
+    ``../shared/data`` (beside the checkout, or beside the working folder) has them (unless
+    ``--no_curve_default_zero_shot``), and every ``--zero_shot_file`` (WSC273, PDP, WinoGender, ...)."""
+    files = []
+    if study.curve_default_zero_shot:
+        import corefbert
 
-    for shared in (Path(corefbert.__file__).resolve().parents[2] / "shared" / "data", Path.cwd().parent / "shared"
-                   / "data"):
-        found = [str(shared / name) for name in DEFAULT_ZERO_SHOT if (shared / name).is_file()]
-        if found:
-            return found
-    return []
+        for shared in (Path(corefbert.__file__).resolve().parents[2] / "shared" / "data",
+                       Path.cwd().parent / "shared" / "data"):
+            files = [str(shared / name) for name in DEFAULT_ZERO_SHOT if (shared / name).is_file()]
+            if files:
+                break
+    given = list(study.zero_shot_file or [])
+    return files + [f for f in given if file_stem(f) not in {file_stem(d) for d in files}]
 
 
 def point_probes(study) -> list[PointProbe]:

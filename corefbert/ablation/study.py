@@ -117,8 +117,8 @@ class AblationArguments:
         "help": "Where the curve runs the fine-tuning probes (QUOREF, --finetune): last (the largest point of "
                 "--curve_tokens and the start), all, or a list of token counts."})
     curve_default_zero_shot: bool = field(default=True, metadata={
-        "help": "With --curve_tokens and no --zero_shot_file: score the shared DPR dev and GAP validation files "
-                "(../shared/data) zero-shot at every point, when they are there."})
+        "help": "With --curve_tokens: score the shared DPR dev and GAP validation files (../shared/data) zero-shot "
+                "at every point when they are there, beside any --zero_shot_file."})
 
     def arm_list(self) -> list[str]:
         arms = [a.strip() for a in self.arms.split(",") if a.strip()]

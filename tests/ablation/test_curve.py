@@ -37,7 +37,8 @@ def _argv(model_dir, corpus_dir, out, points, *extra) -> list[str]:
             "--curve_warmup_steps", "0", "--per_device_train_batch_size", str(BATCH), "--per_device_eval_batch_size",
             "8", "--learning_rate", "1e-3", "--eval_steps", "2", "--checkpointing_steps", "1", "--logging_steps", "1",
             "--max_eval_samples", "6", "--probe_sequences", "6", "--bootstrap_samples", "100",
-            "--base_mlm_steps", "2", "--zero_shot_file", str(COREF / "blocks.txt"), str(COREF / "gap.tsv"), *extra]
+            "--base_mlm_steps", "2", "--zero_shot_file", str(COREF / "blocks.txt"), str(COREF / "gap.tsv"),
+            "--no_curve_default_zero_shot", *extra]
 
 
 def _run(argv):
@@ -317,3 +318,15 @@ def test_every_process_of_a_shared_curve_writes_the_whole_table(full_curve, tmp_
     shutil.copytree(out_full, out)
     result = _run(_argv(tiny_bert_dir, corpus_dir, out, points, "--arms", "wwm", "--skip_backbone", "--collect_only"))
     assert result["rows"] == full["rows"] and result["missing"] == []
+
+
+def test_the_shared_pronoun_files_are_scored_by_default_beside_the_given_ones():
+    from types import SimpleNamespace
+
+    from helpers import shared_data
+
+    shared_data("dpr", "dpr_dev_small.txt")
+    given = [str(COREF / "wsc273_style.txt")]
+    files = curve.zero_shot_files(SimpleNamespace(curve_default_zero_shot=True, zero_shot_file=given))
+    assert [Path(f).name for f in files] == ["dpr_dev_small.txt", "gap-validation.tsv", "wsc273_style.txt"]
+    assert curve.zero_shot_files(SimpleNamespace(curve_default_zero_shot=False, zero_shot_file=given)) == given
