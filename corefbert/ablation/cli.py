@@ -1,5 +1,6 @@
 """The ablation command (``python pretrain/run_ablation.py``, ``corefbert ablation``): arguments in,
-:func:`corefbert.ablation.study.run_study` out. A preset's config (``ablation_cpu``, ``ablation_gpu``, shipped
+:func:`corefbert.ablation.study.run_study` out (:func:`corefbert.ablation.curve_run.run_curve` with
+``--curve_tokens``). A preset's config (``ablation_cpu``, ``ablation_gpu``, shipped
 in :mod:`corefbert.configs`) gives the defaults unless ``--config`` is given. The launch commands are in
 ``pretrain/run_ablation.py``'s docstring."""
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
+from corefbert.ablation.curve_run import run_curve
 from corefbert.ablation.study import AblationArguments, run_study
 from corefbert.arguments import load_yaml_config, parse_args, peek_argument
 from corefbert.configs import config_path
@@ -42,4 +44,6 @@ def main(argv: list[str] | None = None) -> dict:
     """Run (or collect) the study of the command line ``argv`` (default ``sys.argv[1:]``)."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     study, train_args, corpus_args = parse(argv)
+    if study.curve_tokens is not None:
+        return run_curve(study, train_args, corpus_args)
     return run_study(study, train_args, corpus_args)

@@ -83,7 +83,7 @@ def frozen_paired_difference(result_a, result_b, figure: str, figure_b: str | No
 
     ``result_a``/``result_b`` may also be lists of results, seed ``k`` of A paired with seed ``k`` of B: each
     resample draws documents once for every seed and its value is the mean over seeds of the differences (the
-    cluster bootstrap of :func:`corefbert.ablation.probes.paired_bootstrap`). ``samples``/``seed`` default to the
+    cluster bootstrap of :func:`corefbert.metrics.bootstrap.paired_bootstrap`). ``samples``/``seed`` default to the
     first result's own. Returns ``{"difference", "ci_low", "ci_high", "documents", "seeds", "samples"}``;
     ``difference`` is None (and the interval too) when a figure is undefined on the full test set.
     """

@@ -114,12 +114,16 @@ class CorefProbe:
     learning_rate: float = 3e-5
     max_train_samples: int | None = None
     max_eval_samples: int | None = None
+    zero_shot: str = "mlm"  # without train_file: the scorer, "mlm" (the masked LM) or "copy" (the MRP copy head)
 
     def settings(self) -> dict:
-        return {"eval_files": [os.path.abspath(f) for f in self.eval_files], "train_file": self.train_file and
-                os.path.abspath(self.train_file), "max_steps": self.max_steps, "batch_size": self.batch_size,
-                "learning_rate": self.learning_rate, "max_train_samples": self.max_train_samples,
-                "max_eval_samples": self.max_eval_samples}
+        settings = {"eval_files": [os.path.abspath(f) for f in self.eval_files], "train_file": self.train_file and
+                    os.path.abspath(self.train_file), "max_steps": self.max_steps, "batch_size": self.batch_size,
+                    "learning_rate": self.learning_rate, "max_train_samples": self.max_train_samples,
+                    "max_eval_samples": self.max_eval_samples}
+        if self.zero_shot != "mlm":  # the MLM probes' records keep their form (and stay reusable)
+            settings["zero_shot"] = self.zero_shot
+        return settings
 
 
 def run_coref_probe(probe: CorefProbe, model_dir: str, out_dir: Path, seed: int, mixed_precision: str,
@@ -131,7 +135,8 @@ def run_coref_probe(probe: CorefProbe, model_dir: str, out_dir: Path, seed: int,
 
     training = probe.train_file is not None
     task_args = CorefArguments(train_file=[probe.train_file] if training else None,
-                               validation_file=list(probe.eval_files), zero_shot=None if training else "mlm")
+                               validation_file=list(probe.eval_files),
+                               zero_shot=None if training else probe.zero_shot)
     args = FinetuningArguments(
         model_name_or_path=str(model_dir), output_dir=str(out_dir), do_train=training, do_eval=True, seed=seed,
         max_steps=probe.max_steps if training else -1, per_device_train_batch_size=probe.batch_size,

@@ -108,6 +108,25 @@ class AblationArguments:
     quoref_batch_size: int = field(default=8, metadata={"help": "Batch size (windows) of the QUOREF probe."})
     quoref_learning_rate: float = field(default=5e-5, metadata={"help": "LR of the QUOREF probe."})
     quoref_max_seq_length: int = field(default=256, metadata={"help": "Window length of the QUOREF probe."})
+    curve_tokens: str | None = field(default=None, metadata={
+        "help": "The study as a curve (docs/guides/ablation.md): every arm saves its weights at these counts of "
+                "non-padding training tokens (comma-separated, k/M/B suffixes: 0.3M,1M,3M,10M,30M,100M), one run per "
+                "arm and seed continued from point to point, and every probe runs at every point. A longer list "
+                "continues the same runs from their last point; finished points are never trained again."})
+    curve_warmup_steps: int = field(default=30, metadata={
+        "help": "The curve's LR schedule: linear warm-up over N optimizer steps, then constant at --learning_rate, "
+                "so the weights at a point do not depend on how far the curve goes."})
+    curve_slow_probes: str = field(default="last", metadata={
+        "help": "Where the curve runs the fine-tuning probes (QUOREF, --finetune): last (the largest point of "
+                "--curve_tokens and the start), all, or a list of token counts."})
+    curve_default_zero_shot: bool = field(default=True, metadata={
+        "help": "With --curve_tokens: score the shared DPR dev and GAP validation files (../shared/data) zero-shot "
+                "at every point when they are there, beside any --zero_shot_file, and run the frozen-feature "
+                "coreference probe on the 90-document LitBank split (docs/guides/coref_e2e_litbank90.yaml) when "
+                "this checkout and ../shared/data have it."})
+    frozen_probe_split_config: str | None = field(default=None, metadata={
+        "help": "With --curve_tokens: run the frozen-feature coreference probe at every point on this split (a YAML "
+                "file with train_file and test_file lists of CoNLL files, paths as written)."})
 
     def arm_list(self) -> list[str]:
         arms = [a.strip() for a in self.arms.split(",") if a.strip()]

@@ -1,0 +1,416 @@
+"""The ablation as a curve over training tokens (issue 35): when does the copy objective start to pay?
+
+``--curve_tokens 0.3M,1M,3M`` turns the study (:mod:`corefbert.ablation.study`) into a curve. Every arm of every
+seed is one pretraining run (``output_dir/<arm>/seed_<seed>``, from the study's base) that saves its weights at
+each point, in ``points/tokens_<N>/``, and every probe runs at every point:
+
+- **Points are token counts.** A point of ``N`` non-padding tokens is the optimizer step ``ceil(N / t)``, where
+  ``t`` is the tokens one step sees on average: rows per step times the mean row length of the train split (a
+  function of the corpus and the batch only, so the same on every rerun). The tokens the run had really seen at
+  that step (its log's count) are what the table and the plot show.
+- **Continuing, never restarting.** A point is one segment of the run: the sweep (:mod:`corefbert.training.sweep`)
+  trains it to the point's step, or continues it from its latest checkpoint when it has a shorter schedule
+  (``max_steps`` is the sweep's ``continues`` setting, as bAbI's schedule length is); ``final/`` is then copied to
+  the point's folder. A saved point is never trained again; a longer ``--curve_tokens`` continues the runs from
+  their last point; a point that falls before a run's last checkpoint cannot be made and is refused.
+- **A schedule that does not know the budget.** The arms warm up over ``--curve_warmup_steps`` optimizer steps
+  and then keep ``--learning_rate`` (``constant_with_warmup``): a linear decay to the last step would change
+  every earlier point when the budget grows. The base keeps the preset's schedule (it is trained once).
+- **Probes, cached per (arm, seed, point, probe).** :func:`point_probes` is the table of probes the curve runs
+  at each saved point (and at the start, the base, in ``backbone/seed_<seed>``); each result is stored in
+  ``<point>/probes/<name>.json`` with the settings that decided it, and a result with the same settings is never
+  computed again. Adding a probe to the table later runs only that probe on the points already saved.
+
+**Plugging in a probe** (the frozen-feature coreference probe, say): append a :class:`PointProbe` to the list
+:func:`point_probes` returns, with its ``settings(site)`` (a dict, or None where it does not run), ``run(site,
+folder)`` (JSON-able results of the model ``site.model_dir``) and ``rows(results)`` (``{row name: (kind,
+data)}``). Rows of the kinds ``ratio`` and ``gap_f1`` carry per-example counts and are figured and bootstrapped
+by :mod:`corefbert.ablation.probes`; a probe with figures of its own registers its kind in :data:`ROW_KINDS`
+(its figure of one model, and the paired difference of two). Then rerun the curve's command. The frozen-feature coreference probe is plugged in
+this way (:func:`frozen_point_probe`, row kinds ``frozen_f1`` and ``frozen_auc``).
+
+What the curve writes (:mod:`corefbert.ablation.curve_report`): ``curve.json``, ``curve.md`` (a table per point:
+every arm and its difference to WWM with a paired 95% bootstrap interval) and ``curve.png`` (the differences
+against tokens, one panel per probe).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import corefbert
+from corefbert.ablation.frozen_probe import (
+    DEFAULT_WINDOW,
+    encoder_config,
+    figure_name,
+    frozen_coref_probe,
+    split_files,
+)
+from corefbert.ablation.mention_pairs import prepare_document
+from corefbert.ablation.pair_statistics import frozen_paired_difference
+from corefbert.ablation.probes import (
+    CorefProbe,
+    file_stem,
+    heldout_counts,
+    run_coref_probe,
+    run_quoref_probe,
+    statistic,
+)
+from corefbert.errors import CorefBertError
+from corefbert.metrics.bootstrap import paired_bootstrap
+from corefbert.pretraining.plotting import read_log
+from corefbert.text.conll import read_conll
+from corefbert.text.durable import remove_folder, replace_file, replace_folder
+from corefbert.text.tokenizers import load_tokenizer
+
+#: The schedule of the curve's arms: warm-up, then constant (a value at a step that does not depend on the budget).
+CURVE_SCHEDULE = "constant_with_warmup"
+POINTS = "points"
+POINT_RECORD = "point.json"
+#: Where the probes of the study's start (the base) are kept: the single-point study's folder for it.
+START = "backbone"
+#: The arm every difference is taken against (paper table 7: each arm against "-NSP, +WWM").
+REFERENCE = "wwm"
+#: The shared pronoun files the curve scores zero-shot by default (where each comes from: docs/design.md, the data).
+DEFAULT_ZERO_SHOT = ("dpr/dpr_dev_small.txt", "gap/gap-validation.tsv")
+_SUFFIXES = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "g": 10**9}
+
+
+# ------------------------------------------------------------------------------------------------ points
+
+
+def parse_tokens(text: str, flag: str = "--curve_tokens") -> list[int]:
+    """``"0.3M,1M,3M"`` -> ``[300000, 1000000, 3000000]`` (sorted, distinct); k, M and B (or G) suffixes."""
+    points = []
+    for part in (p.strip() for p in str(text).split(",")):
+        match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([kKmMbBgG]?)", part)
+        if not match:
+            raise CorefBertError(f"{flag} {text!r}: {part!r} is not a token count; give e.g. 0.3M,1M,3M (k, M, B "
+                                 "suffixes)")
+        value = round(float(match.group(1)) * _SUFFIXES[match.group(2).lower()])
+        if value < 1:
+            raise CorefBertError(f"{flag} {text!r}: {part!r} is below one token")
+        points.append(value)
+    return sorted(set(points))
+
+
+def token_label(tokens: int) -> str:
+    """``300000`` -> ``"0.3M"``, ``30000`` -> ``"30k"``, ``0`` -> ``"start"``."""
+    if tokens == 0:
+        return "start"
+    for suffix, size, above in (("B", 10**9, 10**9), ("M", 10**6, 10**5), ("k", 10**3, 10**3)):
+        if tokens >= above:
+            return f"{tokens / size:.3g}{suffix}"
+    return str(tokens)
+
+
+def check_curve_flags(study) -> None:
+    """The curve's own flags, each bad value one line (:func:`run_curve` checks them with the study's)."""
+    parse_tokens(study.curve_tokens)
+    if study.curve_warmup_steps < 0:
+        raise CorefBertError(f"--curve_warmup_steps must be 0 or more (got {study.curve_warmup_steps})")
+    if study.curve_slow_probes not in ("last", "all"):
+        parse_tokens(study.curve_slow_probes, "--curve_slow_probes")
+
+
+def mean_row_tokens(rows) -> float:
+    """The mean number of non-padding tokens of a prepared corpus split's rows (special tokens included: what the
+    training log counts), read column-wise from Arrow."""
+    import pyarrow.compute as pc
+
+    total = count = 0
+    for batch in rows.with_format("arrow").iter(batch_size=65536):
+        lengths = pc.list_value_length(batch["input_ids"])
+        total += pc.sum(lengths).as_py() or 0
+        count += len(lengths)
+    if not count:
+        raise CorefBertError("the corpus' train split has no rows")
+    return total / count
+
+
+def point_steps(points: list[int], tokens_per_step: float) -> dict[int, int]:
+    """``{tokens: optimizer step}``: the first step whose expected token count reaches the point; two points
+    on one step are refused."""
+    steps = {tokens: max(1, math.ceil(tokens / tokens_per_step)) for tokens in points}
+    seen: dict[int, int] = {}
+    for tokens, step in steps.items():
+        if step in seen:
+            raise CorefBertError(f"--curve_tokens: {token_label(seen[step])} and {token_label(tokens)} are the same "
+                                 f"optimizer step ({step}, about {tokens_per_step:,.0f} tokens a step); drop one")
+        seen[step] = tokens
+    return steps
+
+
+def point_dir(run: Path, tokens: int) -> Path:
+    return Path(run) / POINTS / f"tokens_{tokens}"
+
+
+def saved_point(folder: Path) -> dict | None:
+    """The record of a saved point (its step and tokens), None when it is not (completely) saved."""
+    path = Path(folder) / POINT_RECORD
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def save_point(run: Path, tokens: int, steps: int) -> dict:
+    """Copy the run's ``final/`` (the weights at ``steps``) to the point's folder with its record: the step, the
+    nominal tokens and the tokens the run's log counted by then. The folder appears whole or not at all."""
+    train = [r for r in read_log(Path(run) / "log.jsonl") if r.get("split") == "train" and r["step"] == steps]
+    record = {"tokens": tokens, "step": steps, "trained_tokens": train[-1].get("tokens") if train else None}
+    folder = point_dir(run, tokens)
+    partial = folder.with_name(folder.name + ".partial")
+    remove_folder(partial)
+    shutil.copytree(Path(run) / "final", partial)
+    replace_file(partial / POINT_RECORD, json.dumps(record, indent=2), "the point's record")
+    replace_folder(partial, folder)
+    return record
+
+
+# ------------------------------------------------------------------------------------------------ probes
+
+
+@dataclass(frozen=True)
+class ProbeSite:
+    """One model a probe runs on: an arm (or the start) at one seed and point."""
+
+    study: Any  # AblationArguments
+    train_args: Any  # PretrainingArguments
+    eval_rows: Any  # the held-out rows the held-out probe reads
+    arm: str
+    seed: int
+    tokens: int  # 0: the start
+    model_dir: str
+    folder: Path  # probes go to folder/probes/<name>.json
+    copy_trained: bool
+    slow: bool  # the fine-tuning probes are due here (--curve_slow_probes)
+
+
+@dataclass(frozen=True)
+class PointProbe:
+    """One probe of the curve's table (see the module docstring: plugging in a probe)."""
+
+    name: str
+    settings: Callable[[ProbeSite], dict | None]  # what decides its result; None: it does not run at this site
+    run: Callable[[ProbeSite, Path], dict]  # (site, a scratch folder of its own) -> JSON-able results
+    rows: Callable[[dict], dict[str, tuple[str, Any]]]  # results -> {row: (kind, data)}
+
+
+@dataclass(frozen=True)
+class RowKind:
+    """How the rows of one kind are figured (percent) and compared between two arms."""
+
+    figure: Callable[[list[Any]], float]  # the data of every seed -> the mean figure over seeds
+    paired: Callable[[list[Any], list[Any], int, int], dict]  # (arm A's seeds, B's, samples, seed) -> CI dict
+
+
+def _count_figure(kind: str) -> Callable:
+    return lambda seeds: float(np.mean([statistic(kind, np.asarray(d, dtype=float).sum(axis=0)) for d in seeds]))
+
+
+def _count_paired(kind: str) -> Callable:
+    def paired(a, b, samples, seed):
+        return paired_bootstrap(functools.partial(statistic, kind), np.asarray(a, dtype=float),
+                                np.asarray(b, dtype=float), samples, seed)
+    return paired
+
+
+#: Row kinds -> how to figure and compare them. Count rows (per-example counts) are the probes module's.
+ROW_KINDS: dict[str, RowKind] = {kind: RowKind(_count_figure(kind), _count_paired(kind)) for kind in ("ratio",
+                                                                                                       "gap_f1")}
+
+def _frozen_kind(metric: str) -> RowKind:
+    """Rows of the frozen-feature probe: its figure at its last probed layer over all test pairs (percent), and the
+    paired document-bootstrap difference of two arms (seeds paired) from :func:`frozen_paired_difference`."""
+    def name(result: dict) -> str:
+        return figure_name(metric, "all", result["frozen_layers"][-1])
+
+    def figure(seeds: list[dict]) -> float:
+        values = [r[name(r)] for r in seeds]
+        return float("nan") if any(v is None for v in values) else 100.0 * float(np.mean(values))
+
+    def paired(a: list[dict], b: list[dict], samples: int, seed: int) -> dict:
+        found = frozen_paired_difference(a, b, name(a[0]), name(b[0]), samples, seed)
+        scaled = {k: None if found[k] is None else 100.0 * found[k] for k in ("difference", "ci_low", "ci_high")}
+        return {**scaled, "seeds": found["seeds"], "examples": found["documents"], "samples": found["samples"]}
+
+    return RowKind(figure, paired)
+
+
+ROW_KINDS.update({f"frozen_{metric}": _frozen_kind(metric) for metric in ("f1", "auc")})
+
+#: Row names of the held-out probe's parts (the single-point study's names).
+HELDOUT_ROWS = {"mlm": "held-out MLM accuracy", "mlm_repeated": "held-out MLM accuracy: repeated mentions",
+                "mlm_other": "held-out MLM accuracy: other masked words", "mrp": "held-out MRP accuracy"}
+
+
+def zero_shot_files(study) -> list[str]:
+    """The pronoun files scored zero-shot at every point: the shared DPR dev and GAP validation files where
+    ``../shared/data`` (beside the checkout, or beside the working folder) has them (unless
+    ``--no_curve_default_zero_shot``), and every ``--zero_shot_file`` (WSC273, PDP, WinoGender, ...)."""
+    files = []
+    if study.curve_default_zero_shot:
+        for shared in (Path(corefbert.__file__).resolve().parents[2] / "shared" / "data",
+                       Path.cwd().parent / "shared" / "data"):
+            files = [str(shared / name) for name in DEFAULT_ZERO_SHOT if (shared / name).is_file()]
+            if files:
+                break
+    given = list(study.zero_shot_file or [])
+    return files + [f for f in given if file_stem(f) not in {file_stem(d) for d in files}]
+
+
+def point_probes(study) -> list[PointProbe]:
+    """The probes the curve runs at every saved point: the held-out MLM probe (repeated mentions and other words,
+    MRP where the copy head trains), zero-shot pronoun resolution with the MLM head on every file and with the
+    copy head where it trains, and the fine-tuning probes (eq. 5, QUOREF) where they are due."""
+    start = {"base_mlm_steps": study.base_mlm_steps}  # a probe of another starting point is not reused
+    probes = [PointProbe("heldout", lambda site: {**_heldout_settings(site), **start}, _run_heldout,
+                         lambda results: {HELDOUT_ROWS.get(k, k): ("ratio", v) for k, v in results.items()})]
+    for path in zero_shot_files(study):
+        stem = file_stem(path)
+        for scorer, name, row in (("mlm", f"zeroshot_{stem}", "zero-shot"), ("copy", f"zeroshot_copy_{stem}",
+                                                                            "zero-shot, copy head")):
+            probe = CorefProbe([path], max_eval_samples=study.probe_max_eval_samples, zero_shot=scorer)
+            needs_copy = scorer == "copy"
+            probes.append(PointProbe(
+                name, lambda site, p=probe, c=needs_copy: None if c and not site.copy_trained else
+                {**p.settings(), **start}, _coref_runner(probe), _coref_rows(row)))
+    for name, probe in study.coref_probes().items():
+        if name.startswith("finetune_"):
+            probes.append(PointProbe(name, lambda site, p=probe: {**p.settings(), **start} if site.slow else None,
+                                     _coref_runner(probe), _coref_rows(f"eq. 5 on {name[len('finetune_'):]}")))
+    frozen = frozen_point_probe(study)
+    if frozen is not None:
+        probes.append(frozen)
+    quoref = study.quoref_probe()
+    if quoref is not None:
+        probes.append(PointProbe(
+            "quoref", lambda site: {**quoref.settings(), **start} if site.slow else None,
+            lambda site, folder: run_quoref_probe(quoref, site.model_dir, folder, site.seed,
+                                                  site.train_args.mixed_precision, True),
+            lambda results: {f"QUOREF dev {label}": ("ratio", results[key]) for key, label in
+                             (("exact_match", "EM"), ("f1", "F1"))}))
+    return probes
+
+
+def frozen_split(study) -> tuple[list[str], list[str]] | None:
+    """The frozen-feature probe's ``(train files, test files)``: ``--frozen_probe_split_config``'s (paths as
+    written), else, with the shared-data defaults on, the 90-document LitBank split of
+    ``docs/guides/coref_e2e_litbank90.yaml`` when this checkout and ``../shared/data`` have it; else None."""
+    if study.frozen_probe_split_config:
+        return split_files(study.frozen_probe_split_config)
+    if not study.curve_default_zero_shot:
+        return None
+    root = Path(corefbert.__file__).resolve().parents[1]
+    config = root / "docs" / "guides" / "coref_e2e_litbank90.yaml"
+    if not config.is_file():
+        return None
+    train, test = split_files(str(config), root)
+    return (train, test) if all(Path(f).is_file() for f in train + test) else None
+
+
+def frozen_point_probe(study) -> PointProbe | None:
+    """The frozen-feature coreference probe (:mod:`corefbert.ablation.frozen_probe`) at every point: a pair
+    classifier on the frozen last layer of the model, fitted on the split's training documents and scored on its
+    test documents, the probe's seed ``--probe_seed``. The documents are read once; their windows are cut once per
+    tokenizer (every arm of a curve shares the base's)."""
+    split = frozen_split(study)
+    if split is None:
+        return None
+
+    train_files, test_files = split
+    settings = {"train": sorted(Path(f).name for f in train_files), "test": sorted(Path(f).name for f in test_files),
+                "layer": "last", "window": DEFAULT_WINDOW, "seed": study.probe_seed,
+                "base_mlm_steps": study.base_mlm_steps}
+    prepared: dict[str, tuple[list, list]] = {}  # the tokenizer's vocabulary digest -> (train, test) windows
+
+    def run(site: ProbeSite, _folder: Path) -> dict:
+        tokenizer = load_tokenizer(site.model_dir)
+        key = json.dumps(sorted(tokenizer.get_vocab().items()))
+        if key not in prepared:
+            prepared.clear()
+            prepared[key] = tuple([prepare_document(d, tokenizer, DEFAULT_WINDOW) for d in read_conll(files)]
+                                  for files in (train_files, test_files))
+        train, test = prepared[key]
+        last = encoder_config(site.model_dir).num_hidden_layers
+        return frozen_coref_probe(site.model_dir, tokenizer, train, test, layers=[last], seed=study.probe_seed,
+                                  bootstrap_samples=study.bootstrap_samples)
+
+    return PointProbe("frozen_coref", lambda site: settings, run,
+                      lambda results: {"frozen coref probe (last layer): pair F1": ("frozen_f1", results),
+                                       "frozen coref probe (last layer): AUC": ("frozen_auc", results)})
+
+
+def _heldout_settings(site: ProbeSite) -> dict:
+    from corefbert.pretraining.run import rows_digest
+
+    return {"sequences": len(site.eval_rows), "mask_seed": site.study.probe_seed,
+            "mrp_ratio": site.train_args.mrp_ratio or 0.2, "mlm_probability": site.train_args.mlm_probability,
+            "copy_trained": site.copy_trained,
+            "corpus": f"{len(site.eval_rows)} held-out rows, sha256 {rows_digest(site.eval_rows)}",
+            "split": "mlm_repeated/mlm_other"}
+
+
+def _run_heldout(site: ProbeSite, _folder: Path) -> dict:
+    settings = _heldout_settings(site)
+    found = heldout_counts(site.model_dir, site.eval_rows, settings["mlm_probability"], settings["mrp_ratio"],
+                           site.study.probe_seed, site.seed)
+    if not site.copy_trained:
+        found.pop("mrp")
+    return found
+
+
+def _coref_runner(probe: CorefProbe) -> Callable:
+    return lambda site, folder: run_coref_probe(probe, site.model_dir, folder, site.seed,
+                                                site.train_args.mixed_precision, True)
+
+
+def _coref_rows(label: str) -> Callable:
+    return lambda results: {f"{label}: {stem} {'F1' if r['kind'] == 'gap_f1' else 'accuracy'}": (r["kind"],
+                                                                                                 r["counts"])
+                            for stem, r in results.items()}
+
+
+def run_probes(site: ProbeSite, probes: list[PointProbe], counts: dict) -> None:
+    """Every probe of the table that applies at ``site`` and has no result with the same settings; each result
+    is stored as soon as it is computed (``counts``: probes_run / probes_reused)."""
+    folder = Path(site.folder) / "probes"
+    folder.mkdir(parents=True, exist_ok=True)
+    todo = []
+    for probe in probes:
+        settings = probe.settings(site)
+        if settings is None:
+            continue
+        settings = json.loads(json.dumps(settings))
+        if cached_result(folder / f"{probe.name}.json", settings) is None:
+            todo.append((probe, settings))
+        else:
+            counts["probes_reused"] += 1
+    if todo:
+        print(f"[curve] probing {site.arm}, seed {site.seed}, {token_label(site.tokens)}: "
+              f"{', '.join(p.name for p, _ in todo)}", flush=True)
+    for probe, settings in todo:
+        scratch = folder / probe.name
+        remove_folder(scratch)
+        results = probe.run(site, scratch)
+        replace_file(folder / f"{probe.name}.json", json.dumps({"settings": settings, "results": results}),
+                     "the probe's result")  # whole or not at all: never a half file that reads as done
+        counts["probes_run"] += 1
+
+
+def cached_result(path: Path, settings: dict):
+    """The results stored at ``path`` when they were computed with ``settings``, else None."""
+    if not Path(path).is_file():
+        return None
+    saved = json.loads(Path(path).read_text(encoding="utf-8"))
+    return saved["results"] if saved.get("settings") == settings else None

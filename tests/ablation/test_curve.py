@@ -1,0 +1,374 @@
+"""Issue 35: the ablation as a curve over tokens (``--curve_tokens``) on a tiny BERT and a synthetic corpus: every
+point saved and probed, a longer list continuing the same runs without training a finished point again, a
+schedule whose weights at a point do not depend on the budget, probes cached per (arm, seed, point, probe), and
+the plot written."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import FIXTURES, load_cli
+
+from corefbert.ablation import curve
+from corefbert.ablation.curve import (
+    POINT_RECORD,
+    PointProbe,
+    RowKind,
+    mean_row_tokens,
+    parse_tokens,
+    point_dir,
+)
+
+pytestmark = pytest.mark.usefixtures("fresh_accelerate_state")
+COREF = FIXTURES / "coref"
+ARMS = ("corefbert", "mrm", "wwm")
+SEED = 7
+BATCH = 4
+
+
+def _argv(model_dir, corpus_dir, out, points, *extra) -> list[str]:
+    return ["--model_name_or_path", str(model_dir), "--dataset_dir", str(corpus_dir), "--output_dir", str(out),
+            "--arms", ",".join(ARMS), "--seeds", "1", "--seed", str(SEED), "--curve_tokens", points,
+            "--curve_warmup_steps", "0", "--per_device_train_batch_size", str(BATCH), "--per_device_eval_batch_size",
+            "8", "--learning_rate", "1e-3", "--eval_steps", "2", "--checkpointing_steps", "1", "--logging_steps", "1",
+            "--max_eval_samples", "6", "--probe_sequences", "6", "--bootstrap_samples", "100",
+            "--base_mlm_steps", "2", "--zero_shot_file", str(COREF / "blocks.txt"), str(COREF / "gap.tsv"),
+            "--no_curve_default_zero_shot", *extra]
+
+
+def _run(argv):
+    from accelerate.state import AcceleratorState, GradientState
+
+    try:
+        return load_cli("pretrain/run_ablation.py").main(argv)
+    finally:
+        AcceleratorState._reset_state(True)
+        GradientState._reset_state()
+
+
+def _points(corpus_dir, *steps: int) -> str:
+    """Token counts that fall on these optimizer steps of the test corpus (``ceil(tokens / per_step)``)."""
+    from datasets import load_from_disk
+
+    per_step = BATCH * mean_row_tokens(load_from_disk(str(corpus_dir))["train"])
+    return ",".join(str(int(k * per_step)) for k in steps)
+
+
+def _digest(folder: Path) -> str:
+    from safetensors.numpy import load_file
+
+    digest = hashlib.sha256()
+    for name, array in sorted(load_file(str(folder / "model.safetensors")).items()):
+        digest.update(name.encode() + array.tobytes())
+    return digest.hexdigest()
+
+
+class StepCounter:
+    """Counts the training steps (micro-batches) of every run in the process, by output folder."""
+
+    def __init__(self, monkeypatch, fail_at: int | None = None):
+        from corefbert.pretraining.run import PretrainingJob
+
+        self.steps: list[str] = []
+        step = PretrainingJob.training_step
+        counter = self
+
+        def counted(job, model, batch):
+            counter.steps.append(str(job.logger.output_dir))
+            if fail_at is not None and len(counter.steps) == fail_at:
+                raise RuntimeError("killed")
+            return step(job, model, batch)
+
+        monkeypatch.setattr(PretrainingJob, "training_step", counted)
+
+    def by_arm(self, root: Path) -> dict[str, int]:
+        return {arm: sum(Path(s).parent.parent == root and Path(s).parent.name == arm for s in self.steps)
+                for arm in ARMS}
+
+
+@pytest.fixture(scope="module")
+def full_curve(tmp_path_factory, tiny_bert_dir, corpus_dir):
+    """The curve to steps 2 and 4 in one command."""
+    out = tmp_path_factory.mktemp("curve") / "study"
+    points = _points(corpus_dir, 2, 4)
+    return out, points, _run(_argv(tiny_bert_dir, corpus_dir, out, points))
+
+
+def test_every_arm_saves_every_point_and_every_probe_runs_there(full_curve):
+    out, points, result = full_curve
+    first, second = parse_tokens(points)
+    for arm in ARMS:
+        for tokens, step in ((first, 2), (second, 4)):
+            record = json.loads((point_dir(out / arm / f"seed_{SEED}", tokens) / POINT_RECORD).read_text())
+            assert record["step"] == step and record["tokens"] == tokens and record["trained_tokens"] > 0
+            assert (point_dir(out / arm / f"seed_{SEED}", tokens) / "model.safetensors").is_file()
+    assert result["runs"]["points_saved"] == 6 and result["missing"] == []
+    # The arms of one seed see the same rows: one trained-token count per point.
+    assert all(len(seen) == 1 for seen in result["trained_tokens"].values())
+    rows = result["rows"]
+    for row in ("held-out MLM accuracy: repeated mentions", "held-out MLM accuracy: other masked words",
+                "zero-shot: blocks accuracy", "zero-shot: gap F1"):
+        for tokens in (first, second):
+            entry = rows[row][str(tokens)]
+            assert sorted(entry["arms"]) == sorted(ARMS) and sorted(entry["vs_wwm"]) == ["corefbert", "mrm"], row
+            ci = entry["vs_wwm"]["corefbert"]
+            assert ci["ci_low"] <= ci["difference"] <= ci["ci_high"]
+        assert list(rows[row]["0"]["arms"]) == ["backbone"]  # the start, probed once
+    # The copy head scores the pronoun files only where it trains, beside WWM's masked-LM scoring.
+    copy = rows["zero-shot, copy head: blocks accuracy"][str(second)]
+    assert list(copy["arms"]) == ["corefbert"] and list(copy["vs_wwm"]) == ["corefbert"]
+    table = (out / "curve.md").read_text()
+    assert "zero-shot, copy head: gap F1" in table and "Each arm − WWM" in table
+    assert (out / "curve.png").stat().st_size > 10_000
+
+
+def test_extending_a_curve_continues_its_runs_and_never_trains_a_point_again(full_curve, tmp_path, tiny_bert_dir,
+                                                                            corpus_dir, monkeypatch):
+    """The curve to step 2, then the same command with the longer list: each arm trains steps 3-4 only, from its
+    checkpoint; the saved point and its probes stay as they were, and every weight equals the one-command curve's."""
+    out_full, points, full = full_curve
+    first, second = parse_tokens(points)
+    out = tmp_path / "study"
+    counter = StepCounter(monkeypatch)
+    short = _run(_argv(tiny_bert_dir, corpus_dir, out, str(first)))
+    assert counter.by_arm(out) == {arm: 2 for arm in ARMS}
+    kept = {arm: (point_dir(out / arm / f"seed_{SEED}", first) / "model.safetensors").stat().st_mtime_ns
+            for arm in ARMS}
+    counter.steps.clear()
+    longer = _run(_argv(tiny_bert_dir, corpus_dir, out, points))
+    assert counter.by_arm(out) == {arm: 2 for arm in ARMS}  # steps 3 and 4, not 1-4
+    assert not any("base" in s for s in counter.steps)  # the base is reused
+    assert longer["runs"]["resumed"] == 3 and longer["runs"]["trained"] == 0
+    assert longer["runs"]["points_saved"] == 3 and longer["runs"]["points_kept"] == 3
+    # Probes of the first point and the start are reused; the second point's run once per arm and probe.
+    assert longer["runs"]["probes_run"] == short["runs"]["probes_run"] - 3  # minus the start's three
+    for arm in ARMS:
+        folder = out / arm / f"seed_{SEED}"
+        assert (point_dir(folder, first) / "model.safetensors").stat().st_mtime_ns == kept[arm]
+        for tokens in (first, second):
+            assert _digest(point_dir(folder, tokens)) == _digest(point_dir(out_full / arm / f"seed_{SEED}", tokens))
+        # The log continues: the losses of steps 3-4 are the one-command curve's.
+        losses = [(r["step"], r["loss"]) for r in map(json.loads, (folder / "log.jsonl").read_text().splitlines())
+                  if r.get("split") == "train"]
+        full_losses = [(r["step"], r["loss"]) for r in
+                       map(json.loads, (out_full / arm / f"seed_{SEED}" / "log.jsonl").read_text().splitlines())
+                       if r.get("split") == "train"]
+        assert [s for s, _ in losses] == [s for s, _ in full_losses] == [1, 2, 3, 4]
+        assert [loss for _, loss in losses] == pytest.approx([loss for _, loss in full_losses])
+    assert longer["rows"] == full["rows"]
+    # A rerun of the same command trains and probes nothing.
+    counter.steps.clear()
+    again = _run(_argv(tiny_bert_dir, corpus_dir, out, points))
+    assert counter.steps == [] and again["runs"]["probes_run"] == 0 and again["runs"]["points_kept"] == 6
+
+
+def test_the_weights_at_a_point_do_not_depend_on_the_budget(full_curve, tmp_path, tiny_bert_dir, corpus_dir):
+    """One uninterrupted run to step 4 under the curve's schedule passes through the curve's point at step 2
+    (same weights); under a linear decay to the last step it does not (the reason for the curve's schedule)."""
+    import dataclasses
+
+    from safetensors.torch import load_file
+
+    from corefbert.ablation.cli import parse
+    from corefbert.ablation.curve_run import curve_arm_args
+    from corefbert.pretraining.run import run_pretraining
+
+    out_full, points, _ = full_curve
+    first, _ = parse_tokens(points)
+    study, train_args, _ = parse(_argv(tiny_bert_dir, corpus_dir, out_full, points))
+    base = str(out_full / "base" / "final")
+    point = load_file(str(point_dir(out_full / "corefbert" / f"seed_{SEED}", first) / "model.safetensors"))
+    for schedule, same in (("constant_with_warmup", True), ("linear", False)):
+        args = curve_arm_args(train_args, study, "corefbert", SEED, tmp_path / schedule, base, 4)
+        args = dataclasses.replace(args, lr_scheduler_type=schedule, save_total_limit=0)
+        run_pretraining(args)
+        weights = load_file(str(tmp_path / schedule / "checkpoints" / "step_2" / "model.safetensors"))
+        equal = all(np.array_equal(weights[name].numpy(), point[name].numpy()) for name in point)
+        assert equal is same, schedule
+
+
+def test_a_probe_added_to_the_table_runs_alone_on_the_saved_points(full_curve, tmp_path, tiny_bert_dir, corpus_dir,
+                                                                  monkeypatch):
+    """How the frozen-feature probe plugs in: one more PointProbe (and its row kind) runs at every saved point and
+    the start, nothing else runs again, and its rows reach the table with a difference to WWM."""
+    out_full, points, _ = full_curve
+    out = tmp_path / "study"
+    shutil.copytree(out_full, out)
+    ran = []
+
+    def run(site, folder):
+        ran.append((site.arm, site.tokens))
+        return {"score": [[site.tokens % 7, 1], [1, 2]]}
+
+    extra = PointProbe("toy", lambda site: {"version": 1}, run, lambda results: {"toy score": ("toy", results["score"])})
+    tables = curve.point_probes
+    monkeypatch.setattr(curve, "point_probes", lambda study: [*tables(study), extra])
+    monkeypatch.setitem(curve.ROW_KINDS, "toy", RowKind(
+        lambda seeds: float(np.mean([np.asarray(d)[:, 0].sum() for d in seeds])),
+        lambda a, b, samples, seed: {"difference": float(np.asarray(a)[:, :, 0].sum() - np.asarray(b)[:, :, 0].sum()),
+                                     "ci_low": -1.0, "ci_high": 1.0}))
+    counter = StepCounter(monkeypatch)
+    result = _run(_argv(tiny_bert_dir, corpus_dir, out, points))
+    assert counter.steps == []
+    assert result["runs"]["probes_run"] == len(ran) == 1 + 2 * len(ARMS)  # the start, and each arm at 2 points
+    assert result["rows"]["toy score"][str(parse_tokens(points)[1])]["vs_wwm"]["corefbert"]["difference"] == 0
+    ran.clear()
+    again = _run(_argv(tiny_bert_dir, corpus_dir, out, points))
+    assert ran == [] and again["runs"]["probes_run"] == 0
+
+
+def test_a_killed_curve_continues_from_its_checkpoint(full_curve, tmp_path, tiny_bert_dir, corpus_dir, monkeypatch):
+    """Killed in the second segment of the first arm (its step 3): the rerun continues that arm from step 3's
+    checkpoint, and the curve equals the uninterrupted one."""
+    out_full, points, full = full_curve
+    out = tmp_path / "study"
+    # base 2 steps, then the three arms to step 2 (6 steps), then corefbert's step 3 is the 9th.
+    counter = StepCounter(monkeypatch, fail_at=2 + 6 + 1 + 1)
+    with pytest.raises(RuntimeError, match="killed"):
+        _run(_argv(tiny_bert_dir, corpus_dir, out, points))
+    monkeypatch.undo()
+    counter = StepCounter(monkeypatch)
+    result = _run(_argv(tiny_bert_dir, corpus_dir, out, points))
+    assert counter.by_arm(out) == {"corefbert": 1, "mrm": 2, "wwm": 2}
+    assert result["runs"]["resumed"] == 3 and result["runs"]["points_kept"] == 3
+    assert result["rows"] == full["rows"]
+
+
+def test_a_point_the_run_has_passed_is_refused_in_one_line(full_curve, tmp_path, tiny_bert_dir, corpus_dir, capsys):
+    out_full, points, _ = full_curve
+    out = tmp_path / "study"
+    shutil.copytree(out_full, out)
+    with pytest.raises(SystemExit) as exit_info:
+        _run(_argv(tiny_bert_dir, corpus_dir, out, f"{points},{_points(corpus_dir, 3)}"))
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: ") and "falls before step 4, which this run has passed" in err[-1], err
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--curve_tokens", "1x"], "'1x' is not a token count"),
+    (["--curve_slow_probes", "sometimes"], "--curve_slow_probes"),
+    (["--curve_warmup_steps", "-1"], "--curve_warmup_steps must be 0 or more"),
+    (["--checkpointing_steps", "epoch"], "give --checkpointing_steps N"),
+])
+def test_bad_curve_flags_are_one_line(tmp_path, tiny_bert_dir, corpus_dir, capsys, extra, message):
+    with pytest.raises(SystemExit) as exit_info:
+        _run(_argv(tiny_bert_dir, corpus_dir, tmp_path / "out", "100", *extra))
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: ") and message in err[-1], err
+
+
+def test_token_counts_parse_and_label():
+    assert parse_tokens("1M, 0.3M,3M,1000000") == [300_000, 1_000_000, 3_000_000]
+    assert parse_tokens("30k,2B") == [30_000, 2_000_000_000]
+    assert [curve.token_label(t) for t in (0, 300_000, 1_000_000, 30_000, 2_500_000_000)] == \
+        ["start", "0.3M", "1M", "30k", "2.5B"]
+
+
+@pytest.mark.slow
+def test_the_gpu_curve_script_runs_its_cpu_smoke_mode(tmp_path, tiny_bert_dir, corpus_dir):
+    """benchmarks/gpu_ablation_curve.sh with GPU_CURVE_SCALE=smoke on CPU, from inputs laid out as its prepare
+    script lays them out: three arm processes side by side, then the curve's table, plot and JSON come back, and
+    the archive holds no weights."""
+    import os
+    import subprocess
+    import sys
+    import tarfile
+
+    from helpers import ROOT
+
+    path = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    # The prepare script as a user runs it (here from a scratch folder, where it writes .abl_curve/).
+    subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_ablation_curve_prepare.sh"), str(tiny_bert_dir),
+                    str(corpus_dir), str(COREF / "blocks.txt"), str(COREF / "gap.tsv")], cwd=tmp_path, env=path,
+                   check=True, capture_output=True)
+    inputs = tmp_path / ".abl_curve"
+    assert sorted(p.name for p in (inputs / "pronoun").iterdir()) == ["blocks.txt", "gap.tsv"]
+    out = tmp_path / "out"
+    env = {**path, "OUT": str(out),
+           "GPU_CURVE_SCALE": "smoke", "GPU_CURVE_INPUTS": str(inputs), "GPU_CURVE_WORK": str(tmp_path / "work"),
+           "GPU_CURVE_POINTS": _points(corpus_dir, 2, 4), "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(["bash", "benchmarks/gpu_ablation_curve.sh"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = (out / "ablation_curve.md").read_text()
+    for arm in ARMS:
+        assert f"{arm}: exit 0" in report, report
+    assert "Each arm − WWM" in report and (out / "curve.png").stat().st_size > 10_000
+    rows = json.loads((out / "curve.json").read_text())["rows"]
+    assert set(rows["held-out MLM accuracy: repeated mentions"][str(parse_tokens(env["GPU_CURVE_POINTS"])[1])]
+               ["vs_wwm"]) == {"corefbert", "mrm"}
+    with tarfile.open(out / "ablation_curve.tgz") as archive:
+        names = archive.getnames()
+    assert any(n.endswith("probes/heldout.json") for n in names)
+    assert not any(n.endswith((".safetensors", ".bin", ".pt")) for n in names)
+
+
+def test_every_process_of_a_shared_curve_writes_the_whole_table(full_curve, tmp_path, tiny_bert_dir, corpus_dir):
+    """Arms run in separate processes on one folder (the CPU driver does): a process of one arm, given
+    --skip_backbone, still writes every arm and the start it finds there, so whichever writes last the table is whole."""
+    out_full, points, full = full_curve
+    out = tmp_path / "study"
+    shutil.copytree(out_full, out)
+    result = _run(_argv(tiny_bert_dir, corpus_dir, out, points, "--arms", "wwm", "--skip_backbone", "--collect_only"))
+    assert result["rows"] == full["rows"] and result["missing"] == []
+
+
+def test_the_shared_pronoun_files_are_scored_by_default_beside_the_given_ones():
+    from types import SimpleNamespace
+
+    from helpers import shared_data
+
+    shared_data("dpr", "dpr_dev_small.txt")
+    given = [str(COREF / "wsc273_style.txt")]
+    files = curve.zero_shot_files(SimpleNamespace(curve_default_zero_shot=True, zero_shot_file=given))
+    assert [Path(f).name for f in files] == ["dpr_dev_small.txt", "gap-validation.tsv", "wsc273_style.txt"]
+    assert curve.zero_shot_files(SimpleNamespace(curve_default_zero_shot=False, zero_shot_file=given)) == given
+
+
+def test_the_frozen_feature_probe_runs_at_every_point_with_a_paired_interval(full_curve, tmp_path, tiny_bert_dir,
+                                                                            corpus_dir):
+    """Issue 35: the frozen-feature coreference probe is one of the curve's probes: on a curve already trained it
+    runs alone, once at the start and at every point of every arm, and its rows carry each arm's pair F1 and AUC
+    and the paired document-bootstrap difference to WWM; a rerun computes nothing."""
+    out_full, points, _ = full_curve
+    out = tmp_path / "study"
+    shutil.copytree(out_full, out)
+    conll = FIXTURES / "conll"
+    split = tmp_path / "split.yaml"
+    split.write_text(f"train_file:\n  - {FIXTURES / 'coref_e2e' / 'two_docs.conll'}\ntest_file:\n"
+                     f"  - {conll / 'litbank_mini.conll'}\n  - {conll / 'mini.gold_conll'}\n", encoding="utf-8")
+    extra = ("--frozen_probe_split_config", str(split))
+    result = _run(_argv(tiny_bert_dir, corpus_dir, out, points, *extra))
+    assert result["runs"]["probes_run"] == 1 + 2 * len(ARMS)
+    stored = json.loads((out / "backbone" / f"seed_{SEED}" / "probes" / "frozen_coref.json").read_text())
+    assert stored["results"]["frozen_layers"] == [2] and stored["settings"]["layer"] == "last"
+    for row in ("frozen coref probe (last layer): pair F1", "frozen coref probe (last layer): AUC"):
+        last = result["rows"][row][str(parse_tokens(points)[1])]
+        assert sorted(last["arms"]) == sorted(ARMS)
+        assert all(0 <= a["mean"] <= 100 for a in last["arms"].values()), last
+        ci = last["vs_wwm"]["corefbert"]
+        assert ci["examples"] == len(stored["results"]["frozen_test_documents"]) == 3
+        assert ci["ci_low"] <= ci["difference"] <= ci["ci_high"]
+        assert ci["difference"] == pytest.approx(last["arms"]["corefbert"]["mean"] - last["arms"]["wwm"]["mean"])
+    assert "frozen coref probe (last layer): AUC" in (out / "curve.md").read_text()
+    again = _run(_argv(tiny_bert_dir, corpus_dir, out, points, *extra))
+    assert again["runs"]["probes_run"] == 0 and again["rows"] == result["rows"]
+
+
+def test_the_frozen_probe_reads_the_litbank90_split_by_default():
+    from types import SimpleNamespace
+
+    from helpers import shared_data
+
+    shared_data("litbank_more")
+    study = SimpleNamespace(frozen_probe_split_config=None, curve_default_zero_shot=True)
+    train, test = curve.frozen_split(study)
+    assert (len(train), len(test)) == (70, 10) and all(Path(f).is_file() for f in train + test)
+    assert curve.frozen_split(SimpleNamespace(frozen_probe_split_config=None, curve_default_zero_shot=False)) is None
