@@ -6,7 +6,7 @@ Reads the ``pairs.jsonl`` of :mod:`corefbert.tasks.pronoun_pairs.builder` (one J
 ``source``, ``target``, ``type``; other fields are ignored). ``--model`` picks the classifier:
 ``da``/``lstmn``/``bilstm`` (:mod:`corefbert.tasks.pronoun_pairs.models`, trained from scratch on whitespace-split words,
 saved as safetensors + ``pair_model.json`` + ``vocab.json``) or ``bert``, a sequence-pair classifier from any
-BERT/RoBERTa checkpoint (a CorefBERT one included), saved as ``AutoModelForSequenceClassification``.
+encoder checkpoint (BERT, RoBERTa, ModernBERT, DeBERTa, ELECTRA, DistilBERT; a CorefBERT one included), saved as ``AutoModelForSequenceClassification``.
 Evaluation reports the metrics of :mod:`corefbert.metrics.pair_metrics` overall and per pair type.
 """
 
@@ -380,8 +380,8 @@ class BilstmPairsTask(ScratchPairsTask):
 
 
 class BertPairsTask(PronounPairsTask):
-    """``--model bert``: a sequence-pair classifier from any BERT/RoBERTa checkpoint (a CorefBERT one included),
-    saved as ``AutoModelForSequenceClassification``; it keeps the fine-tuning defaults (BERT's recipe)."""
+    """``--model bert``: a sequence-pair classifier from any encoder checkpoint of the six families (a CorefBERT
+    one included), saved as ``AutoModelForSequenceClassification``; it keeps the fine-tuning defaults (BERT's recipe)."""
 
     models = ("bert",)
     training_defaults: dict = {}
