@@ -392,8 +392,8 @@ class BertPairsTask(PronounPairsTask):
             raise CorefBertError(f"--model {task_args.model} is not BertPairsTask's, which fine-tunes bert; build "
                                  "the class PronounPairsTask.variant_for(argv) picks")
         if not self.model_dir:
-            raise CorefBertError("--model bert fine-tunes a checkpoint: pass --model_name_or_path (a BERT, "
-                                 "RoBERTa or CorefBERT folder)")
+            raise CorefBertError("--model bert fine-tunes a checkpoint: pass --model_name_or_path (an encoder "
+                                 "checkpoint folder: BERT, RoBERTa, ModernBERT, DeBERTa, ELECTRA, DistilBERT, CorefBERT)")
         self.tokenizer = load_tokenizer(
             self.model_dir, advice="--model bert needs a checkpoint directory with tokenizer files")
 
