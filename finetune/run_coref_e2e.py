@@ -1,5 +1,6 @@
 """End-to-end coreference resolution (Lee et al. 2017) on CoNLL-2012 files, with the baseline BiLSTM, LSL or
-ASL encoders of Luo & Glass (2018), or a (Coref)BERT/RoBERTa checkpoint over overlapping windows.
+ASL encoders of Luo & Glass (2018), or an encoder checkpoint of any family ((Coref)BERT, RoBERTa, ModernBERT, DeBERTa, ELECTRA,
+DistilBERT) over overlapping windows.
 
 Train a recurrent model from scratch (no checkpoint needed) and score it on held-out documents:
     python finetune/run_coref_e2e.py --encoder asl --train_file 'litbank/*.conll' \

@@ -1,4 +1,5 @@
-"""Fine-tune a (Coref)BERT/RoBERTa checkpoint on a GLUE task from the official TSV files.
+"""Fine-tune a checkpoint of any encoder family ((Coref)BERT, RoBERTa, ModernBERT, DeBERTa, ELECTRA,
+DistilBERT) on a GLUE task from the official TSV files.
 
 One CPU or GPU:
     python finetune/run_glue.py --model_name_or_path CKPT --task_name rte --data_dir glue/RTE \

@@ -1,4 +1,5 @@
-"""Fine-tune and evaluate a BERT/RoBERTa/CorefBERT encoder on MRQA (JSONL) or SQuAD v1.1 (JSON).
+"""Fine-tune and evaluate an encoder of any family (BERT, RoBERTa, ModernBERT,
+DeBERTa, ELECTRA, DistilBERT; CorefBERT included) on MRQA (JSONL) or SQuAD v1.1 (JSON).
 
 Standard start/end head (``AutoModelForQuestionAnswering``; the saved model loads with it), up to four
 gold spans per window, n-best decoding with ``--max_answer_length``, SQuAD EM/F1. The file format is

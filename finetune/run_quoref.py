@@ -1,4 +1,5 @@
-"""Fine-tune and evaluate a BERT/RoBERTa/CorefBERT encoder on QUOREF (official SQuAD-style JSON).
+"""Fine-tune and evaluate an encoder of any family (BERT, RoBERTa, ModernBERT,
+DeBERTa, ELECTRA, DistilBERT; CorefBERT included) on QUOREF (official SQuAD-style JSON).
 
 The paper's model: the encoder, one extra Transformer layer ("reasoning layer"), start/end and
 answer-count heads; ``--no_reasoning_layer --no_count_head`` is plain BERT QA. Paper defaults: LR 2e-5,

@@ -142,6 +142,17 @@ def read_official_weights(folder: Path) -> tuple[dict, str]:
     return state, ", ".join(os.path.basename(p) for p in safetensors or pickles)
 
 
+def check_released_family(config: dict, where: Path) -> None:
+    """The authors released BERT and RoBERTa checkpoints only: a ``config.json`` naming another model type
+    (ModernBERT, DeBERTa, ELECTRA, DistilBERT: checkpoints of transformers today) is one line saying that such a
+    folder needs no conversion, before any weight is read."""
+    declared = config.get("model_type")
+    if isinstance(declared, str) and declared.lower() not in MLM_HEAD_PREFIXES:
+        raise CorefBertError(f"model_type {declared!r}: convert reads the authors' CorefBERT/CorefRoBERTa release "
+                             f"(bert, roberta) only; checkpoints of that type need no conversion: give the folder to "
+                             "pretraining or fine-tuning as --model_name_or_path", path=where)
+
+
 def detect_model_type(folder: Path, config: dict, names, requested: str | None = None) -> str:
     """``bert`` or ``roberta``: the flag, else ``config["model_type"]``, else ``architectures``, else the weight
     names' prefix, else the tokenizer files; one line when the evidence disagrees with the flag or is absent."""
@@ -346,6 +357,7 @@ def convert_checkpoint(official_dir, output_dir, model_type: str | None = None, 
         raise CorefBertError("output folder exists and is not empty; pass --overwrite_output_dir or another folder",
                              path=output_dir)
     config = read_config(source)
+    check_released_family(config, source / "config.json")
     check_config_values(config, source / "config.json")
     state, files = read_official_weights(source)
     kind = detect_model_type(source, config, state.keys(), model_type)

@@ -218,12 +218,25 @@ def load_encoder_and_head(model: torch.nn.Module, directory: str, task: str, wit
     model.load_state_dict(load_file(path), strict=False)
 
 
-def frozen_pooler(config, weights: dict[str, torch.Tensor] | None) -> torch.nn.Linear:
-    """The backbone's pooler (``weights`` from :func:`saved_pooler`, else freshly initialized), frozen.
+def encoder_has_pooler(config) -> bool:
+    """Whether ``AutoModel`` of ``config`` has a pooler (BERT and RoBERTa do; ModernBERT, DeBERTa, ELECTRA and
+    DistilBERT do not), asked of a model built on the meta device (shapes only, no memory)."""
+    from transformers import AutoModel
+
+    with torch.device("meta"):
+        encoder = AutoModel.from_config(config)
+    return getattr(encoder, "pooler", None) is not None
+
+
+def frozen_pooler(config, weights: dict[str, torch.Tensor] | None) -> torch.nn.Linear | None:
+    """The backbone's pooler (``weights`` from :func:`saved_pooler`, else freshly initialized), frozen; None for a
+    family whose encoder has none (:func:`encoder_has_pooler`), which then needs none to be complete.
 
     For task models on a head class without a pooler (QA, masked LM): they never use it, but carry it so
     their saved folder is a complete encoder checkpoint (``AutoModel`` loads it with no missing key).
     """
+    if not encoder_has_pooler(config):
+        return None
     hidden = config.hidden_size
     pooler = torch.nn.Linear(hidden, hidden)
     if weights is None:

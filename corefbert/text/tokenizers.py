@@ -113,6 +113,17 @@ def span_tokens(text: str, offsets: Sequence[Sequence[int]], joined: np.ndarray,
     return list(range(first, inside[-1] + 1))
 
 
+def trimmed_offsets(text: str, start: int, end: int) -> tuple[int, int] | None:
+    """A token's character offsets ``[start, end)`` into ``text`` without the whitespace at either edge, None when
+    nothing else is left (a lone space piece). Byte-level BPE framed as ModernBERT's and SentencePiece keep the
+    space a token carries in its offsets; a span read off them (an extractive answer) must not begin with it."""
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return (start, end) if end > start else None
+
+
 def word_pieces(tokenizer, words: Sequence[str]) -> list[list[int]]:
     """Each word's subword ids as the tokenizer reads ``words`` in running text: joined by single spaces,
     tokenized in one call, each token given to the first word that ends after the token starts (its character

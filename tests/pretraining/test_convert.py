@@ -585,3 +585,15 @@ def test_a_hub_id_offline_or_unreachable_is_one_line_showing_the_download(tmp_pa
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
     line = _refused(["nielsr/coref-bert-base", str(tmp_path / "out")], capsys)
     assert "downloading the Hub id failed (OSError: Network is unreachable)" in line and "hf download" in line
+
+
+@pytest.mark.parametrize("family_dir", ["modernbert", "deberta", "electra", "distilbert"], indirect=True)
+def test_a_checkpoint_of_another_encoder_family_is_refused_in_one_line(family_dir, tmp_path, capsys):
+    """Issue 37.4: convert reads the authors' BERT/RoBERTa release only; a checkpoint of another family (which
+    loads as it is) is one line naming its model type, not a guess at BERT from its class name."""
+    import json
+
+    declared = json.loads((family_dir / "config.json").read_text())["model_type"]
+    err = _refused([str(family_dir), str(tmp_path / "out")], capsys)
+    assert f"config.json: model_type '{declared}': convert reads the authors'" in err and "no conversion" in err
+    assert not (tmp_path / "out").exists()

@@ -235,3 +235,20 @@ def test_reader_turns_a_missing_field_into_one_line(tmp_path):
     path.write_text(json.dumps(docs), encoding="utf-8")
     with pytest.raises(CorefBertError, match=r"bad.json:document 1 \('Lake Tana'\): malformed .*KeyError: 'pos'"):
         read_docred(str(path), load_relation_ids(str(DOCRED / "rel_info.json")))
+
+
+def test_cli_fine_tunes_two_steps_with_every_family(family_dir, tmp_path):
+    """Issue 37.4: DocRED on a tiny random checkpoint of each encoder family (words to subwords by the word rule,
+    windows framed by the family's special tokens): 2 steps and evaluation; the encoder saved loads whole."""
+    from transformers import AutoModel
+
+    out = tmp_path / "out"
+    results = _run_docred([
+        "--model_name_or_path", str(family_dir), "--rel_info_file", str(DOCRED / "rel_info.json"),
+        "--train_file", str(DOCRED / "train.json"), "--validation_file", str(DOCRED / "dev.json"), "--do_train",
+        "--do_eval", "--output_dir", str(out), "--max_steps", "2", "--per_device_train_batch_size", "2",
+        "--num_na_pairs", "2", "--disable_tqdm", "true", "--max_seq_length", "256",
+    ])
+    assert results["train_steps"] == 2 and np.isfinite(results["train_loss"]) and 0.0 <= results["eval_f1"] <= 100.0
+    _, info = AutoModel.from_pretrained(str(out / "best"), output_loading_info=True)
+    assert not info["missing_keys"]

@@ -209,3 +209,18 @@ def test_corefbert_pretraining_checkpoint_fine_tunes(tmp_path, glue_bert_dir):
     torch.testing.assert_close(model.bert.pooler.dense.weight, pretrained.bert.pooler.dense.weight)
     _, results = _run(tmp_path, checkpoint, "rte", GLUE / "RTE")
     assert results["train_steps"] == 12 and "eval_accuracy" in results
+
+
+def test_rte_fine_tunes_two_steps_with_every_family(tmp_path, family_dir):
+    """Issue 37.4: RTE (sentence pairs, each tokenizer's own pair framing) for 2 steps on a tiny random checkpoint of
+    each encoder family; the best folder loads as the sequence classifier with its labels and as ``AutoModel``."""
+    from transformers import AutoModel, AutoModelForSequenceClassification
+
+    out, results = _run(tmp_path, family_dir, "rte", GLUE / "RTE", "--max_steps", "2")
+    assert results["train_steps"] == 2 and 0.0 <= results["eval_accuracy"] <= 100.0
+    assert {r[1] for r in _submission(out / "RTE.tsv")} <= {"entailment", "not_entailment"}
+    model = AutoModelForSequenceClassification.from_pretrained(out / "best")
+    assert model.config.id2label == {0: "entailment", 1: "not_entailment"}
+    # Every encoder weight is there; RoBERTa's classifier has no pooler, so AutoModel makes a fresh one.
+    _, info = AutoModel.from_pretrained(str(out / "best"), output_loading_info=True)
+    assert not [key for key in info["missing_keys"] if not key.startswith("pooler.")]

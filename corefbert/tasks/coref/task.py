@@ -170,7 +170,7 @@ class CorefTask(FinetuningTask):
             return
         load_weights(inner, directory, extra_prefixes=(f"{inner.base_model_prefix}.pooler.",))
         pooler = saved_pooler(directory)
-        if pooler is not None:
+        if pooler is not None and model.pooler is not None:
             model.pooler.load_state_dict(pooler)
 
     # ------------------------------------------------------------------------------------ evaluation

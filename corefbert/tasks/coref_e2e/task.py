@@ -2,7 +2,7 @@
 
 ``--encoder bilstm|lsl|asl`` trains from scratch (Luo & Glass 2018's baseline, LSL, ASL; a vocabulary built
 from the training files, learned embeddings or ``--embeddings_file``); ``--encoder bert`` fine-tunes any
-BERT/RoBERTa checkpoint (CorefBERT included) over overlapping windows. One document is one batch; training
+encoder checkpoint (BERT, RoBERTa, ModernBERT, DeBERTa, ELECTRA, DistilBERT; CorefBERT included) over overlapping windows. One document is one batch; training
 documents are cut to ``--max_training_sentences`` consecutive sentences at a random offset (drawn from the
 torch RNG, which checkpoints carry: a resumed run draws the same offsets) and, where those hold more than
 ``--max_training_words`` words, to that many words at a random offset. Sentences longer than
@@ -413,7 +413,8 @@ class RecurrentCorefE2ETask(CorefE2ETask):
 
 
 class TransformerCorefE2ETask(CorefE2ETask):
-    """``--encoder bert``: any BERT/RoBERTa checkpoint (CorefBERT included) over overlapping windows, with BERT
+    """``--encoder bert``: any encoder checkpoint (BERT, RoBERTa, ModernBERT, DeBERTa, ELECTRA, DistilBERT; CorefBERT
+    included) over overlapping windows, with BERT
     for coreference's recipe (Joshi et al. 2019): a small LR with warm-up and linear decay, 20 epochs."""
 
     encoders = TRANSFORMER_ENCODERS
@@ -428,8 +429,8 @@ class TransformerCorefE2ETask(CorefE2ETask):
 
     def _check_model_path(self, path: str | None) -> None:
         if not path:
-            raise CorefBertError("--encoder bert starts from a checkpoint: pass --model_name_or_path (a BERT/RoBERTa "
-                                 "or CorefBERT folder)")
+            raise CorefBertError("--encoder bert starts from a checkpoint: pass --model_name_or_path (an encoder "
+                                 "checkpoint folder: BERT, RoBERTa, ModernBERT, DeBERTa, ELECTRA, DistilBERT, CorefBERT)")
 
     def _prepare_inputs(self, path: str | None) -> None:
         self.tokenizer = load_tokenizer(path)

@@ -6,7 +6,7 @@ Reads the ``pairs.jsonl`` of :mod:`corefbert.tasks.pronoun_pairs.builder` (one J
 ``source``, ``target``, ``type``; other fields are ignored). ``--model`` picks the classifier:
 ``da``/``lstmn``/``bilstm`` (:mod:`corefbert.tasks.pronoun_pairs.models`, trained from scratch on whitespace-split words,
 saved as safetensors + ``pair_model.json`` + ``vocab.json``) or ``bert``, a sequence-pair classifier from any
-BERT/RoBERTa checkpoint (a CorefBERT one included), saved as ``AutoModelForSequenceClassification``.
+encoder checkpoint (BERT, RoBERTa, ModernBERT, DeBERTa, ELECTRA, DistilBERT; a CorefBERT one included), saved as ``AutoModelForSequenceClassification``.
 Evaluation reports the metrics of :mod:`corefbert.metrics.pair_metrics` overall and per pair type.
 """
 
@@ -380,8 +380,8 @@ class BilstmPairsTask(ScratchPairsTask):
 
 
 class BertPairsTask(PronounPairsTask):
-    """``--model bert``: a sequence-pair classifier from any BERT/RoBERTa checkpoint (a CorefBERT one included),
-    saved as ``AutoModelForSequenceClassification``; it keeps the fine-tuning defaults (BERT's recipe)."""
+    """``--model bert``: a sequence-pair classifier from any encoder checkpoint of the six families (a CorefBERT
+    one included), saved as ``AutoModelForSequenceClassification``; it keeps the fine-tuning defaults (BERT's recipe)."""
 
     models = ("bert",)
     training_defaults: dict = {}
@@ -392,8 +392,8 @@ class BertPairsTask(PronounPairsTask):
             raise CorefBertError(f"--model {task_args.model} is not BertPairsTask's, which fine-tunes bert; build "
                                  "the class PronounPairsTask.variant_for(argv) picks")
         if not self.model_dir:
-            raise CorefBertError("--model bert fine-tunes a checkpoint: pass --model_name_or_path (a BERT, "
-                                 "RoBERTa or CorefBERT folder)")
+            raise CorefBertError("--model bert fine-tunes a checkpoint: pass --model_name_or_path (an encoder "
+                                 "checkpoint folder: BERT, RoBERTa, ModernBERT, DeBERTa, ELECTRA, DistilBERT, CorefBERT)")
         self.tokenizer = load_tokenizer(
             self.model_dir, advice="--model bert needs a checkpoint directory with tokenizer files")
 

@@ -1,8 +1,8 @@
 """Extractive-QA models: the paper's QUOREF model and a multi-answer wrapper for the standard QA head.
 
 ``QuorefQAModel`` (paper section 4.1): any encoder ``AutoModel.from_pretrained`` loads (BERT, RoBERTa,
-corefbert pretraining checkpoints), one extra randomly initialized Transformer layer over its output
-(the "reasoning layer"), a start/end head, and an answer-count head on the first token that predicts
+ModernBERT, DeBERTa, ELECTRA, DistilBERT, corefbert pretraining checkpoints), one extra randomly initialized
+Transformer layer over its output (the "reasoning layer": BERT's layer, sized as the encoder), a start/end head, and an answer-count head on the first token that predicts
 0, 1 or 2 answer spans in the window. Either extra piece can be switched off; with both off it is
 plain BERT QA. ``save_pretrained`` writes the encoder as an ordinary checkpoint plus the sidecar
 ``quoref_head.safetensors`` + ``quoref_head.json`` (:mod:`corefbert.tasks.heads`).
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-from transformers import AutoModelForQuestionAnswering
+from transformers import AutoModelForQuestionAnswering, BertConfig
 from transformers.masking_utils import create_bidirectional_mask
 from transformers.modeling_outputs import ModelOutput
 from transformers.models.bert.modeling_bert import BertLayer
@@ -40,6 +40,31 @@ logger = logging.getLogger(__name__)
 
 HEAD = "quoref"  # quoref_head.safetensors + quoref_head.json
 _LAYERS = {"bert": BertLayer, "roberta": RobertaLayer}
+# Where each family's config keeps what a BERT layer reads, first name found wins (DistilBERT: ``hidden_dim``,
+# ``activation``, ``dropout``; ModernBERT: ``hidden_activation``, ``norm_eps``, ``mlp_dropout``).
+_LAYER_SETTINGS = {
+    "intermediate_size": ("intermediate_size", "hidden_dim"),
+    "hidden_act": ("hidden_act", "hidden_activation", "activation"),
+    "layer_norm_eps": ("layer_norm_eps", "norm_eps"),
+    "hidden_dropout_prob": ("hidden_dropout_prob", "dropout", "mlp_dropout"),
+    "attention_probs_dropout_prob": ("attention_probs_dropout_prob", "attention_dropout"),
+}
+
+
+def reasoning_layer_config(config):
+    """The config the reasoning layer is built from: the encoder's own for BERT and RoBERTa (their layer class),
+    else a :class:`BertConfig` of the encoder's width, heads, feed-forward size, activation, norm epsilon and
+    dropout, so every encoder family gets the paper's one extra Transformer layer in BERT's form."""
+    if config.model_type in _LAYERS:
+        return config
+    settings = {}
+    for key, names in _LAYER_SETTINGS.items():
+        value = next((getattr(config, name) for name in names if getattr(config, name, None) is not None), None)
+        if value is not None:
+            settings[key] = value
+    settings.setdefault("intermediate_size", 4 * config.hidden_size)
+    return BertConfig(hidden_size=config.hidden_size, num_attention_heads=config.num_attention_heads,
+                      initializer_range=getattr(config, "initializer_range", 0.02), **settings)
 
 
 @dataclass
@@ -72,12 +97,8 @@ class QuorefQAModel(nn.Module):
         self.options = {"reasoning_layer": reasoning_layer, "count_head": count_head, "max_count": max_count}
         self.reasoning = None
         if reasoning_layer:
-            layer_class = _LAYERS.get(config.model_type, BertLayer)
-            try:
-                self.reasoning = layer_class(config)
-            except AttributeError as err:
-                raise CorefBertError(f"no reasoning layer for model type {config.model_type!r} ({err}); "
-                                     "pass --no_reasoning_layer") from None
+            self.reasoning_config = reasoning_layer_config(config)
+            self.reasoning = _LAYERS.get(config.model_type, BertLayer)(self.reasoning_config)
             self.reasoning.apply(self._init_weights)
         self.qa_outputs = nn.Linear(config.hidden_size, 2)
         self.count_outputs = nn.Linear(config.hidden_size, max_count + 1) if count_head else None
@@ -125,7 +146,7 @@ class QuorefQAModel(nn.Module):
             inputs["token_type_ids"] = token_type_ids
         hidden = self.encoder(**inputs).last_hidden_state  # [batch, seq, hidden]
         if self.reasoning is not None:
-            mask = create_bidirectional_mask(config=self.encoder.config, inputs_embeds=hidden,
+            mask = create_bidirectional_mask(config=self.reasoning_config, inputs_embeds=hidden,
                                              attention_mask=attention_mask)
             hidden = self.reasoning(hidden, mask)  # [batch, seq, hidden]
             if isinstance(hidden, tuple):
@@ -145,8 +166,9 @@ class QuorefQAModel(nn.Module):
 class SpanQAModel(nn.Module):
     """``AutoModelForQuestionAnswering`` whose loss marginalizes over up to N gold spans per window.
 
-    The QA class has no pooler, so the backbone's is carried along frozen and saved with it: the folder then
-    loads with ``AutoModel`` with no missing key as well (the QA class just reports the pooler unused).
+    The QA class has no pooler, so the backbone's (where its family has one) is carried along frozen and saved
+    with it: the folder then loads with ``AutoModel`` with no missing key as well (the QA class just reports the
+    pooler unused).
     """
 
     def __init__(self, qa_model: nn.Module, pooler: dict[str, torch.Tensor] | None = None):
@@ -174,7 +196,7 @@ class SpanQAModel(nn.Module):
         """Reload the weights :meth:`save_pretrained` wrote, in place."""
         self.qa.load_state_dict(AutoModelForQuestionAnswering.from_pretrained(directory).state_dict())
         pooler = saved_pooler(directory)
-        if pooler is not None:
+        if pooler is not None and self.pooler is not None:
             self.pooler.load_state_dict(pooler)
 
     def forward(self, input_ids, attention_mask, token_type_ids=None, answer_starts=None, answer_ends=None,

@@ -17,6 +17,7 @@ import torch
 from corefbert.errors import CorefBertError
 from corefbert.metrics.squad import normalize_answer
 from corefbert.tasks.qa.data import QAExample
+from corefbert.text.tokenizers import trimmed_offsets
 
 logger = logging.getLogger(__name__)
 
@@ -47,8 +48,8 @@ def build_windows(
     """Cut every example into windows of at most ``max_seq_length`` tokens.
 
     Each window is a dict: ``input_ids``, ``attention_mask`` (and ``token_type_ids`` when the tokenizer
-    makes them), ``example_index``, ``offsets`` (``[start, end)`` characters of each context token,
-    ``[-1, -1]`` elsewhere), ``answer_starts`` / ``answer_ends`` (token positions of the gold spans
+    makes them), ``example_index``, ``offsets`` (``[start, end)`` characters of each context token
+    without the whitespace a token may carry, ``[-1, -1]`` elsewhere and for a whitespace-only token), ``answer_starts`` / ``answer_ends`` (token positions of the gold spans
     wholly inside the window, at most ``max_answers``, or ``[0]`` when there is none) and
     ``answer_count`` (number of gold spans in the window, clipped to ``max_count`` unless it is None).
     ``skip_unanswered`` drops examples with no located answer (for training).
@@ -83,9 +84,10 @@ def build_windows(
         )
         for w, sample in enumerate(encoded["overflow_to_sample_mapping"]):
             example_index = keep[positions[sample]]
-            sequence_ids = encoded.sequence_ids(w)
+            context = examples[example_index].context
             offsets = [
-                list(span) if sid == 1 else [-1, -1] for sid, span in zip(sequence_ids, encoded["offset_mapping"][w])
+                _context_offsets(context, span) if sid == 1 else [-1, -1]
+                for sid, span in zip(encoded.sequence_ids(w), encoded["offset_mapping"][w])
             ]
             starts, ends = _window_answers(examples[example_index], offsets)
             clipped += max_count is not None and len(starts) > max_count
@@ -106,6 +108,14 @@ def build_windows(
                        clipped, max_count, max_count)
     windows.sort(key=lambda window: window["example_index"])  # stable: windows of an example stay in order
     return windows
+
+
+def _context_offsets(context: str, span) -> list[int]:
+    """A context token's ``[start, end)`` without the space some tokenizers keep in it (ModernBERT's byte-level
+    BPE, DeBERTa-v3's SentencePiece), so no answer begins with a space; ``[-1, -1]`` (never an answer's edge)
+    for a token that holds only whitespace."""
+    trimmed = trimmed_offsets(context, *span)
+    return [-1, -1] if trimmed is None else list(trimmed)
 
 
 def _window_answers(example: QAExample, offsets: list[list[int]]) -> tuple[list[int], list[int]]:

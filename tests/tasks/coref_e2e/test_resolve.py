@@ -426,3 +426,29 @@ def test_a_full_disk_while_writing_results_is_one_line_and_leaves_no_half_file(m
     assert last.startswith(f"error: {mount}/out/many") and "(disk full); nothing was written there" in last, last
     assert "Traceback" not in done.stderr
     assert (tmp_path / "listing").read_text().split() == ["many"], "no many.jsonl, whole or half, and no scratch"
+
+
+@pytest.mark.parametrize("family_dir", ["modernbert", "deberta"], indirect=True)
+def test_resolve_and_the_spacy_component_read_a_model_on_another_encoder_family(family_dir, tmp_path,
+                                                                                 fresh_accelerate_state):
+    """Issue 37.4: a coreference model whose ``bert`` encoder is a ModernBERT (byte-level BPE in ``[CLS]``/``[SEP]``)
+    or a DeBERTa-v3 (SentencePiece) resolves text: ``resolve`` gives mentions at their exact characters, and the
+    spaCy component puts the same clusters on the Doc, batched as one text at a time."""
+    import spacy
+
+    out = tmp_path / "model"
+    load_cli("finetune/run_coref_e2e.py").main([
+        "--encoder", "bert", "--model_name_or_path", str(family_dir), "--train_file", str(FIXTURE), "--do_train",
+        "--max_steps", "1", "--max_seq_length", "32", "--ffnn_size", "32", "--max_span_width", "3",
+        "--disable_tqdm", "--output_dir", str(out)])
+    result = main(["--model", str(out / "last"), "--text", TEXT, "--output_dir", str(tmp_path / "resolved")])
+    assert result["clusters"], "an untrained ranker still links its top spans"
+    assert all(TEXT[m["start"]:m["end"]] == m["text"] for cluster in result["clusters"] for m in cluster)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    nlp.add_pipe("corefbert_coref", config={"model": str(out / "last")})
+    texts = [TEXT, "Tom saw Anna. He waved at her.", "The letter was from her mother."]
+    batched = [[[(s.start, s.end) for s in c] for c in doc._.coref_clusters] for doc in nlp.pipe(texts, batch_size=3)]
+    assert batched == [[[(s.start, s.end) for s in c] for c in nlp(text)._.coref_clusters] for text in texts]
+    doc = nlp(TEXT)
+    assert doc._.coref_clusters and all(TEXT[s.start_char:s.end_char] == s.text for c in doc._.coref_clusters for s in c)

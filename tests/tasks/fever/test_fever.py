@@ -210,3 +210,21 @@ def test_a_model_fine_tuned_here_picks_its_own_variant_and_defaults(tmp_path):
         ConcatFeverTask(FeverArguments(train_file=str(FEVER / "pairs.jsonl")), args)
     with pytest.raises(TypeError, match="FeverTask is a family of variants"):
         FeverTask(FeverArguments(train_file=str(FEVER / "pairs.jsonl")), args)
+
+
+def test_cli_kgat_fine_tunes_two_steps_with_every_family(family_dir, tmp_path):
+    """Issue 37.4: KGAT (claim-evidence pairs in each tokenizer's pair framing, token states of any encoder) on a
+    tiny random checkpoint of each encoder family: 2 steps and evaluation; the encoder saved loads whole."""
+    from transformers import AutoModel
+
+    out = tmp_path / "out"
+    results = _run_fever([
+        "--model_name_or_path", str(family_dir), "--model_type", "kgat", "--max_seq_length", "32",
+        "--train_file", str(FEVER / "train.jsonl"), "--wiki_pages_dir", str(FEVER / "wiki-pages"),
+        "--validation_file", str(FEVER / "dev.jsonl"), "--validation_evidence_file", str(FEVER / "retrieved_dev.jsonl"),
+        "--do_train", "--do_eval", "--output_dir", str(out), "--max_steps", "2", "--per_device_train_batch_size", "2",
+        "--disable_tqdm", "true",
+    ])
+    assert results["train_steps"] == 2 and 0.0 <= results["eval_accuracy"] <= 100.0
+    _, info = AutoModel.from_pretrained(str(out / "best"), output_loading_info=True)
+    assert not info["missing_keys"]

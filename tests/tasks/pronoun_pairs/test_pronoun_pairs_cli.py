@@ -376,3 +376,17 @@ def test_an_evaluation_on_a_full_disk_is_one_line(tmp_path, fresh_accelerate_sta
     else:  # a result file, named by the one writer (corefbert.text.durable.output_file)
         assert last.startswith(f"error: {mount}/out/") and ": could not write the " in last, last
         assert "(disk full); nothing was written there and an earlier copy, if any, is intact" in last, last
+
+
+def test_bert_pair_classifier_fine_tunes_two_steps_with_every_family(tmp_path, fresh_accelerate_state, family_dir):
+    """Issue 37.4: ``--model bert`` (a sequence-pair classifier) on a tiny random checkpoint of each encoder family."""
+    from transformers import AutoModelForSequenceClassification
+
+    out = tmp_path / "pairs"
+    results = _main(["--model", "bert", "--model_name_or_path", str(family_dir), "--train_file", str(PAIRS16),
+                     "--validation_file", str(PAIRS16), "--do_train", "--do_eval", "--output_dir", str(out),
+                     "--max_steps", "2", "--per_device_train_batch_size", "8", "--max_seq_length", "64",
+                     "--disable_tqdm", "true"])
+    assert results["train_steps"] == 2 and results["eval_samples"] == 16 and "eval_kappa" in results
+    model = AutoModelForSequenceClassification.from_pretrained(out / "best")
+    assert model.config.id2label == {0: "not_entailed", 1: "entailed"}

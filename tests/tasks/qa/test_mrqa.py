@@ -153,3 +153,25 @@ def test_real_mrqa_and_squad_samples(tmp_path, bert_dir, caplog):  # noqa: F811
         "--output_dir", str(tmp_path / "out"), "--disable_tqdm",
     )
     assert results["train_steps"] == 2
+
+
+def test_cli_fine_tunes_two_steps_with_every_family(tmp_path, family_dir):
+    """Issue 37.4: MRQA (``AutoModelForQuestionAnswering``) on a tiny random checkpoint of each encoder family; the
+    saved folder loads as the QA class and as ``AutoModel`` with no key missing or left over (no pooler is carried
+    for a family whose encoder has none)."""
+    from transformers import AutoModel, AutoModelForQuestionAnswering
+
+    out = tmp_path / "out"
+    results = run_cli(
+        "run_mrqa.py", "--model_name_or_path", str(family_dir), "--train_file", str(MRQA), "--validation_file",
+        str(MRQA), "--do_train", "--do_eval", "--max_seq_length", "64", "--doc_stride", "32", "--max_steps", "2",
+        "--per_device_train_batch_size", "4", "--output_dir", str(out), "--disable_tqdm",
+    )
+    assert results["train_steps"] == 2 and results["eval_total"] == 3
+    predictions = json.loads((out / "eval_predictions.json").read_text())
+    assert set(predictions) == {"m1", "m2", "m3"} and all(p == p.strip() for p in predictions.values())
+    for model_class in (AutoModelForQuestionAnswering, AutoModel):
+        _, info = model_class.from_pretrained(str(out / "best"), output_loading_info=True)
+        assert not info["missing_keys"]
+    _, info = AutoModel.from_pretrained(str(out / "best"), output_loading_info=True)
+    assert not [k for k in info["unexpected_keys"] if "pooler" in k]

@@ -263,3 +263,47 @@ def test_real_quoref_sample_reads_and_trains_a_few_steps(tmp_path, bert_dir):
     )
     assert results["train_steps"] == 2 and 0.0 <= results["best_eval_f1"] <= 100.0
     assert len(json.loads((out / "best" / "eval_predictions.json").read_text())) == 4
+
+
+def test_context_offsets_carry_no_space_with_every_tokenizer_kind(kind_tokenizer):
+    """Issue 37.4: ModernBERT's byte-level BPE and DeBERTa-v3's SentencePiece keep the space a token carries in its
+    offsets; the windows' context offsets are trimmed, so a gold answer reads back as its own text and no decoded
+    answer starts with a space (a lone space piece is no answer edge)."""
+    examples = read_squad_json(str(FIXTURE))
+    windows = build_windows(examples, kind_tokenizer, max_seq_length=48, doc_stride=16, max_query_length=12)
+    found = {ex.qid: set() for ex in examples}
+    for window in windows:
+        context = examples[window["example_index"]].context
+        pieces = [context[a:b] for a, b in window["offsets"] if a >= 0]
+        assert pieces and all(piece and piece == piece.strip() for piece in pieces)
+        for start, end in zip(window["answer_starts"], window["answer_ends"]):
+            if start:
+                found[examples[window["example_index"]].qid].add(
+                    context[window["offsets"][start][0]:window["offsets"][end][1]])
+    assert found["q-multi"] == {"Desmond", "Marta"} and found["q-end"] == {"Kellan"} and found["q-missing"] == set()
+
+
+def test_cli_fine_tunes_two_steps_and_predicts_with_every_family(tmp_path, family_dir):
+    """Issue 37.4: the paper's QUOREF model (reasoning layer + count head) on a tiny random checkpoint of each encoder
+    family: 2 steps, evaluation and prediction from the saved best folder, which ``AutoModel`` loads whole."""
+    from safetensors import safe_open
+    from transformers import AutoModel
+
+    out = tmp_path / "out"
+    results = run_cli(
+        "run_quoref.py", "--model_name_or_path", str(family_dir), "--train_file", str(FIXTURE),
+        "--validation_file", str(FIXTURE), "--test_file", str(FIXTURE), "--do_train", "--do_eval", "--do_predict",
+        "--max_seq_length", "64", "--doc_stride", "32", "--max_steps", "2", "--per_device_train_batch_size", "8",
+        "--learning_rate", "1e-3", "--output_dir", str(out), "--disable_tqdm",
+    )
+    assert results["train_steps"] == 2 and results["eval_total"] == 5 and 0.0 <= results["eval_f1"] <= 100.0
+    contexts = {ex.qid: ex.context for ex in read_squad_json(str(FIXTURE))}
+    for name in ("eval_predictions.json", "predict_predictions.json"):
+        predictions = json.loads((out / name).read_text())
+        assert set(predictions) == set(contexts)
+        for qid, spans in predictions.items():
+            assert 1 <= len(spans) <= 2 and all(s and s == s.strip() and s in contexts[qid] for s in spans), spans
+    with safe_open(str(out / "best" / "quoref_head.safetensors"), framework="pt") as head:
+        assert any(key.startswith("reasoning.") for key in head.keys()) and "count_outputs.weight" in head.keys()
+    _, info = AutoModel.from_pretrained(str(out / "best"), output_loading_info=True)
+    assert not info["missing_keys"]
