@@ -334,7 +334,7 @@ def convert_checkpoint(official_dir, output_dir, model_type: str | None = None, 
     ``official_dir`` may be a Hub id (downloaded when online). Every check of :mod:`corefbert.pretraining.convert_checks`
     runs before a model is built: config.json's types and sizes against the weights' shapes, then the values.
     """
-    from corefbert.pretraining.modeling import PRETRAINING_CLASSES
+    from corefbert.pretraining.families import PRETRAINING_CLASSES
     from corefbert.training.cards import conversion_card
 
     source, target = resolve_source(str(official_dir)), Path(output_dir)
