@@ -127,6 +127,24 @@ class CorefDebertaV2ForPreTraining(FamilyPreTrainingMixin, DebertaV2ForMaskedLM)
     """DeBERTa-v2/v3 (``DebertaV2ForMaskedLM``: ``deberta`` and ``cls``, or ``lm_predictions`` for a non-legacy
     config) with the copy head ``mrp``."""
 
+    def encode(self, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs):
+        """The body's output. A per-document mask ``[batch, 1, seq, seq]`` goes to the encoder's layers alone, as
+        ``[batch, query, key]`` (what ``DebertaV2Encoder`` reads as a pairwise mask, its convolution's token mask
+        included); the embeddings, which only zero padding and take a ``[batch, seq]`` mask, get the real tokens."""
+        if attention_mask is None or attention_mask.dim() != 4:
+            return super().encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
+        pairwise = attention_mask[:, 0]  # [batch, query, key]
+        real = pairwise.any(dim=1)  # [batch, seq]: a key someone attends is a real token (specials: everyone)
+
+        def pairwise_to_encoder(module, args):  # DebertaV2Model calls encoder(embeddings, attention_mask, ...)
+            return (args[0], pairwise, *args[2:])
+
+        hook = self.deberta.encoder.register_forward_pre_hook(pairwise_to_encoder)
+        try:
+            return super().encode(input_ids, real.long(), token_type_ids, position_ids, inputs_embeds, **kwargs)
+        finally:
+            hook.remove()
+
 
 class CorefElectraForPreTraining(FamilyPreTrainingMixin, ElectraForMaskedLM):
     """ELECTRA (``ElectraForMaskedLM``: a generator or a discriminator body ``electra`` with the generator's MLM head)
@@ -159,7 +177,11 @@ class _StockHeadMixin(FamilyPreTrainingMixin):
         if token_type_ids is not None:
             inputs["token_type_ids"] = token_type_ids
         caught = {}
-        hook = self.base_model.register_forward_hook(lambda module, args, output: caught.setdefault("out", output))
+
+        def catch(module, args, output):  # returns None: the stock forward goes on with the output unchanged
+            caught["out"] = output
+
+        hook = self.base_model.register_forward_hook(catch)
         try:
             stock = super(CorefPreTrainingMixin, self).forward(**inputs)  # the MaskedLM class's own forward
         finally:
