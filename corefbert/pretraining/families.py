@@ -214,6 +214,7 @@ def pretraining_class(config, path: str | None = None) -> type:
     stock = stock[0] if isinstance(stock, tuple) else stock
     name = "Coref" + stock.__name__.replace("ForMaskedLM", "ForPreTraining")
     made = type(name, (_StockHeadMixin, stock), {"__module__": __name__, "__doc__": f"{stock.__name__} + ``mrp``."})
+    globals()[name] = made  # found by name where a class is looked up by its module (pickle)
     PRETRAINING_CLASSES[model_type] = made
     register_auto_classes()
     return made

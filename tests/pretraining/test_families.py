@@ -196,3 +196,31 @@ def test_each_family_pretrains_resumes_exactly_and_round_trips(family_dir, tmp_p
     with torch.no_grad():
         torch.testing.assert_close(masked_lm.eval()(**inputs).logits, out.logits, rtol=0, atol=1e-5)
     shutil.rmtree(tmp_path / "stopped")
+
+
+def test_a_family_without_a_class_here_gets_one_from_its_masked_lm(tmp_path):
+    """ALBERT has no class in this package: load_pretraining_model makes one from ``AlbertForMaskedLM``, whose
+    logits are the stock model's, whose MRP loss is eq. 2-4, and whose masked-rows-only loss is the same."""
+    from helpers import fixture_tokenizer
+    from transformers import AlbertConfig, AlbertForMaskedLM
+
+    tokenizer = fixture_tokenizer("wordpiece")
+    config = AlbertConfig(vocab_size=len(tokenizer), embedding_size=16, hidden_size=32, num_hidden_layers=2,
+                          num_attention_heads=2, intermediate_size=64, pad_token_id=tokenizer.pad_token_id)
+    torch.manual_seed(0)
+    AlbertForMaskedLM(config).save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    model = load_pretraining_model(tmp_path).eval()
+    assert type(model).__name__ == "CorefAlbertForPreTraining" and PRETRAINING_CLASSES["albert"] is type(model)
+    batch = _batch(tokenizer, 1)
+    out, hidden = _last_hidden(model, batch)
+    assert out.mrp_loss.item() == pytest.approx(mrp_loss_reference(hidden, model.mrp.copy_vector, batch), abs=1e-5)
+    with torch.no_grad():
+        stock = AlbertForMaskedLM.from_pretrained(tmp_path).eval()(input_ids=batch["input_ids"],
+                                                                      attention_mask=batch["attention_mask"])
+        torch.testing.assert_close(out.logits, stock.logits, rtol=0, atol=1e-5)
+        masked = model(**batch, masked_logits_only=True)
+    assert masked.loss.item() == pytest.approx(out.loss.item(), abs=1e-6)
+    assert masked.logits.shape[0] == int((batch["labels"] != -100).sum())
+    model.save_pretrained(tmp_path / "coref")
+    assert type(AutoModelForPreTraining.from_pretrained(tmp_path / "coref")) is type(model)
