@@ -224,3 +224,56 @@ def test_a_family_without_a_class_here_gets_one_from_its_masked_lm(tmp_path):
     assert masked.logits.shape[0] == int((batch["labels"] != -100).sum())
     model.save_pretrained(tmp_path / "coref")
     assert type(AutoModelForPreTraining.from_pretrained(tmp_path / "coref")) is type(model)
+
+
+def _long_modernbert(folder: Path, positions: int) -> Path:
+    """The tiny ModernBERT of ``helpers.tiny_config`` with ``positions`` positions (ModernBERT's own: 8192)."""
+    from helpers import FAMILIES, fixture_tokenizer, tiny_config
+
+    tokenizer = fixture_tokenizer(FAMILIES["modernbert"])
+    config = tiny_config("modernbert", tokenizer)
+    config.max_position_embeddings = positions
+    torch.manual_seed(0)
+    AutoModelForMaskedLM.from_config(config).save_pretrained(str(folder))
+    tokenizer.save_pretrained(str(folder))
+    return folder
+
+
+@pytest.mark.usefixtures("fresh_accelerate_state")
+def test_modernbert_pretrains_on_1024_token_rows_with_candidates_in_their_documents(tmp_path, capsys):
+    """Beyond BERT's 512: rows of up to 1024 tokens packing several documents (the real packer) train a ModernBERT
+    with per-document attention; the copy softmax of each query is still its own document's (eq. 2-4 literal
+    loop); --max_seq_length beyond the model's positions is refused in one line before any work."""
+    import datasets
+    from helpers import load_cli, training_text
+    from test_corpus import RegexTagger
+
+    from corefbert.corpus.mentions import MentionExtractor
+    from corefbert.corpus.packing import pack_texts
+
+    folder = _long_modernbert(tmp_path / "modernbert", 1100)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    texts = [" ".join(training_text()[i::4]) for i in range(4)] * 6
+    rows = pack_texts(texts, tokenizer, MentionExtractor(RegexTagger()), max_seq_length=1024, short_seq_prob=0)
+    assert max(len(row["input_ids"]) for row in rows) > 900
+    model = load_pretraining_model(folder, mrp_attention_within_documents=True).eval()
+    collator = DataCollatorForMentionReferencePrediction(tokenizer, mlm_probability=0.15, mrp_ratio=0.5, seed=0)
+    batch = collator(rows[:1])
+    assert int(batch["document_ids"].max()) >= 1 and int(batch["mrp_mention_mask"].sum()) >= 2
+    out, hidden = _last_hidden(model, batch)
+    assert out.mrp_loss.item() == pytest.approx(mrp_loss_reference(hidden, model.mrp.copy_vector, batch), abs=1e-5)
+
+    splits = datasets.DatasetDict(train=datasets.Dataset.from_list(rows), validation=datasets.Dataset.from_list(rows[:2]))
+    metrics = run_pretraining(_args(folder, tmp_path / "run", max_steps=1, per_device_train_batch_size=2,
+                                    attention_within_documents=True), splits=splits)
+    assert metrics["mrp_accuracy"] >= 0 and (tmp_path / "run" / "final" / "config.json").exists()
+
+    argv = ["--train_file", tmp_path / "text.txt", "--model_name_or_path", folder, "--output_dir", tmp_path / "out",
+            "--max_seq_length", "1101"]
+    (tmp_path / "text.txt").write_text(texts[0], encoding="utf-8")
+    with pytest.raises(SystemExit) as exit_info:
+        load_cli("pretrain/prepare_corpus.py").main([str(a) for a in argv])
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert exit_info.value.code == 2 and len(errors) == 1, errors
+    assert "max_seq_length 1101 exceeds the 1100 positions" in errors[0]
+    assert not (tmp_path / "out").exists()
