@@ -107,7 +107,7 @@ class CorefModernBertForPreTraining(FamilyPreTrainingMixin, ModernBertForMaskedL
     def within_documents_mask(self, attention_mask: torch.Tensor, document_ids: torch.Tensor) -> dict:
         """transformers' masks of ModernBERT's two layer kinds, each also confined to the documents of the row
         (:func:`document_attention_mask`'s rule): ``{"full_attention": ..., "sliding_attention": ...}`` in the
-        form the attention implementation takes (bool for sdpa, additive for eager, a block mask for flex)."""
+        form the attention implementation takes (bool for sdpa, additive for eager: both tested to agree)."""
         if "flash" in str(self.config._attn_implementation):
             raise CorefBertError("attention_within_documents needs attn_implementation sdpa, eager or flex_attention: "
                                  "flash attention builds no per-document mask")

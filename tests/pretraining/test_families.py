@@ -90,6 +90,9 @@ def test_copy_head_loss_is_the_literal_equations_on_each_family(family_dir, docu
     expected = mrp_loss_reference(hidden, model.mrp.copy_vector.detach(), batch)
     assert out.mrp_loss.item() == pytest.approx(expected, abs=1e-5)
     assert torch.isfinite(out.mlm_loss) and out.mrp_total.item() == int(batch["mrp_mention_mask"].sum())
+    if model.config.model_type in ("distilbert", "modernbert"):  # no token types: refused, never dropped silently
+        with pytest.raises(ValueError, match="takes no token_type_ids"):
+            model(**batch, token_type_ids=torch.zeros_like(batch["input_ids"]))
 
 
 @pytest.mark.parametrize("within", [False, True], ids=["across documents", "within documents"])
@@ -113,6 +116,9 @@ def test_modernbert_local_layers_keep_their_window_within_documents(tmp_path):
     """ModernBERT's sliding-window layers get the window and the document rule together, its global layers the
     document rule alone (a 4-D mask handed to both would drop the window)."""
     from helpers import save_tiny_family
+    from transformers import AutoConfig
+
+    from corefbert.pretraining.families import CorefModernBertForPreTraining
 
     folder = save_tiny_family("modernbert", tmp_path / "modernbert")
     model = load_pretraining_model(folder, mrp_attention_within_documents=True).eval()
@@ -128,6 +134,14 @@ def test_modernbert_local_layers_keep_their_window_within_documents(tmp_path):
     assert not (local & far).any()
     assert torch.equal(local, full & ~far)
     assert not (full & (docs[:, :, None] >= 0) & (docs[:, None, :] >= 0) & ~same).any()  # never across documents
+    # The eager implementation takes the same rule as an additive mask: the same states on every real token.
+    config = AutoConfig.from_pretrained(folder)
+    config.mrp_attention_within_documents = True
+    eager = CorefModernBertForPreTraining.from_pretrained(folder, config=config, attn_implementation="eager").eval()
+    assert eager.config._attn_implementation == "eager" and model.config._attn_implementation == "sdpa"
+    real = batch["attention_mask"].bool()
+    torch.testing.assert_close(_last_hidden(eager, batch)[1][real], _last_hidden(model, batch)[1][real],
+                               rtol=0, atol=1e-5)
 
 
 def _args(model_dir, out, **overrides) -> PretrainingArguments:
