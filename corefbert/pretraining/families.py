@@ -205,6 +205,8 @@ def pretraining_class(config, path: str | None = None) -> type:
     from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING
 
     try:
+        if getattr(config, "is_encoder_decoder", False):  # BART's masked LM is a decoder's: no encoder states to copy
+            raise KeyError(model_type)
         stock = MODEL_FOR_MASKED_LM_MAPPING[type(config)]
     except KeyError:
         raise CorefBertError(

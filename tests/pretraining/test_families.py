@@ -240,6 +240,19 @@ def test_a_family_without_a_class_here_gets_one_from_its_masked_lm(tmp_path):
     assert type(AutoModelForPreTraining.from_pretrained(tmp_path / "coref")) is type(model)
 
 
+def test_an_encoder_decoder_masked_lm_is_refused_in_one_line(tmp_path):
+    """BART has an ``AutoModelForMaskedLM`` class, but its logits come from a decoder: not an encoder to copy from."""
+    from transformers import BartConfig
+
+    from corefbert.errors import CorefBertError
+
+    BartConfig(vocab_size=64, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+               decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32).save_pretrained(tmp_path)
+    with pytest.raises(CorefBertError, match="model_type 'bart' is not supported") as err:
+        load_pretraining_model(tmp_path)
+    assert "\n" not in str(err.value) and str(tmp_path) in str(err.value)
+
+
 def _long_modernbert(folder: Path, positions: int) -> Path:
     """The tiny ModernBERT of ``helpers.tiny_config`` with ``positions`` positions (ModernBERT's own: 8192)."""
     from helpers import FAMILIES, fixture_tokenizer, tiny_config
