@@ -94,7 +94,7 @@ def model_only_seconds(args, model_dir: str, dataset_dir: str, device: torch.dev
     ``--model_warmup`` untimed ones), the trainer's measure (window time / steps); and the batch shape."""
     from corefbert.pretraining.collator import DataCollatorForMentionReferencePrediction
     from corefbert.pretraining.data import load_prepared_corpus
-    from corefbert.pretraining.modeling import load_pretraining_model
+    from corefbert.pretraining.families import load_pretraining_model
     from corefbert.text.tokenizers import load_tokenizer
 
     tokenizer = load_tokenizer(model_dir)

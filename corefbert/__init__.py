@@ -8,6 +8,7 @@ Public API (imported lazily, so ``import corefbert`` stays cheap):
     DataCollatorForMentionReferencePrediction   dynamic MLM + MRP masking, WWM        (pretraining/collator.py)
     CorefBertForPreTraining,                    copy-based MRP head on BERT / RoBERTa (pretraining/modeling.py)
     CorefRobertaForPreTraining, mrp_loss,
+    CorefModernBertForPreTraining, ...          the same on ModernBERT, DeBERTa-v2/v3, ELECTRA, DistilBERT (pretraining/families.py)
     load_pretraining_model                      picks the class from a checkpoint's model_type
     TrainingArguments, TrainingJob, train       the one training loop every CLI runs  (training/loop.py)
     FinetuningArguments, FinetuningTask,        the fine-tuning protocol on that loop (tasks/base.py)
@@ -43,7 +44,11 @@ _EXPORTS = {
     "CorefRobertaForPreTraining": "corefbert.pretraining.modeling",
     "CorefBertPreTrainingOutput": "corefbert.pretraining.modeling",
     "mrp_loss": "corefbert.pretraining.modeling",
-    "load_pretraining_model": "corefbert.pretraining.modeling",
+    "CorefModernBertForPreTraining": "corefbert.pretraining.families",
+    "CorefDebertaV2ForPreTraining": "corefbert.pretraining.families",
+    "CorefElectraForPreTraining": "corefbert.pretraining.families",
+    "CorefDistilBertForPreTraining": "corefbert.pretraining.families",
+    "load_pretraining_model": "corefbert.pretraining.families",
     "TrainingArguments": "corefbert.training.arguments",
     "TrainingJob": "corefbert.training.loop",
     "train": "corefbert.training.loop",

@@ -9,14 +9,14 @@ knows to be harmless, are dropped where they are true and nowhere else:
   ``torch.cuda.is_available()`` is false: then the CPU is what the run uses and what accelerate reports.
   On a machine with a GPU that torch cannot see, the message stays, since there it points at a real problem.
 - accelerate's "Removed shared tensor {...} while saving. This should be OK, ..." at every checkpoint. The
-  MLM decoder of BERT/RoBERTa is tied to the word embeddings (one tensor under two names); safetensors
+  MLM decoder of every encoder family is tied to the word embeddings (one tensor under two names); safetensors
   stores it once and ``load_state`` ties it again on resume (the resume tests compare every weight).
   Dropped only when every name it lists is such a tied decoder weight; any other shared tensor is still
   reported.
 
 :func:`install` (called by ``import corefbert``) adds the filters to those two loggers; it imports neither
 library. transformers' loading report is not filtered here: the toolkit's own loads that use the MRP head
-silence it themselves (:func:`corefbert.pretraining.modeling.load_quietly`), and a user's plain load keeps it.
+silence it themselves (:func:`corefbert.pretraining.families.load_quietly`), and a user's plain load keeps it.
 """
 
 from __future__ import annotations
@@ -24,9 +24,11 @@ from __future__ import annotations
 import logging
 import re
 
-#: The tied MLM decoder weights of BERT (``cls.``) and RoBERTa (``lm_head.``): the targets of the
-#: pretraining classes' ``_tied_weights_keys`` (a test checks they are the same), under any wrapper prefix.
-TIED_DECODER = re.compile(r"((module|_orig_mod)\.)*(cls\.predictions|lm_head)\.decoder\.(weight|bias)")
+#: The tied MLM decoder weights of BERT and DeBERTa (``cls.``), RoBERTa (``lm_head.``), ModernBERT (``decoder.``),
+#: ELECTRA (``generator_lm_head.``) and DistilBERT (``vocab_projector.``): the keys of every pretraining class's
+#: ``_tied_weights_keys`` (a test checks they are the same), under any wrapper prefix.
+TIED_DECODER = re.compile(r"((module|_orig_mod)\.)*((cls\.predictions|lm_head)\.decoder\.(weight|bias)|decoder\.weight"
+                          r"|generator_lm_head\.weight|vocab_projector\.weight)")
 SHARED_TENSOR = re.compile(r"(\[RANK \d+\] )?Removed shared tensor \{(?P<names>[^}]*)\} while saving")
 DEEPSPEED_CPU = "Setting accelerator to CPU. If you have GPU or other accelerator, we were unable to detect it."
 

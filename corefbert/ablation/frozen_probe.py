@@ -79,7 +79,7 @@ def load_probe_encoder(model_name_or_path: str | os.PathLike, random_weights: bo
     import torch
     from transformers import AutoModel
 
-    from corefbert.pretraining.modeling import load_quietly
+    from corefbert.pretraining.families import load_quietly
 
     config = encoder_config(model_name_or_path)
     if random_weights:

@@ -61,7 +61,7 @@ def heldout_counts(model_dir: str, eval_rows, mlm_probability: float, mrp_ratio:
 
     from corefbert.pretraining.collator import DataCollatorForMentionReferencePrediction
     from corefbert.pretraining.data import SeededCollate, pretraining_dataloader
-    from corefbert.pretraining.modeling import load_pretraining_model
+    from corefbert.pretraining.families import load_pretraining_model
 
     torch.manual_seed(init_seed)
     model = load_pretraining_model(model_dir).eval()

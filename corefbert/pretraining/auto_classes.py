@@ -1,7 +1,7 @@
 """``import corefbert`` alone makes ``AutoModelForPreTraining`` give the CorefBERT class for a CorefBERT
 checkpoint, and keeps ``import corefbert`` free of torch and transformers.
 
-The registration itself (:func:`corefbert.pretraining.modeling.register_auto_classes`) needs the model
+The registration itself (:func:`corefbert.pretraining.families.register_auto_classes`) needs the model
 classes, i.e. torch and transformers' BERT code: importing them in ``corefbert/__init__.py`` would make
 ``import corefbert`` cost what a model import costs. Instead, :func:`install` registers at once when
 transformers' Auto module is already loaded, and otherwise right after it loads: a user's
@@ -16,7 +16,7 @@ import importlib.machinery
 import sys
 
 AUTO_MODULE = "transformers.models.auto.modeling_auto"
-MODEL_MODULE = "corefbert.pretraining.modeling"
+MODEL_MODULE = "corefbert.pretraining.families"
 
 
 def _register() -> None:

@@ -340,12 +340,12 @@ def convert_checkpoint(official_dir, output_dir, model_type: str | None = None, 
     """Convert the released folder ``official_dir`` into a corefbert pretraining checkpoint in ``output_dir``.
 
     The result loads with ``AutoModel``/``AutoModelForMaskedLM`` and every ``AutoModelFor*`` of its type,
-    with :func:`corefbert.pretraining.modeling.load_pretraining_model`, and (given ``coef``) with the copy-head resolver.
+    with :func:`corefbert.pretraining.families.load_pretraining_model`, and (given ``coef``) with the copy-head resolver.
     Written beside ``output_dir`` and renamed into place, so an interrupted conversion leaves nothing half-done.
     ``official_dir`` may be a Hub id (downloaded when online). Every check of :mod:`corefbert.pretraining.convert_checks`
     runs before a model is built: config.json's types and sizes against the weights' shapes, then the values.
     """
-    from corefbert.pretraining.modeling import PRETRAINING_CLASSES
+    from corefbert.pretraining.families import PRETRAINING_CLASSES
     from corefbert.training.cards import conversion_card
 
     source, target = resolve_source(str(official_dir)), Path(output_dir)

@@ -41,24 +41,18 @@ hundred in half precision would lose the differences the softmax is about.
 
 from __future__ import annotations
 
-import logging
-import os
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import AutoConfig, BertConfig, RobertaConfig
+from transformers import BertConfig, RobertaConfig
 from transformers import initialization as init
 from transformers.modeling_outputs import ModelOutput
 from transformers.models.bert.modeling_bert import BertModel, BertOnlyMLMHead, BertPreTrainedModel
 from transformers.models.roberta.modeling_roberta import RobertaLMHead, RobertaModel, RobertaPreTrainedModel
-from transformers.utils import logging as hf_logging
 
 from corefbert.errors import CorefBertError
-from corefbert.training.model_folders import check_model_folder
-
-logger = logging.getLogger(__name__)
 
 # Fill for excluded positions: exp(NEG - max) is exactly 0 in fp32, yet sums of two fills stay finite, so
 # rows with no valid entry (padding slots) give finite values and no NaN gradient through torch.where.
@@ -292,7 +286,7 @@ def mrp_accuracy_counts(
     return hit.sum(), mention_mask.bool().sum()
 
 
-def _ensure_mrp_config(config) -> None:
+def ensure_mrp_config(config) -> None:
     """Give ``config`` the MRP attributes (saved in config.json) when it lacks them."""
     if not hasattr(config, "mrp_loss_weight"):
         config.mrp_loss_weight = 1.0
@@ -320,8 +314,9 @@ def document_attention_mask(attention_mask: torch.Tensor, document_ids: torch.Te
     return ((words_of_one_document | special_key) & real.unsqueeze(1)).unsqueeze(1)
 
 
-class _CorefPreTrainingMixin:
-    """Shared forward and init of the BERT and RoBERTa pretraining models."""
+class CorefPreTrainingMixin:
+    """Shared forward and init of every CorefBERT pretraining model (this module's BERT and RoBERTa classes and
+    the other families' of :mod:`corefbert.pretraining.families`)."""
 
     def _init_weights(self, module):
         super()._init_weights(module)
@@ -338,20 +333,36 @@ class _CorefPreTrainingMixin:
     def _freeze_pooler(self) -> None:
         # Kept so fine-tuning starts from the backbone's trained pooler; frozen because pretraining never
         # uses it, and an unused trainable parameter stops DDP at the second step.
-        pooler = self.base_model.pooler
+        pooler = getattr(self.base_model, "pooler", None)  # ModernBERT, DeBERTa, ELECTRA, DistilBERT have none
         if pooler is not None:
             pooler.requires_grad_(False)
+
+    def within_documents_mask(self, attention_mask: torch.Tensor, document_ids: torch.Tensor):
+        """What the encoder is given under ``mrp_attention_within_documents``: :func:`document_attention_mask`
+        ``[batch, 1, seq, seq]`` bool, which BERT-like encoders take as it is (a family overrides this)."""
+        return document_attention_mask(attention_mask, document_ids)
+
+    def encode(self, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs):
+        """The encoder's output (``last_hidden_state`` ``[batch, seq, hidden]``, ``hidden_states``,
+        ``attentions``) for the inputs of :meth:`forward`."""
+        return self.base_model(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
+                               position_ids=position_ids, inputs_embeds=inputs_embeds, return_dict=True, **kwargs)
+
+    def mlm_logits(self, hidden_states: torch.Tensor, targets: torch.Tensor | None) -> torch.Tensor:
+        """The MLM head's logits: ``[batch, seq, vocab]``, or ``[masked, vocab]`` of the ``targets`` ``[batch, seq]``
+        bool rows alone."""
+        return self.mlm_head(hidden_states if targets is None else hidden_states[targets])
 
     def _mlm(self, hidden_states, labels, masked_logits_only: bool):
         """``(logits, L_MLM or None)``: logits ``[batch, seq, vocab]``, or ``[masked, vocab]`` with
         ``masked_logits_only`` and ``labels``."""
         if labels is None:
-            return self.mlm_head(hidden_states), None
+            return self.mlm_logits(hidden_states, None), None
         targets = labels != -100  # [batch, seq]
         if masked_logits_only:
-            logits = masked_logits = self.mlm_head(hidden_states[targets])  # [masked, vocab]
+            logits = masked_logits = self.mlm_logits(hidden_states, targets)  # [masked, vocab]
         else:
-            logits = self.mlm_head(hidden_states)  # [batch, seq, vocab]
+            logits = self.mlm_logits(hidden_states, None)  # [batch, seq, vocab]
             masked_logits = logits[targets]  # [masked, vocab]
         # Sum over the selected rows / their count: 0 (not NaN) when nothing is masked, and only the
         # masked rows are cast to fp32 for the softmax over the vocabulary.
@@ -408,16 +419,8 @@ class _CorefPreTrainingMixin:
         token_mask = attention_mask  # [batch, seq]: the real tokens, eq. 2's sequence under "sequence"
         if (getattr(self.config, "mrp_attention_within_documents", False) and document_ids is not None
                 and attention_mask is not None and attention_mask.dim() == 2):
-            attention_mask = document_attention_mask(attention_mask, document_ids)  # [batch, 1, seq, seq]
-        outputs = self.base_model(
-            input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            return_dict=True,
-            **kwargs,
-        )
+            attention_mask = self.within_documents_mask(attention_mask, document_ids)
+        outputs = self.encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
         hidden_states = outputs.last_hidden_state  # [batch, seq, hidden]
         copy_vector = self.mrp.copy_vector
 
@@ -446,7 +449,7 @@ class _CorefPreTrainingMixin:
         )
 
 
-class CorefBertForPreTraining(_CorefPreTrainingMixin, BertPreTrainedModel):
+class CorefBertForPreTraining(CorefPreTrainingMixin, BertPreTrainedModel):
     """BERT with the MLM head (``cls``, tied to the word embeddings) and the MRP copy head (``mrp``).
 
     Parameter names match ``BertForMaskedLM`` plus the pooler, so a checkpoint loads into every stock
@@ -460,7 +463,7 @@ class CorefBertForPreTraining(_CorefPreTrainingMixin, BertPreTrainedModel):
 
     def __init__(self, config: BertConfig):
         super().__init__(config)
-        _ensure_mrp_config(config)
+        ensure_mrp_config(config)
         self.bert = BertModel(config, add_pooling_layer=True)
         self.cls = BertOnlyMLMHead(config)
         self.mrp = MentionReferenceHead(config.hidden_size)
@@ -479,7 +482,7 @@ class CorefBertForPreTraining(_CorefPreTrainingMixin, BertPreTrainedModel):
         return self.cls
 
 
-class CorefRobertaForPreTraining(_CorefPreTrainingMixin, RobertaPreTrainedModel):
+class CorefRobertaForPreTraining(CorefPreTrainingMixin, RobertaPreTrainedModel):
     """RoBERTa with the MLM head (``lm_head``, tied) and the MRP copy head (``mrp``); see the BERT class."""
 
     _tied_weights_keys = {
@@ -489,7 +492,7 @@ class CorefRobertaForPreTraining(_CorefPreTrainingMixin, RobertaPreTrainedModel)
 
     def __init__(self, config: RobertaConfig):
         super().__init__(config)
-        _ensure_mrp_config(config)
+        ensure_mrp_config(config)
         self.roberta = RobertaModel(config, add_pooling_layer=True)
         self.lm_head = RobertaLMHead(config)
         self.mrp = MentionReferenceHead(config.hidden_size)
@@ -505,130 +508,3 @@ class CorefRobertaForPreTraining(_CorefPreTrainingMixin, RobertaPreTrainedModel)
     @property
     def mlm_head(self) -> nn.Module:
         return self.lm_head
-
-
-PRETRAINING_CLASSES = {"bert": CorefBertForPreTraining, "roberta": CorefRobertaForPreTraining}
-
-
-def register_auto_classes() -> None:
-    """Make ``AutoModelForPreTraining`` give the CorefBERT class for a CorefBERT checkpoint.
-
-    A checkpoint keeps ``model_type`` bert/roberta (so every stock Auto class loads it), and transformers'
-    mapping sends those to ``BertForPreTraining`` / ``RobertaForMaskedLM``: a CorefBERT checkpoint came
-    back as BERT with a random next-sentence head and without its copy head. Registering a pair of classes
-    lets transformers choose by the ``architectures`` that ``save_pretrained`` writes into config.json, so
-    ordinary BERT/RoBERTa checkpoints still get the stock class. No remote code is involved; it holds in
-    every process that imported ``corefbert.pretraining.modeling`` (any model API of this package does).
-    """
-    from transformers import AutoModelForPreTraining
-    from transformers.models.auto.modeling_auto import MODEL_FOR_PRETRAINING_MAPPING
-
-    for config_class, coref_class in ((BertConfig, CorefBertForPreTraining),
-                                      (RobertaConfig, CorefRobertaForPreTraining)):
-        stock = MODEL_FOR_PRETRAINING_MAPPING[config_class]
-        stock = stock[0] if isinstance(stock, tuple) else stock  # already registered: keep the stock default
-        AutoModelForPreTraining.register(config_class, (stock, coref_class), exist_ok=True)
-
-
-register_auto_classes()
-_MLM_HEAD_PREFIXES = {"bert": "cls.", "roberta": "lm_head."}
-
-
-#: Weights of a CorefBERT checkpoint that a load of the encoder (or of the masked LM) leaves out on purpose:
-#: the MRP copy vector, the MLM head and the pooler.
-CHECKPOINT_EXTRAS = ("mrp.", "cls.", "lm_head.", "pooler.")
-
-
-def load_quietly(auto_class, path: str, unused=CHECKPOINT_EXTRAS, fresh_ok=(), **kwargs):
-    """``auto_class.from_pretrained(path, **kwargs)`` without transformers' multi-line load report.
-
-    For the toolkit's own loads of a CorefBERT checkpoint whose other parts it reads itself (the copy scorer
-    reads ``mrp.copy_vector`` from the file; the eq. 5 model takes the pooler apart): the report would call
-    them UNEXPECTED while they are in use. Unexpected weights outside ``unused`` (prefixes, after any model
-    prefix) and missing ones outside ``fresh_ok`` still get one warning line each. Returns
-    ``(model, loading info)``.
-    """
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
-    try:
-        model, info = auto_class.from_pretrained(path, output_loading_info=True, **kwargs)
-    finally:
-        hf_logging.set_verbosity(verbosity)
-
-    def bare(key: str) -> str:  # "bert.pooler.dense.weight" -> "pooler.dense.weight"
-        prefix = f"{model.base_model_prefix}."
-        return key[len(prefix):] if key.startswith(prefix) else key
-
-    surprising = sorted(k for k in info["unexpected_keys"] if not bare(k).startswith(tuple(unused)))
-    fresh = sorted(k for k in info["missing_keys"] if not bare(k).startswith(tuple(fresh_ok)))
-    if surprising:
-        logger.warning("%s: %d weight(s) of the checkpoint are not used by %s (first: %s)", path, len(surprising),
-                       type(model).__name__, surprising[0])
-    if fresh:
-        logger.warning("%s: %d weight(s) of %s are not in the checkpoint and start at random (first: %s)", path,
-                       len(fresh), type(model).__name__, fresh[0])
-    return model, info
-
-
-def load_pretraining_model(model_name_or_path: str | os.PathLike, **config_overrides):
-    """Load a BERT or RoBERTa checkpoint as a CorefBERT pretraining model.
-
-    A backbone without an MLM head (e.g. a bare ``BertModel``) gets a freshly initialized one, said
-    once in the log; a checkpoint without the MRP head gets ``V`` at its initial value.
-    ``config_overrides`` (e.g. ``mrp_loss_weight=0.0``) are set on the config before loading.
-    Raises :class:`CorefBertError` for an unreadable checkpoint, a model type other than ``bert`` /
-    ``roberta``, or a checkpoint that lacks encoder weights.
-    """
-    path = str(model_name_or_path)
-    looks_local = os.path.isabs(path) or path.startswith(".") or path.count("/") > 1
-    if looks_local and not os.path.isdir(path):
-        raise CorefBertError("no such checkpoint directory; check --model_name_or_path", path=path)
-    check_model_folder(path)  # safetensors only: unpickling a weights file can run code
-    try:
-        config = AutoConfig.from_pretrained(path)
-    except (OSError, ValueError, KeyError) as err:
-        reason = " ".join(str(err).split())[:200]
-        raise CorefBertError(
-            f"cannot read a model config ({reason}); give a local checkpoint directory with config.json",
-            path=path,
-        ) from None
-    model_type = getattr(config, "model_type", None)
-    if model_type not in PRETRAINING_CLASSES:
-        raise CorefBertError(
-            f"model_type {model_type!r} is not supported; CorefBERT pretrains BERT- or RoBERTa-type "
-            "checkpoints (model_type 'bert' or 'roberta')",
-            path=path,
-        )
-    for key, value in config_overrides.items():
-        setattr(config, key, value)
-    _ensure_mrp_config(config)
-
-    model_class = PRETRAINING_CLASSES[model_type]
-    # transformers prints its own multi-line loading report; we say what matters in one line below.
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
-    try:
-        model, info = model_class.from_pretrained(path, config=config, output_loading_info=True)
-    except (OSError, ValueError, RuntimeError) as err:
-        reason = " ".join(str(err).split())[:200]
-        raise CorefBertError(f"cannot load the weights ({reason}); check the checkpoint", path=path) from None
-    finally:
-        hf_logging.set_verbosity(verbosity)
-
-    missing = set(info["missing_keys"])
-    prefix = model.base_model_prefix
-    encoder_missing = sorted(k for k in missing if k.startswith(f"{prefix}.") and ".pooler." not in k)
-    if encoder_missing:
-        raise CorefBertError(
-            f"the checkpoint lacks {len(encoder_missing)} encoder weight(s) (first: {encoder_missing[0]}); "
-            "it is not a complete BERT/RoBERTa checkpoint",
-            path=path,
-        )
-    fresh = []
-    if any(k.startswith(_MLM_HEAD_PREFIXES[model_type]) for k in missing):
-        fresh.append("MLM head")
-    if any(k.startswith(f"{prefix}.pooler.") for k in missing):
-        fresh.append("pooler")
-    if fresh:
-        logger.warning("%s has no %s: initialized a new one", path, " and no ".join(fresh))
-    return model

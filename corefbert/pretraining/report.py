@@ -168,7 +168,7 @@ objective over repeated nouns. An ordinary checkpoint of the backbone type: `Aut
 `AutoModelForQuestionAnswering` and `AutoModelForSequenceClassification` load it; the MRP head
 (`mrp.copy_vector`) travels with it. With the MRP head: `import corefbert` first, then
 `AutoModelForPreTraining` gives the CorefBERT pretraining class (without that import, transformers returns
-its stock pretraining class with a random next-sentence head).{copy_note}
+its stock class for the family, without the copy head: for BERT with a random next-sentence head).{copy_note}
 
 ## Settings
 

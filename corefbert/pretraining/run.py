@@ -21,7 +21,7 @@ from corefbert.pretraining.data import (
     load_or_prepare_corpus,
     pretraining_dataloader,
 )
-from corefbert.pretraining.modeling import load_pretraining_model
+from corefbert.pretraining.families import load_pretraining_model
 from corefbert.pretraining.report import evaluate
 from corefbert.text.tokenizers import load_tokenizer
 from corefbert.training import lock as run_lock

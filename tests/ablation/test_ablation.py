@@ -200,3 +200,30 @@ def test_a_setting_added_after_a_run_finished_compares_as_its_default(study, tmp
     with pytest.raises(SystemExit) as exit_info:
         _run(_argv(tiny_bert_dir, corpus_dir, out))
     assert exit_info.value.code == 2
+
+
+@pytest.mark.parametrize("family", ["distilbert", "modernbert"])
+def test_the_study_takes_a_checkpoint_of_another_family(tmp_path, family):
+    """--model_name_or_path of a non-BERT family (issue 37): the tiny study (two arms, one seed, two steps, its
+    zero-shot probes and fine-tuning) runs on a DistilBERT or ModernBERT checkpoint and reports every arm."""
+    from helpers import save_tiny_family, synthetic_corpus
+    from transformers import AutoConfig, AutoTokenizer
+
+    model_dir = save_tiny_family(family, tmp_path / family)
+    model_type = AutoConfig.from_pretrained(model_dir).model_type
+    corpus_dir = tmp_path / "corpus"
+    synthetic_corpus(AutoTokenizer.from_pretrained(model_dir), n_train=8, n_eval=6).save_to_disk(str(corpus_dir))
+    out = tmp_path / "study"
+    argv = _argv(model_dir, corpus_dir, out, "--arms", "corefbert,mrm", "--seeds", "1", "--max_steps", "2")
+    _run(argv)
+    study = json.loads((out / "study.json").read_text())
+    assert study["missing"] == [] and study["arms"] == ["corefbert", "mrm"]
+    runs = study["pretraining"]
+    assert {arm: runs[arm]["7"]["train_steps"] for arm in runs} == {"corefbert": 2, "mrm": 2}
+    assert runs["corefbert"]["7"]["copy_trained"] and not runs["mrm"]["7"]["copy_trained"]
+    assert runs["corefbert"]["7"]["eval_mrp_mentions"] > 0
+    for probe in ("zero-shot: blocks accuracy", "eq. 5 on blocks: gap F1", "held-out MRP accuracy"):
+        for arm, result in study["probes"][probe]["arms"].items():
+            assert np.isfinite(result["per_seed"]["7"]), (probe, arm)
+    final = json.loads((out / "corefbert" / "seed_7" / "final" / "config.json").read_text())
+    assert final["model_type"] == model_type and final["architectures"][0].startswith("Coref")

@@ -74,7 +74,7 @@ def based_study(tmp_path_factory, tiny_bert_dir, corpus_dir):
 
 
 def test_every_arm_of_every_seed_starts_from_the_same_trained_base(based_study, tiny_bert_dir):
-    from corefbert.pretraining.modeling import load_pretraining_model
+    from corefbert.pretraining.families import load_pretraining_model
 
     out, result, loads = based_study
     base_final = out / "base" / "final"

@@ -59,3 +59,15 @@ def test_import_corefbert_then_any_transformers_model_import_works():
     code = ("import corefbert\nfrom transformers import BertModel, RobertaModel\n"
             "from transformers import AutoModel\nprint(BertModel.__name__, RobertaModel.__name__)")
     assert _fresh(code) == "BertModel RobertaModel"
+
+
+def test_import_corefbert_is_enough_for_a_modernbert_checkpoint(tmp_path):
+    """Issue 37: the registration covers every family's class, ModernBERT's (which transformers has no pretraining
+    class for) included, in a process that imported nothing but ``corefbert`` and transformers."""
+    from helpers import save_tiny_family
+
+    from corefbert.pretraining.families import load_pretraining_model
+
+    load_pretraining_model(save_tiny_family("modernbert", tmp_path / "start")).save_pretrained(tmp_path / "coref")
+    loaded = json.loads(_fresh(LOAD.format(before="import corefbert"), str(tmp_path / "coref")))
+    assert loaded == {"class": "CorefModernBertForPreTraining", "copy_head": True}

@@ -50,7 +50,7 @@ def _source_model(model_type: str, vocab_size: int, pad_id: int, seed: int):
     """A tiny CorefBERT pretraining model with a copy vector that is not its initial value."""
     from transformers import BertConfig, RobertaConfig
 
-    from corefbert.pretraining.modeling import PRETRAINING_CLASSES
+    from corefbert.pretraining.families import PRETRAINING_CLASSES
 
     torch.manual_seed(seed)
     common = dict(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
@@ -167,7 +167,7 @@ def test_converted_folder_loads_everywhere(converted, variant, coef):
     config has model_type, the tokenizer keeps the vocabulary's casing, the copy vector is coef or absent."""
     from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoTokenizer
 
-    from corefbert.pretraining.modeling import load_pretraining_model
+    from corefbert.pretraining.families import load_pretraining_model
     from corefbert.tasks.coref.copy_scoring import read_copy_vector
 
     source, _, out, report = converted[variant, coef]
@@ -277,7 +277,7 @@ def test_mirror_without_prefix_head_or_coef(tmp_path, uncased_vocab, capsys):
     is missing; load_pretraining_model then starts the MLM head and V fresh."""
     from transformers import AutoModel
 
-    from corefbert.pretraining.modeling import load_pretraining_model
+    from corefbert.pretraining.families import load_pretraining_model
 
     source = make_official(tmp_path / "mirror", "bert", vocab=uncased_vocab, coef=False, mlm_head=False, bare=True)
     report = main([str(tmp_path / "mirror"), str(tmp_path / "out")])

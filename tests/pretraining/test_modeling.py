@@ -20,11 +20,11 @@ from transformers import (
 )
 
 from corefbert.errors import CorefBertError
+from corefbert.pretraining.families import load_pretraining_model
 from corefbert.pretraining.modeling import (
     CorefBertForPreTraining,
     CorefRobertaForPreTraining,
     copy_scores,
-    load_pretraining_model,
     mrp_accuracy_counts,
     mrp_loss,
 )

@@ -106,7 +106,7 @@ def test_scheduler_steps_once_per_optimizer_step_on_n_processes(monkeypatch):
 
 
 def test_no_weight_decay_on_bias_layernorm_and_copy_vector(tiny_bert_dir):
-    from corefbert.pretraining.modeling import load_pretraining_model
+    from corefbert.pretraining.families import load_pretraining_model
 
     model = load_pretraining_model(str(tiny_bert_dir))
     decay, no_decay = parameter_groups(model, 0.01)

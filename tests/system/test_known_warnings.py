@@ -62,9 +62,11 @@ def test_a_checkpoint_save_prints_neither_the_shared_tensor_nor_the_deepspeed_wa
 
 def test_the_filters_drop_only_the_known_messages():
     from corefbert.known_warnings import _cpu_is_the_device, _only_tied_decoder_weights
-    from corefbert.pretraining.modeling import CorefBertForPreTraining, CorefRobertaForPreTraining
+    from corefbert.pretraining.families import PRETRAINING_CLASSES
 
-    tied = [*CorefBertForPreTraining._tied_weights_keys, *CorefRobertaForPreTraining._tied_weights_keys]
+    families = ("bert", "roberta", "modernbert", "deberta-v2", "electra", "distilbert")  # the classes of our own
+    tied = [key for family in families for key in PRETRAINING_CLASSES[family]._tied_weights_keys]
+    assert {"decoder.weight", "generator_lm_head.weight", "vocab_projector.weight"} <= set(tied)  # every family
     message = "[RANK 0] Removed shared tensor {%s} while saving. This should be OK, but check ..."
     assert _only_tied_decoder_weights(message % ", ".join(repr(name) for name in tied))
     assert _only_tied_decoder_weights(message % "'module.cls.predictions.decoder.weight'")  # a DDP wrapper

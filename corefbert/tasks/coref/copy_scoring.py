@@ -28,7 +28,8 @@ from torch import nn
 from transformers import AutoModel
 
 from corefbert.errors import CorefBertError, one_line
-from corefbert.pretraining.modeling import copy_scores, load_quietly
+from corefbert.pretraining.families import load_quietly
+from corefbert.pretraining.modeling import copy_scores
 from corefbert.tasks.coref.mlm_scoring import CandidateScoringOutput, with_labels_and_index
 from corefbert.tasks.coref.readers import PronounExample
 from corefbert.tasks.heads import stored_tensors

@@ -18,7 +18,7 @@ import torch
 from transformers import AutoModelForMaskedLM
 
 from corefbert.errors import CorefBertError, one_line
-from corefbert.pretraining.modeling import load_quietly
+from corefbert.pretraining.families import load_quietly
 from corefbert.tasks.coref.copy_scoring import (
     CopyHeadScorer,
     collate_copy_queries,

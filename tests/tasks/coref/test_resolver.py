@@ -133,7 +133,7 @@ def test_the_toolkits_own_loads_print_no_load_report(coref_checkpoint, capfd, ca
     that very head UNEXPECTED. The toolkit's loads are quiet; a user's plain load keeps the (true) report."""
     from transformers import AutoModel, AutoModelForMaskedLM
 
-    from corefbert.pretraining.modeling import load_quietly
+    from corefbert.pretraining.families import load_quietly
     from corefbert.tasks.coref.copy_scoring import CopyHeadScorer
 
     def printed() -> str:  # what reached the terminal or a log handler since the last call
