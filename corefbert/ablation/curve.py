@@ -68,10 +68,11 @@ from corefbert.ablation.probes import (
 )
 from corefbert.errors import CorefBertError
 from corefbert.metrics.bootstrap import paired_bootstrap
-from corefbert.pretraining.plotting import read_log
 from corefbert.text.conll import read_conll
 from corefbert.text.durable import remove_folder, replace_file, replace_folder
+from corefbert.text.jsonio import json_value, read_json
 from corefbert.text.tokenizers import load_tokenizer
+from corefbert.training.runlog import log_path, read_log
 
 #: The schedule of the curve's arms: warm-up, then constant (a value at a step that does not depend on the budget).
 CURVE_SCHEDULE = "constant_with_warmup"
@@ -160,13 +161,13 @@ def saved_point(folder: Path) -> dict | None:
     path = Path(folder) / POINT_RECORD
     if not path.is_file():
         return None
-    return json.loads(path.read_text(encoding="utf-8"))
+    return read_json(str(path))
 
 
 def save_point(run: Path, tokens: int, steps: int) -> dict:
     """Copy the run's ``final/`` (the weights at ``steps``) to the point's folder with its record: the step, the
     nominal tokens and the tokens the run's log counted by then. The folder appears whole or not at all."""
-    train = [r for r in read_log(Path(run) / "log.jsonl") if r.get("split") == "train" and r["step"] == steps]
+    train = [r for r in read_log(log_path(run)) if r.get("split") == "train" and r["step"] == steps]
     record = {"tokens": tokens, "step": steps, "trained_tokens": train[-1].get("tokens") if train else None}
     folder = point_dir(run, tokens)
     partial = folder.with_name(folder.name + ".partial")
@@ -391,7 +392,7 @@ def run_probes(site: ProbeSite, probes: list[PointProbe], counts: dict) -> None:
         settings = probe.settings(site)
         if settings is None:
             continue
-        settings = json.loads(json.dumps(settings))
+        settings = json_value(settings)
         if cached_result(folder / f"{probe.name}.json", settings) is None:
             todo.append((probe, settings))
         else:
@@ -412,5 +413,5 @@ def cached_result(path: Path, settings: dict):
     """The results stored at ``path`` when they were computed with ``settings``, else None."""
     if not Path(path).is_file():
         return None
-    saved = json.loads(Path(path).read_text(encoding="utf-8"))
+    saved = read_json(str(path))
     return saved["results"] if saved.get("settings") == settings else None

@@ -19,6 +19,7 @@ from corefbert.ablation.report import ARM_LABELS
 from corefbert.ablation.study import ARMS, run_dir
 from corefbert.errors import CorefBertError
 from corefbert.text.durable import output_path, replace_file
+from corefbert.text.jsonio import read_json
 
 #: The copy head's zero-shot rows are compared with WWM's masked-LM scoring of the same problems.
 COPY_PREFIX, MLM_PREFIX = "zero-shot, copy head: ", "zero-shot: "
@@ -54,7 +55,7 @@ def read_curve(root: Path, study, seeds: list[int], points: list[int]) -> tuple[
         for path in found:
             if path.stem not in rows_of:
                 continue  # a probe this command does not ask for (another file, a dropped probe)
-            results = json.loads(path.read_text(encoding="utf-8"))["results"]
+            results = read_json(str(path))["results"]
             for row, value in rows_of[path.stem](results).items():
                 table.setdefault(row, {}).setdefault(tokens, {}).setdefault(arm, {})[seed] = value
     return table, {t: sorted(v - {None}) for t, v in trained.items()}, missing
