@@ -25,6 +25,7 @@ CLI; the resume position is ``(epoch, batches_in_epoch)`` in micro-batches.
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 import signal
@@ -138,6 +139,7 @@ def build_accelerator(args: TrainingArguments):
 
     AcceleratorState._reset_state(reset_partial_state=False)
     GradientState._reset_state()
+    _cache_lomo_lookup()
     if deepspeed_requested():  # building the Accelerator builds DeepSpeed's ops: not behind a dead build's lock
         check_extension_locks()
     # --torch_compile_scope model: compiled at prepare(). Dynamic shapes: a batch's length and its MRP mention /
@@ -159,6 +161,17 @@ def build_accelerator(args: TrainingArguments):
         log_with=tracking_backends(args.report_to) if args.with_tracking else None,
         project_dir=args.output_dir,
     )
+
+
+def _cache_lomo_lookup() -> None:
+    """accelerate 1.15's optimizer step asks twice per step whether the ``lomo_optim`` package is installed
+    (``importlib.util.find_spec`` over ``sys.path``: about 0.5 ms of the training thread per step on a loaded
+    2-core machine, issue 36); the answer cannot change during a run, so it is looked up once."""
+    import accelerate.optimizer
+
+    lookup = accelerate.optimizer.is_lomo_available
+    if not hasattr(lookup, "cache_info"):
+        accelerate.optimizer.is_lomo_available = functools.lru_cache(maxsize=1)(lookup)
 
 
 def prepare_output_dir(args: TrainingArguments, accelerator) -> Path:
@@ -377,8 +390,8 @@ class _Loop:
             self.grad_norm = None
             if accelerator.sync_gradients and self.deferred:
                 self._defer_nonfinite()
-                if self.args.max_grad_norm > 0:
-                    self.grad_norm = accelerator.clip_grad_norm_(self.model.parameters(), self.args.max_grad_norm)
+                if self.args.max_grad_norm > 0:  # no fp16 scaler, no DeepSpeed or FSDP here: torch's own clip
+                    self.grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.args.max_grad_norm)
             elif accelerator.sync_gradients:
                 self.bad_loss = any_process(accelerator, self.bad_loss or bool(self.nonfinite))
                 self.nonfinite = False
@@ -388,7 +401,8 @@ class _Loop:
                     self.grad_norm = accelerator.clip_grad_norm_(self.model.parameters(), self.args.max_grad_norm)
             if not self.bad_loss:
                 self._optimizer_step()
-            self.optimizer.zero_grad(set_to_none=True)
+            if accelerator.sync_gradients:
+                _zero_grad(self.optimizer)
         window["loss"] = window["loss"] + out.loss.detach().float()
         for name, value in out.logs.items():
             value = value.detach().float() if torch.is_tensor(value) else float(value)
@@ -530,8 +544,9 @@ class _Loop:
         # is nothing to keep: exit at once; the rerun starts afresh, as this run did.
         untouched = self.saved_at is None and self._position() == (0, 0, 0)
         saving = periodic or (stopping and self.saved_at != self._position() and not untouched)
-        path = self._checkpoint() if saving else checkpoints_root(self.output_dir) / f"step_{self.step}"
+        path = self._checkpoint() if saving else None
         if stopping:
+            path = path or checkpoints_root(self.output_dir) / f"step_{self.step}"
             name = signal.Signals(self.stop.received or signal.SIGTERM).name
             if self.saved_at is None:
                 done, path = "nothing to save before the first batch", None
@@ -630,14 +645,15 @@ class _Loop:
 def defers_nonfinite_check(args: TrainingArguments, accelerator, optimizer) -> bool:
     """Whether the loop reads its non-finite flags only at log, evaluation, checkpoint and signal points instead of
     at every optimizer step: with ``--on_nonfinite stop`` and a fused optimizer that skips an update on a device
-    flag (AdamW on CUDA and CPU), without fp16 loss scaling (the scaler reads its own flag every step) and outside
-    DeepSpeed and FSDP (their engines step and shard the optimizer themselves). Otherwise one flag per step."""
+    flag (AdamW on CUDA and CPU), without fp16 loss scaling (the scaler reads its own flag every step), on one
+    process or plain data parallelism (DeepSpeed and FSDP step and shard the optimizer themselves). Otherwise one
+    flag per step."""
     from accelerate.utils import DistributedType
 
     inner = _inner_optimizer(optimizer)
-    return (args.on_nonfinite == "stop" and accelerator.scaler is None
-            and bool(getattr(inner, "_step_supports_amp_scaling", False)) and bool(inner.defaults.get("fused"))
-            and accelerator.distributed_type not in (DistributedType.DEEPSPEED, DistributedType.FSDP))
+    plain = (DistributedType.NO, DistributedType.MULTI_CPU, DistributedType.MULTI_GPU)
+    return (args.on_nonfinite == "stop" and accelerator.scaler is None and accelerator.distributed_type in plain
+            and bool(getattr(inner, "_step_supports_amp_scaling", False)) and bool(inner.defaults.get("fused")))
 
 
 def _update_count(optimizer, parameter) -> float | None:
@@ -649,6 +665,20 @@ def _update_count(optimizer, parameter) -> float | None:
     if "step" not in state:
         return 0.0 if getattr(optimizer, "defaults", {}).get("fused") else None
     return float(state["step"])
+
+
+def _zero_grad(optimizer) -> None:
+    """``optimizer.zero_grad(set_to_none=True)`` at the end of an accumulation. A plain torch optimizer's gradients
+    are dropped directly: accelerate's wrapper looks up the inner method's signature on every call, and torch's
+    ``zero_grad`` opens a profiler range, a GIL hand-off that costs the training thread up to milliseconds when
+    the machine is loaded (issue 36). Other optimizers (DeepSpeed's, which manages its own gradients) are asked."""
+    inner = _inner_optimizer(optimizer)
+    if type(inner).zero_grad is not torch.optim.Optimizer.zero_grad:
+        optimizer.zero_grad(set_to_none=True)
+        return
+    for group in inner.param_groups:
+        for parameter in group["params"]:
+            parameter.grad = None
 
 
 def _inner_optimizer(optimizer):

@@ -711,9 +711,8 @@ def test_a_compiled_run_compiles_its_repeated_layer_a_bounded_number_of_times(tm
     aot_eager: dynamo's graphs and guards without inductor's code generation, whose minutes a unit test cannot
     afford; the graphs are dynamo's either way. Hidden size 36: a dimension of the hidden states that a padded
     length (a multiple of 8) can never equal (dynamo would give equal sizes one symbol, a tiny model's artefact)."""
-    from transformers import AutoTokenizer, BertModel
-
     from helpers import tiny_config
+    from transformers import AutoTokenizer, BertModel
 
     config = tiny_config("bert", AutoTokenizer.from_pretrained(tiny_bert_dir))
     config.hidden_size, config.intermediate_size = 36, 72
