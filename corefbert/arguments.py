@@ -296,13 +296,17 @@ def parse_args(
     prog: str | None = None,
     defaults: dict[str, Any] | None = None,
     usage: str | None = None,
+    positionals: Sequence[str] = (),
+    description: str | None = None,
 ):
     """Parse ``args`` (default ``sys.argv[1:]``) into one instance per dataclass type.
 
     Precedence, lowest first: dataclass defaults, ``defaults`` (a CLI's own, e.g. a benchmark's paper
     learning rate), the ``--config`` YAML file, command-line flags. Unknown names are an error. ``prog`` is the
     script's name for the usage line (``corefbert <command>`` under the dispatcher, :func:`program`); ``usage``
-    replaces argparse's generated usage line (``%(prog)s`` is the program).
+    replaces argparse's generated usage line (``%(prog)s`` is the program), ``description`` opens the help.
+    ``positionals`` name the fields that may also be given as bare words, in order, without their flag
+    (``corefbert plot LOG`` = ``corefbert plot --log LOG``; :func:`_place_positionals`).
     """
     args = list(sys.argv[1:] if args is None else args)
     # The secrets first, so that no later message can show them: every --hub_token value on the command
@@ -324,7 +328,7 @@ def parse_args(
 
     from transformers import HfArgumentParser  # here: `corefbert --help` imports this module for invoked_as
 
-    parser = HfArgumentParser(list(dataclass_types), prog=program(prog), usage=usage)
+    parser = HfArgumentParser(list(dataclass_types), prog=program(prog), usage=usage, description=description)
     parser.add_argument("--config", default=None, help="YAML file of argument values; flags override it.")
     _one_line_errors(parser, secrets)
     if defaults:
@@ -350,16 +354,46 @@ def parse_args(
             dests[key].required = False
         parser.set_defaults(**values)
 
+    required = {name: parser_action(parser, name).required for name in positionals}
+    for name in positionals:  # given as a word or by the config, too: checked once the words are placed
+        parser_action(parser, name).required = False
     parsed, remaining = parser.parse_known_args(rest)
-    if remaining:
+    if any(word.startswith("-") for word in remaining):
         raise CorefBertError(f"unrecognized argument(s): {redact(' '.join(remaining), secrets)}; run with --help")
-    outputs = []
     namespace = vars(parsed)
+    _place_positionals(parser, namespace, rest, remaining, required, secrets)
+    outputs = []
     for dtype in dataclass_types:
         names = {f.name for f in dataclasses.fields(dtype) if f.init}
         outputs.append(dtype(**{k: v for k, v in namespace.items() if k in names}))
     note_file_arguments(namespace)
     return tuple(outputs)
+
+
+def parser_action(parser: argparse.ArgumentParser, name: str) -> argparse.Action:
+    """The action of the field ``name`` in ``parser``."""
+    return next(action for action in parser._actions if action.dest == name)
+
+
+def _place_positionals(parser, namespace: dict[str, Any], args: list[str], words: list[str],
+                       required: dict[str, bool], secrets: list[str]) -> None:
+    """Give the bare ``words`` of the command line ``args`` (what the parser left) to the ``required`` fields
+    (positionals, in order) whose flag ``args`` does not give, anywhere on the line (``plot -o out.png LOG``);
+    then each positional a field needs without a default is one line, named both ways."""
+    open_names = []
+    for name in required:
+        flags = parser_action(parser, name).option_strings
+        if not any(arg in flags or arg.split("=", 1)[0] in flags for arg in args):
+            open_names.append(name)
+    if len(words) > len(open_names):
+        extra = " ".join(words[len(open_names):])
+        raise CorefBertError(f"unrecognized argument(s): {redact(extra, secrets)}; run with --help")
+    for name, word in zip(open_names, words):
+        namespace[name] = word
+    missing = [f"{name.upper()} (or --{name})" for name, needed in required.items() if needed and namespace[name] is None]
+    if missing:
+        raise CorefBertError(f"the following arguments are required: {', '.join(missing)}; run with --help for the "
+                             "valid arguments")
 
 
 def note_file_arguments(values: dict[str, Any]) -> None:

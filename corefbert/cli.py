@@ -1,5 +1,6 @@
 """``corefbert <command>``: one command over every entry point, each dispatching to the same ``main(argv)``
-that its script or ``python -m`` module runs.
+that its script or ``python -m`` module runs; ``corefbert finetune <task>`` to the task registry's entry
+(:mod:`corefbert.tasks.registry`), which the scripts ``finetune/run_<task>.py`` run too.
 
     corefbert --help                          the commands
     corefbert prepare --train_file 'wiki/*' --model_name_or_path CKPT --output_dir corpus/
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 
 from corefbert.arguments import invoked_as
 from corefbert.errors import CorefBertError, cli_entry
+from corefbert.tasks.registry import TASKS, TaskEntry
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,7 @@ class Command:
     """A command: its one-line summary and the module whose ``main(argv)`` runs it."""
 
     summary: str
-    module: str | None = None  # None only for ``finetune``, which dispatches on its task
+    module: str | None = None  # None only for ``finetune``, which dispatches on its task (FINETUNE_TASKS)
 
     def load(self) -> Callable[[list[str]], object]:
         # Imported on use: ``corefbert --help`` and each command load only what that command needs.
@@ -46,6 +48,10 @@ COMMANDS = {
     ),
     "ablation": Command(
         "the paper's ablation study: arms x seeds, probes, report", module="corefbert.ablation.cli"
+    ),
+    "frozen-probe": Command(
+        "the frozen-feature coreference probe of a checkpoint: mention-pair AUC/F1 per layer",
+        module="corefbert.ablation.frozen_probe",
     ),
     "finetune": Command(
         "fine-tune on a benchmark: corefbert finetune <task> ... (see corefbert finetune --help)"
@@ -74,29 +80,9 @@ COMMANDS = {
         module="corefbert.configs",
     ),
 }
-# task -> (summary, the family module whose main runs it; finetune/run_<task>.py imports the same main)
-FINETUNE_TASKS = {
-    "glue": ("GLUE from the official TSV files", "corefbert.tasks.glue"),
-    "quoref": ("QUOREF extractive QA (multi-span)", "corefbert.tasks.qa.quoref"),
-    "mrqa": ("MRQA 2019 / SQuAD v1.1 extractive QA", "corefbert.tasks.qa.mrqa"),
-    "docred": ("DocRED document-level relation extraction", "corefbert.tasks.docred"),
-    "fever": ("FEVER fact verification (BERT-concat or KGAT)", "corefbert.tasks.fever.task"),
-    "coref": (
-        "pronoun coreference (DPR/WSC/GAP/...): MLM or copy-head candidate scoring",
-        "corefbert.tasks.coref.task",
-    ),
-    "babi": ("bAbI-1k with the GA reader and Coref-GRU", "corefbert.tasks.babi.task"),
-    "coref-e2e": (
-        "end-to-end coreference (Lee et al. 2017) on CoNLL-2012 files",
-        "corefbert.tasks.coref_e2e.task",
-    ),
-    "pronoun-pairs": ("pronoun-pair entailment classifiers", "corefbert.tasks.pronoun_pairs.task"),
-}
-
-
-def finetune_command(task: str) -> Command:
-    summary, module = FINETUNE_TASKS[task]
-    return Command(summary, module=module)
+#: The fine-tuning tasks of ``corefbert finetune <task>``: the one registry of task classes, whose entries run
+#: the same way (:meth:`corefbert.tasks.registry.TaskEntry.main`) as the scripts ``finetune/run_<task>.py``.
+FINETUNE_TASKS = TASKS
 
 
 def _listing(title: str, entries: dict[str, str]) -> str:
@@ -118,13 +104,13 @@ def finetune_usage() -> str:
     return (
         _listing(
             "usage: corefbert finetune <task> [arguments]\n\ntasks:",
-            {task: summary for task, (summary, _) in FINETUNE_TASKS.items()},
+            {task: entry.summary for task, entry in FINETUNE_TASKS.items()},
         )
         + "\n\n`corefbert finetune <task> --help` shows a task's arguments."
     )
 
 
-def resolve_command(argv: list[str]) -> tuple[Command | None, list[str], str | None]:
+def resolve_command(argv: list[str]) -> tuple[Command | TaskEntry | None, list[str], str | None]:
     """(the command, its arguments, or the help text to print instead) for ``corefbert`` + ``argv``."""
     if not argv or argv[0] in ("-h", "--help"):
         return None, [], usage()
@@ -142,7 +128,7 @@ def resolve_command(argv: list[str]) -> tuple[Command | None, list[str], str | N
         raise CorefBertError(
             f"unknown task {task!r}; the tasks are {', '.join(FINETUNE_TASKS)} (corefbert finetune --help)"
         )
-    return finetune_command(task), rest[1:], None
+    return FINETUNE_TASKS[task], rest[1:], None
 
 
 @cli_entry

@@ -8,7 +8,9 @@ The plain-GRU reader: --model ga_gru. Clusters from a JSONL file of character sp
 Resume an interrupted table (finished runs are kept): add --resume_from_checkpoint latest.
 """
 
-from corefbert.tasks.babi.task import main
+from corefbert.tasks.registry import TASKS
+
+main = TASKS["babi"].main
 
 if __name__ == "__main__":
     main()

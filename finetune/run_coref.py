@@ -23,7 +23,9 @@ score, and for GAP files ``<split>_<file>_gap.tsv`` in the official system forma
 is read as WSC273 (its first 273 of 285 schemas; ``--wsc_schemas all`` for every one).
 """
 
-from corefbert.tasks.coref.task import main
+from corefbert.tasks.registry import TASKS
+
+main = TASKS["coref"].main
 
 if __name__ == "__main__":
     main()

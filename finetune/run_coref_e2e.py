@@ -13,7 +13,9 @@ Evaluate a trained model again, or resolve raw text with it:
     python -m corefbert.tasks.coref_e2e.resolve --model out/asl/best --text "Anna met Tom. She liked him."
 """
 
-from corefbert.tasks.coref_e2e.task import main
+from corefbert.tasks.registry import TASKS
+
+main = TASKS["coref-e2e"].main
 
 if __name__ == "__main__":
     main()

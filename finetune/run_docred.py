@@ -16,7 +16,9 @@ only read, for Ign F1, which is left out without it):
         --train_file train_annotated.json --do_predict --output_dir out/docred_test
 """
 
-from corefbert.tasks.docred import main
+from corefbert.tasks.registry import TASKS
+
+main = TASKS["docred"].main
 
 if __name__ == "__main__":
     main()

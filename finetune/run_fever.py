@@ -17,7 +17,9 @@ N GPUs:
     accelerate launch --num_processes N finetune/run_fever.py ...same flags...
 """
 
-from corefbert.tasks.fever.task import main
+from corefbert.tasks.registry import TASKS
+
+main = TASKS["fever"].main
 
 if __name__ == "__main__":
     main()

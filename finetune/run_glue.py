@@ -10,7 +10,9 @@ Test predictions in the GLUE submission format (``<TASK>.tsv``; MNLI writes MNLI
         --do_predict --output_dir out/rte-test
 """
 
-from corefbert.tasks.glue import main
+from corefbert.tasks.registry import TASKS
+
+main = TASKS["glue"].main
 
 if __name__ == "__main__":
     main()

@@ -15,7 +15,9 @@ Without a dev file, ``--validation_split_percentage 10`` holds out 10% of the tr
 Writes ``all_results.json`` and ``eval_predictions.json`` ``{qid: answer}`` (the official format).
 """
 
-from corefbert.tasks.qa.mrqa import main
+from corefbert.tasks.registry import TASKS
+
+main = TASKS["mrqa"].main
 
 if __name__ == "__main__":
     main()

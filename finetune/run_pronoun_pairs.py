@@ -11,7 +11,9 @@ The ablation the paper warns about (no in-scope negatives in training, tested on
         --eval_types correct,in_scope ... --do_train --do_eval --output_dir out/da-ablation
 """
 
-from corefbert.tasks.pronoun_pairs.task import main
+from corefbert.tasks.registry import TASKS
+
+main = TASKS["pronoun-pairs"].main
 
 if __name__ == "__main__":
     main()

@@ -14,7 +14,9 @@ Writes ``all_results.json`` (EM/F1 by the official DROP-style metric), ``eval_pr
 ``{question_id: [answer strings]}`` and, with ``--do_predict --test_file``, ``predict_predictions.json``.
 """
 
-from corefbert.tasks.qa.quoref import main
+from corefbert.tasks.registry import TASKS
+
+main = TASKS["quoref"].main
 
 if __name__ == "__main__":
     main()

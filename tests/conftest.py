@@ -1,5 +1,6 @@
-"""Shared fixtures: tokenizers trained here on a fixture text, tiny random BERT/RoBERTa checkpoints (the plain
-builders they use, ``tiny_config`` and the rest, are in ``helpers.py``).
+"""Shared fixtures: tokenizers trained here on a fixture text, the committed tiny tokenizers of every kind
+(``tests/fixtures/tokenizers/``), tiny random BERT/RoBERTa checkpoints (the plain builders they use,
+``tiny_config``, ``fixture_tokenizer`` and the rest, are in ``helpers.py``).
 
 Everything is built offline in seconds; no hub access, no pretrained weights.
 """
@@ -11,7 +12,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import FIXTURES, tiny_config, training_text
+from helpers import (
+    FAMILIES,
+    FIXTURES,
+    TOKENIZER_KINDS,
+    fixture_tokenizer,
+    save_tiny_family,
+    tiny_config,
+    training_text,
+)
 
 # The suite runs as `pytest -n 2` on 2 cores: one thread per worker (and per spawned training process)
 # avoids the oversubscription that made tiny-model tests several times slower.
@@ -71,6 +80,45 @@ def roberta_tokenizer(tmp_path_factory):
     tok = RobertaTokenizerFast(vocab=str(out / "vocab.json"), merges=str(out / "merges.txt"))
     tok.save_pretrained(str(out))
     return RobertaTokenizerFast.from_pretrained(str(out))
+
+
+@pytest.fixture(scope="session")
+def wordpiece_tokenizer():
+    """WordPiece, uncased (``tests/fixtures/tokenizers/wordpiece``), as ``BertTokenizerFast``."""
+    return fixture_tokenizer("wordpiece")
+
+
+@pytest.fixture(scope="session")
+def bpe_tokenizer():
+    """Byte-level BPE framed as RoBERTa's (``tests/fixtures/tokenizers/bpe``), as ``RobertaTokenizerFast``."""
+    return fixture_tokenizer("bpe")
+
+
+@pytest.fixture(scope="session")
+def bpe_cls_tokenizer():
+    """The same byte-level BPE framed as ModernBERT's: ``[CLS]``/``[SEP]``, offsets that keep the leading space
+    (``tests/fixtures/tokenizers/bpe_cls``), as ``PreTrainedTokenizerFast``."""
+    return fixture_tokenizer("bpe_cls")
+
+
+@pytest.fixture(scope="session")
+def sentencepiece_tokenizer():
+    """SentencePiece unigram, DeBERTa-v3's arrangement (``tests/fixtures/tokenizers/sentencepiece_unigram``), as
+    ``DebertaV2TokenizerFast``."""
+    return fixture_tokenizer("sentencepiece_unigram")
+
+
+@pytest.fixture(scope="session", params=list(TOKENIZER_KINDS), ids=list(TOKENIZER_KINDS))
+def kind_tokenizer(request):
+    """Each kind of :data:`helpers.TOKENIZER_KINDS` in turn: a test taking it runs once per kind."""
+    return fixture_tokenizer(request.param)
+
+
+@pytest.fixture(scope="session", params=list(FAMILIES), ids=list(FAMILIES))
+def family_dir(request, tmp_path_factory):
+    """A saved tiny random masked-LM checkpoint of each encoder family of :data:`helpers.FAMILIES` in turn (with its
+    fixture tokenizer): a test taking it runs once per family, the family in its id."""
+    return save_tiny_family(request.param, tmp_path_factory.mktemp(f"tiny_{request.param}"))
 
 
 @pytest.fixture(scope="session")

@@ -22,6 +22,17 @@ ROOT = Path(__file__).resolve().parents[1]  # the repository
 FIXTURES = ROOT / "tests" / "fixtures"
 SHARED_DATA = ROOT.parent / "shared" / "data"  # the real benchmark data, when present
 TINY_HIDDEN = 32
+TOKENIZER_FIXTURES = FIXTURES / "tokenizers"
+#: The committed tiny tokenizer of each kind the encoder families use (tests/fixtures/tokenizers/README.md), each
+#: with the transformers class its families load it as: WordPiece (BERT, ELECTRA, DistilBERT), byte-level BPE framed
+#: as RoBERTa's and as ModernBERT's (``[CLS]``/``[SEP]``, offsets keeping the space), SentencePiece unigram
+#: (DeBERTa-v3).
+TOKENIZER_KINDS = {
+    "wordpiece": "BertTokenizerFast",
+    "bpe": "RobertaTokenizerFast",
+    "bpe_cls": "PreTrainedTokenizerFast",
+    "sentencepiece_unigram": "DebertaV2TokenizerFast",
+}
 
 
 def synthetic_rows(tokenizer, n_rows: int, seed: int, min_words: int = 10, max_words: int = 20) -> dict:
@@ -105,19 +116,87 @@ def training_text() -> list[str]:
     return [line for line in text.splitlines() if line.strip()]
 
 
-def tiny_config(model_type: str, tokenizer):
-    """A 2-layer, hidden-32 config of ``model_type`` ("bert" or "roberta") sized to ``tokenizer``."""
-    from transformers import BertConfig, RobertaConfig
+def fixture_tokenizer(kind: str):
+    """The tiny tokenizer of ``kind`` (a key of :data:`TOKENIZER_KINDS`), loaded offline from
+    ``TOKENIZER_FIXTURES / kind`` as its families' transformers class (conftest's ``wordpiece_tokenizer``,
+    ``bpe_tokenizer``, ``bpe_cls_tokenizer``, ``sentencepiece_tokenizer`` and ``kind_tokenizer`` hold one each)."""
+    import transformers
 
-    common = dict(
-        vocab_size=len(tokenizer), hidden_size=TINY_HIDDEN, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=256 + 2, pad_token_id=tokenizer.pad_token_id,
-    )
+    return getattr(transformers, TOKENIZER_KINDS[kind]).from_pretrained(str(TOKENIZER_FIXTURES / kind))
+
+
+def running_text_words(tokenizer, words: list[str]) -> tuple[list[int], list[tuple[int, int]]]:
+    """What a model pretrained on running text reads for ``words``: the ids of the words joined by single spaces,
+    and each word's (first, last) token by the corpus's word rule (``references.words_reference``; a lone space
+    token the tokenizer joins to a word is its first), for checking the parts that read pre-split words."""
+    from references import words_reference
+
+    text = " ".join(words)
+    ends = np.cumsum([len(w) + 1 for w in words]) - 1
+    encoding = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    word_of_token, single = words_reference(text, [(e - len(w), e) for w, e in zip(words, ends)],
+                                            [tuple(o) for o in encoding["offset_mapping"]], encoding.word_ids())
+    assert single == list(range(len(words))), "a token straddles two words: pick other words"
+    spans = [(word_of_token.index(k), len(word_of_token) - 1 - word_of_token[::-1].index(k)) for k in range(len(words))]
+    return encoding["input_ids"], spans
+
+
+#: The six encoder families MRP pretrains (issue 37), each with the tokenizer kind of :data:`TOKENIZER_KINDS` it
+#: reads: a test parametrised over them carries the family in its id, so ``pytest -k "modernbert or deberta"`` picks
+#: it. DeBERTa is the v2 architecture in DeBERTa-v3's arrangement (relative positions, no absolute ones).
+FAMILIES = {
+    "bert": "wordpiece",
+    "roberta": "bpe",
+    "modernbert": "bpe_cls",
+    "deberta": "sentencepiece_unigram",
+    "electra": "wordpiece",
+    "distilbert": "wordpiece",
+}
+
+
+def tiny_config(model_type: str, tokenizer):
+    """A 2-layer, hidden-32 config of ``model_type`` (a key of :data:`FAMILIES`) sized to ``tokenizer``: its
+    vocabulary and pad id (and the special ids each family's config records), so any tokenizer of
+    :func:`fixture_tokenizer` sizes one too."""
+    import transformers
+
+    sizes = dict(vocab_size=len(tokenizer), hidden_size=TINY_HIDDEN, num_hidden_layers=2, num_attention_heads=2,
+                 intermediate_size=64, max_position_embeddings=256 + 2, pad_token_id=tokenizer.pad_token_id)
     if model_type == "bert":
-        return BertConfig(**common)
+        return transformers.BertConfig(**sizes)
     if model_type == "roberta":
-        return RobertaConfig(**common, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+        return transformers.RobertaConfig(**sizes, bos_token_id=tokenizer.bos_token_id,
+                                          eos_token_id=tokenizer.eos_token_id)
+    if model_type == "modernbert":
+        # Local attention every other layer as in ModernBERT, over a window the tiny sequences exceed.
+        return transformers.ModernBertConfig(**sizes, cls_token_id=tokenizer.cls_token_id,
+                                             sep_token_id=tokenizer.sep_token_id, bos_token_id=tokenizer.cls_token_id,
+                                             eos_token_id=tokenizer.sep_token_id, global_attn_every_n_layers=2,
+                                             local_attention=16)
+    if model_type == "deberta":
+        return transformers.DebertaV2Config(**sizes, relative_attention=True, position_buckets=32,
+                                            pos_att_type=["p2c", "c2p"], position_biased_input=False,
+                                            max_relative_positions=-1, norm_rel_ebd="layer_norm", share_att_key=True)
+    if model_type == "electra":
+        return transformers.ElectraConfig(**sizes, embedding_size=TINY_HIDDEN // 2)
+    if model_type == "distilbert":
+        return transformers.DistilBertConfig(vocab_size=sizes["vocab_size"], dim=TINY_HIDDEN, n_layers=2, n_heads=2,
+                                             hidden_dim=64, max_position_embeddings=sizes["max_position_embeddings"],
+                                             pad_token_id=sizes["pad_token_id"])
     raise ValueError(model_type)
+
+
+def save_tiny_family(family: str, out: Path, seed: int = 0) -> Path:
+    """A tiny random-init masked-LM checkpoint of ``family`` (its own ``AutoModelForMaskedLM`` body and head) with
+    its family's fixture tokenizer, saved to ``out`` as a user's starting checkpoint would be."""
+    import torch
+    from transformers import AutoModelForMaskedLM
+
+    tokenizer = fixture_tokenizer(FAMILIES[family])
+    torch.manual_seed(seed)
+    AutoModelForMaskedLM.from_config(tiny_config(family, tokenizer)).save_pretrained(str(out))
+    tokenizer.save_pretrained(str(out))
+    return out
 
 
 _MEMORY_CAP_PRELUDE = '''

@@ -1,7 +1,7 @@
 """Literal, loop-by-loop references that the tests hold the library's batched implementations to.
 
-Each one follows its paper's text step by step, for one example at a time, with no vectorization: slow and
-obvious on purpose. They live beside the tests because nothing in the library runs them; a reference a
+Each one follows its paper's text (for the corpus's words, the rule its docstring states) step by step, for one
+example at a time, with no vectorization: slow and obvious on purpose. They live beside the tests because nothing in the library runs them; a reference a
 benchmark times (``lstmn_reference``, ``reference_coref_gru``, ``paired_bootstrap_reference``, the coreference
 metrics' ``*_literal``) stays next to its fast twin in the package.
 """
@@ -116,6 +116,56 @@ def mrp_masking_reference(row: Mapping, rng: np.random.Generator, random_token_i
             elif draw < mask_replace_prob + random_replace_prob:
                 masked_ids[position] = random_token_ids[int(rng.integers(len(random_token_ids)))]
     return {"mrp_words": mrp_words, "mlm_words": mlm_words, "input_ids": masked_ids}
+
+
+# ---------------------------------------------------------------- words over subwords: the corpus's rule, token by token
+
+
+def words_reference(text: str, word_chars: list[tuple[int, int]], offsets: list[tuple[int, int]],
+                    word_ids: list[int | None]) -> tuple[list[int], list[int]]:
+    """The word of each subword token of ``text``, as :func:`corefbert.corpus.packing.word_spans` decides it, one
+    token at a time with a union-find instead of its array passes.
+
+    ``word_chars``: the spaCy words' ``(start, end)`` characters (whitespace tokens left out); ``offsets``: each
+    token's ``(start, end)``; ``word_ids``: the tokenizer's own word id of each token (``BatchEncoding.word_ids()``).
+    A token is in the word of every spaCy word it overlaps. A token that overlaps none (whitespace, or zero width)
+    goes with the token after it when the tokenizer's word ids join it to a token that overlaps one (through
+    such tokens only); otherwise a zero-width one goes with the token before it, and a whitespace one is a word
+    of its own. Returns the word of each token (0, 1, ... in text order) and the one spaCy word of each word (-1
+    where it holds several or none).
+    """
+    n = len(offsets)
+    parent = list(range(n + len(word_chars)))  # the tokens, then the spaCy words
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            x = parent[x]
+        return x
+
+    def union(x: int, y: int) -> None:
+        parent[find(x)] = find(y)
+
+    touched = [[k for k, (s, e) in enumerate(word_chars) if a < e and b > s and b > a] for a, b in offsets]
+    for t, (a, b) in enumerate(offsets):
+        for k in touched[t]:
+            union(t, n + k)
+        if touched[t]:
+            continue
+        assert not text[a:b].strip(), f"token {t} {text[a:b]!r} overlaps no spaCy word but is not whitespace"
+        u = t
+        while not touched[u] and u + 1 < n and word_ids[u] is not None and word_ids[u] == word_ids[u + 1]:
+            u += 1
+        if u != t and touched[u]:
+            union(t, u)
+        elif a == b and t > 0:
+            union(t, t - 1)
+    root_word: dict[int, int] = {}
+    word_of_token = [root_word.setdefault(find(t), len(root_word)) for t in range(n)]
+    spacy_words: list[set[int]] = [set() for _ in root_word]
+    for k in range(len(word_chars)):
+        if find(n + k) in root_word:
+            spacy_words[root_word[find(n + k)]].add(k)
+    return word_of_token, [next(iter(w)) if len(w) == 1 else -1 for w in spacy_words]
 
 
 # ---------------------------------------------------------------- CorefBERT's copy loss (Ye et al. 2020, eq. 2-4)
@@ -285,3 +335,36 @@ def antecedent_loss_reference(ranker: SpanRanker, top_spans: torch.Tensor, top_s
         loss += float(normaliser - torch.log(sum(torch.exp(scores[g]) for g in gold)))
         all_scores.append([float(s) for s in scores])
     return all_scores, loss
+
+
+# ---------------------------------------------------------------- the frozen-feature probe's pairs and bootstrap
+
+
+def window_pairs_reference(mention_window: list[int]) -> list[tuple[int, int]]:
+    """Every pair ``i < j`` of mentions in the same window, by looking at every pair of mentions."""
+    pairs = []
+    for i in range(len(mention_window)):
+        for j in range(i + 1, len(mention_window)):
+            if mention_window[i] == mention_window[j]:
+                pairs.append((i, j))
+    return pairs
+
+
+def pair_bootstrap_reference(scores: list[np.ndarray], labels: list[np.ndarray], drawn: list[int]) -> dict:
+    """AUC and F1 of one document resample, rebuilt: the pairs of every drawn document (a document drawn twice
+    gives its pairs twice). AUC is the Mann-Whitney statistic, the share of (positive, negative) pairs that the
+    scores order right, ties counting half (what ``sklearn.metrics.roc_auc_score`` computes), None without both
+    classes; F1 is the positive class's, deciding "positive" where the score is above 0 (0 with nothing to count)."""
+    positives = [float(s) for d in drawn for s, y in zip(scores[d], labels[d]) if y]
+    negatives = [float(s) for d in drawn for s, y in zip(scores[d], labels[d]) if not y]
+    auc = None
+    if positives and negatives:
+        right = 0.0
+        for p in positives:
+            for n in negatives:
+                right += 1.0 if p > n else 0.5 if p == n else 0.0
+        auc = right / (len(positives) * len(negatives))
+    tp = sum(p > 0 for p in positives)
+    fn = len(positives) - tp
+    fp = sum(n > 0 for n in negatives)
+    return {"auc": auc, "f1": 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0}

@@ -1,7 +1,8 @@
-"""The probe suite of the ablation study (:mod:`corefbert.ablation.study`) and its paired bootstrap.
+"""The probe suite of the ablation study (:mod:`corefbert.ablation.study`); its paired bootstrap is
+:func:`corefbert.metrics.bootstrap.paired_bootstrap`.
 
 Every probe reduces a checkpoint to *per-example count vectors* ``[examples, components]`` and a statistic
-over their sum, so one bootstrap serves them all:
+over their sum (:func:`statistic`), so one bootstrap serves them all:
 
 - held-out MLM / MRP accuracy: one example per held-out sequence, counts ``(correct, masked)``; the masks
   are drawn once per (probe seed, row) and are the same for every arm and seed (``mrp_ratio`` 0.2 even for
@@ -16,7 +17,6 @@ All statistics are in percent.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from dataclasses import dataclass
@@ -26,6 +26,7 @@ import numpy as np
 
 from corefbert.errors import CorefBertError
 from corefbert.tasks.qa.data import read_qa_file
+from corefbert.text.jsonio import read_json, read_jsonl
 from corefbert.text.tokenizers import load_tokenizer
 
 RATIO, GAP_F1 = "ratio", "gap_f1"
@@ -42,64 +43,6 @@ def statistic(kind: str, counts: np.ndarray) -> np.ndarray:
     else:
         raise ValueError(kind)
     return np.divide(100.0 * num, den, out=np.zeros_like(num), where=den > 0)
-
-
-# ------------------------------------------------------------------------------------------ bootstrap
-
-
-def resample_indices(n_examples: int, n_samples: int, seed: int) -> np.ndarray:
-    """``[n_samples, n_examples]`` example indices drawn with replacement (one bootstrap sample a row)."""
-    return np.random.default_rng(seed).integers(0, n_examples, size=(n_samples, n_examples))
-
-
-def paired_difference(kind: str, a: np.ndarray, b: np.ndarray) -> float:
-    """Mean over seeds of ``stat(a_k) - stat(b_k)``; ``a``, ``b`` are ``[seeds, examples, components]``."""
-    return float(np.mean(statistic(kind, a.sum(axis=1)) - statistic(kind, b.sum(axis=1))))
-
-
-def paired_bootstrap(kind: str, a: np.ndarray, b: np.ndarray, n_samples: int = 1000, seed: int = 0,
-                     level: float = 0.95) -> dict[str, float]:
-    """Paired bootstrap CI of ``A - B`` (arms ``a``, ``b``: counts ``[seeds, examples, components]``, seed
-    ``k`` of A paired with seed ``k`` of B, example ``i`` the same problem in both).
-
-    Each bootstrap sample redraws the *examples* with replacement and keeps every seed of a drawn example
-    (a cluster bootstrap: the seeds are pooled, the examples are the unit that varies), and its value is the
-    mean over seeds of the per-seed difference. The interval is the percentile interval of those values.
-    """
-    if a.shape != b.shape:
-        raise ValueError(f"unpaired counts {a.shape} vs {b.shape}")
-    index = resample_indices(a.shape[1], n_samples, seed)  # [R, n]
-    # Each sample as a weight per example (how often it was drawn): [R, n]; sums become one einsum.
-    weights = np.stack([np.bincount(row, minlength=a.shape[1]) for row in index]).astype(np.float64)
-    sum_a = np.einsum("ri,kic->rkc", weights, a.astype(np.float64))  # [R, seeds, components]
-    sum_b = np.einsum("ri,kic->rkc", weights, b.astype(np.float64))
-    values = (statistic(kind, sum_a) - statistic(kind, sum_b)).mean(axis=1)  # [R]
-    return _interval(paired_difference(kind, a, b), values, level, a.shape)
-
-
-def paired_bootstrap_reference(kind: str, a: np.ndarray, b: np.ndarray, n_samples: int = 1000, seed: int = 0,
-                               level: float = 0.95) -> dict[str, float]:
-    """:func:`paired_bootstrap` written out literally, one sample, seed and drawn example at a time (the test
-    holds the vectorised one to it)."""
-    index = resample_indices(a.shape[1], n_samples, seed)
-    values = []
-    for row in index:
-        differences = []
-        for k in range(a.shape[0]):
-            total_a, total_b = np.zeros(a.shape[2]), np.zeros(b.shape[2])
-            for i in row:
-                total_a += a[k, i]
-                total_b += b[k, i]
-            differences.append(float(statistic(kind, total_a) - statistic(kind, total_b)))
-        values.append(sum(differences) / len(differences))
-    return _interval(paired_difference(kind, a, b), np.array(values), level, a.shape)
-
-
-def _interval(observed: float, values: np.ndarray, level: float, shape) -> dict[str, float]:
-    tail = 100.0 * (1.0 - level) / 2
-    low, high = np.percentile(values, [tail, 100.0 - tail])
-    return {"difference": observed, "ci_low": float(low), "ci_high": float(high), "seeds": int(shape[0]),
-            "examples": int(shape[1]), "samples": int(len(values))}
 
 
 # --------------------------------------------------------------------------------- held-out MLM / MRP
@@ -216,19 +159,17 @@ def prediction_counts(path: Path, gap: bool) -> tuple[str, list[list[int]]]:
     if not path.is_file():
         raise CorefBertError("the coref probe wrote no predictions here; was the file empty?", path=path)
     counts = []
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            row = json.loads(line)
-            scores = row["scores"]
-            pick = -1 if any(s is None for s in scores) else max(range(len(scores)), key=scores.__getitem__)
-            if not gap:
-                counts.append([int(pick == row["label"]), 1])
-                continue
-            tp = fp = fn = 0
-            for candidate in (0, 1):
-                gold, system = row["label"] == candidate, pick == candidate
-                tp, fp, fn = tp + (gold and system), fp + (system and not gold), fn + (gold and not system)
-            counts.append([tp, fp, fn])
+    for _, row in read_jsonl(str(path)):
+        scores = row["scores"]
+        pick = -1 if any(s is None for s in scores) else max(range(len(scores)), key=scores.__getitem__)
+        if not gap:
+            counts.append([int(pick == row["label"]), 1])
+            continue
+        tp = fp = fn = 0
+        for candidate in (0, 1):
+            gold, system = row["label"] == candidate, pick == candidate
+            tp, fp, fn = tp + (gold and system), fp + (system and not gold), fn + (gold and not system)
+        counts.append([tp, fp, fn])
     return (GAP_F1 if gap else RATIO), counts
 
 
@@ -285,7 +226,7 @@ def run_quoref_probe(probe: QuorefProbe, model_dir: str, out_dir: Path, seed: in
     path = out_dir / "eval_predictions.json"
     if not path.is_file():
         raise CorefBertError("the QUOREF probe wrote no predictions here", path=path)
-    predictions = json.loads(path.read_text(encoding="utf-8"))
+    predictions = read_json(str(path))
     references = {e.qid: e.gold_texts for e in read_qa_file(probe.validation_file) if e.gold_texts}
     scores = quoref_question_scores(predictions, references)
     for folder in ("best", "last", "checkpoints"):  # model copies: the probe's figures are all that is kept

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from corefbert.errors import CorefBertError
-from corefbert.pretraining.plotting import read_log
 from corefbert.text.durable import output_path, replace_file
+from corefbert.training.runlog import read_log
 
 ARM_LABELS = {"base": "base (whole-word MLM, shared start)", "backbone": "backbone (start)", "corefbert": "CorefBERT (MLM+MRP)", "mrm": "MRM (no copy loss)",
               "wwm": "WWM (MLM only)", "official_loss": "CorefBERT, official loss"}

@@ -21,6 +21,7 @@ on the starting backbone; :func:`collect` writes ``study.json`` and ``study.md``
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,16 +34,18 @@ from corefbert.ablation.probes import (
     QuorefProbe,
     file_stem,
     heldout_counts,
-    paired_bootstrap,
     run_coref_probe,
     run_quoref_probe,
     statistic,
 )
 from corefbert.corpus.prepare import PrepareArguments
 from corefbert.errors import CorefBertError
+from corefbert.metrics.bootstrap import paired_bootstrap
 from corefbert.pretraining.arguments import PretrainingArguments
 from corefbert.text.durable import replace_file
+from corefbert.text.jsonio import json_value, read_json
 from corefbert.text.tokenizers import load_tokenizer
+from corefbert.training.runlog import log_path, read_log
 from corefbert.training.sweep import (
     SweepRules,
     SweepRun,
@@ -228,7 +231,7 @@ def check_study_settings(root: Path, study: AblationArguments, train_args) -> No
     settings = {"base_mlm_steps": study.base_mlm_steps, "backbone": str(train_args.model_name_or_path)}
     path = Path(root) / STUDY_SETTINGS
     if path.is_file():
-        saved = json.loads(path.read_text(encoding="utf-8"))
+        saved = read_json(str(path))
         for key, value in settings.items():
             if saved.get(key, value) != value and not (key == "backbone" and study.collect_only):
                 flag = "--base_mlm_steps" if key == "base_mlm_steps" else "--model_name_or_path"
@@ -295,7 +298,7 @@ def arm_run(args, splits, label: str, base_mlm_steps: int = 0) -> SweepRun:
 def _sweep_rules() -> SweepRules:
     # A setting added after a run finished (--optim, say) was at its default then, and runs finished before
     # --base_mlm_steps existed started from the backbone.
-    defaults = {spec.name: json.loads(json.dumps(spec.default, default=str))
+    defaults = {spec.name: json_value(spec.default)
                 for spec in dataclasses.fields(PretrainingArguments) if spec.default is not dataclasses.MISSING}
     return SweepRules(finished=("all_results.json", "final"), marker=RUN_MARKER,
                       # the starting point is the study's to check (study_settings.json), not each run's
@@ -346,8 +349,8 @@ def _probe(study, train_args, eval_rows, arm: str, seed: int, model_dir: str, co
 def _cached(path: Path, settings: dict):
     if not path.is_file():
         return None
-    saved = json.loads(path.read_text(encoding="utf-8"))
-    return saved["results"] if saved.get("settings") == json.loads(json.dumps(settings)) else None
+    saved = read_json(str(path))
+    return saved["results"] if saved.get("settings") == json_value(settings) else None
 
 
 def _store(path: Path, settings: dict, results: dict) -> None:
@@ -369,7 +372,7 @@ def probe_table(root: Path, arms: list[str], seeds: list[int]) -> tuple[dict, li
                 missing.append(f"{arm}/seed_{seed}: no probe results")
                 empty.add((arm, seed))
             for path in found:
-                saved = json.loads(path.read_text(encoding="utf-8"))
+                saved = read_json(str(path))
                 settings.setdefault(path.stem, saved["settings"])
                 for probe, (kind, counts) in _flatten(path.stem, saved["results"]).items():
                     table.setdefault(probe, {}).setdefault(arm, {})[seed] = (kind, np.asarray(counts, dtype=float))
@@ -419,7 +422,7 @@ def summarize(table: dict, arms: list[str], study: AblationArguments) -> dict:
         common = [s for s in sorted(a) if s in b and a[s][1].shape == b[s][1].shape]
         if common:
             kind = a[common[0]][0]
-            entry["ci"] = paired_bootstrap(kind, np.stack([a[s][1] for s in common]),
+            entry["ci"] = paired_bootstrap(functools.partial(statistic, kind), np.stack([a[s][1] for s in common]),
                                            np.stack([b[s][1] for s in common]), study.bootstrap_samples,
                                            study.probe_seed)
         out[probe] = entry
@@ -428,16 +431,14 @@ def summarize(table: dict, arms: list[str], study: AblationArguments) -> dict:
 
 def pretraining_figures(root: Path, arms: list[str], seeds: list[int]) -> dict:
     """Each run's own held-out figures before/after (``all_results.json``) and the tokens it trained on."""
-    from corefbert.pretraining.plotting import read_log
-
     out = {}
     for arm in arms:
         for seed in seeds:
             folder = run_dir(root, arm, seed)
             if not (folder / "all_results.json").is_file():
                 continue
-            figures = json.loads((folder / "all_results.json").read_text(encoding="utf-8"))
-            train = [r for r in read_log(folder / "log.jsonl") if r.get("split") == "train"]
+            figures = read_json(str(folder / "all_results.json"))
+            train = [r for r in read_log(log_path(folder)) if r.get("split") == "train"]
             figures["train_tokens"] = train[-1]["tokens"] if train else None
             figures["train_steps"] = train[-1]["step"] if train else None
             flags = recorded_settings(folder, RUN_MARKER)  # None: trained elsewhere, flags unknown
@@ -462,10 +463,10 @@ def collect(root: Path, arms: list[str], seeds: list[int], study: AblationArgume
     write_markdown(root / "study.md", result)
     if not plot:
         return result
-    logs = {(arm, seed): run_dir(root, arm, seed) / "log.jsonl" for arm in arms for seed in seeds}
+    logs = {(arm, seed): log_path(run_dir(root, arm, seed)) for arm in arms for seed in seeds}
     copy_trained = {(arm, int(seed)) for arm, runs in result["pretraining"].items() for seed, figures in runs.items()
                     if figures["copy_trained"] is not False}
-    base_log = root / BASE / "log.jsonl" if study.base_mlm_steps else None
+    base_log = log_path(root / BASE) if study.base_mlm_steps else None
     figure = plot_study({key: path for key, path in logs.items() if path.is_file()}, root / "curves.png",
                         copy_trained, base_log)
     result["plot"] = str(figure) if figure else None

@@ -11,11 +11,11 @@ a config is instead::
 
 from __future__ import annotations
 
-import argparse
-import sys
+from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
 
+from corefbert.arguments import parse_args
 from corefbert.errors import CorefBertError, cli_entry
 
 KINDS = ("pretraining", "accelerate")
@@ -41,12 +41,20 @@ def config_path(name: str) -> Path:
     return configs[stem]
 
 
+@dataclass
+class ConfigPathArguments:
+    """``corefbert config-path [NAME]``: the path of one shipped config, or every name and path."""
+
+    name: str | None = field(default=None, metadata={
+        "help": "a config's name, e.g. demo, corefbert_base, cpu, deepspeed_zero3 (also the first word); "
+                "without it, every name and path"})
+
+
 @cli_entry
 def main(argv: list[str] | None = None) -> None:
     """``corefbert config-path [NAME]``: the path of one shipped config, or every name and path."""
-    parser = argparse.ArgumentParser(prog="corefbert config-path", description=main.__doc__)
-    parser.add_argument("name", nargs="?", help="a config's name, e.g. demo, corefbert_base, cpu, deepspeed_zero3")
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    (args,) = parse_args([ConfigPathArguments], argv, prog="corefbert config-path", positionals=("name",),
+                         usage="%(prog)s [-h] [NAME] [--config FILE]", description=ConfigPathArguments.__doc__)
     if args.name is not None:
         print(config_path(args.name))
         return

@@ -1,7 +1,8 @@
 """One batch of documents -> packed pretraining rows with mention spans (the schema in docs/contracts.md).
 
 Per document: spaCy words and noun mentions (:mod:`corefbert.corpus.mentions`), one fast-tokenizer call with
-character offsets, words mapped onto subwords through those offsets (never ``##``/``Ġ``), then greedy
+character offsets, words mapped onto subwords through those offsets and the tokenizer's word ids (never a
+marker string such as WordPiece's, byte-level BPE's or SentencePiece's), then greedy
 packing of whole words into sequences of contiguous text. :func:`corefbert.corpus.prepare.prepare_corpus`
 runs :class:`SequencePacker` over files through ``datasets.map``; :func:`pack_texts` over a list.
 """
@@ -23,7 +24,7 @@ from corefbert.corpus.packed_rows import new_columns, rows_table, usable_groups
 from corefbert.errors import CorefBertError
 from corefbert.text.durable import replace_file
 from corefbert.text.positions import max_positions, positions_reason
-from corefbert.text.tokenizers import check_tokenizer_vocabulary, special_token_frame
+from corefbert.text.tokenizers import check_tokenizer_vocabulary, joins_next, special_token_frame
 
 PACKING_MODES = ("documents", "single")
 # A document is tokenized, tagged and packed in segments of at most this many characters, cut at a
@@ -131,26 +132,43 @@ def children_die_with_this_process():
         _guarded_parent = previous
 
 
-def word_spans(offsets: np.ndarray, mentions) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Map subword tokens onto words through character offsets.
+def word_spans(offsets: np.ndarray, mentions, joins_next: np.ndarray | None = None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Map subword tokens onto words through character offsets and the tokenizer's own word ids.
 
     ``offsets``: ``[T, 2]`` token character spans. ``mentions``: the document's ``DocMentions``.
-    A word is one spaCy word, or several when one subword straddles them; a token that touches no
-    spaCy word (e.g. byte-level whitespace) is a word of its own. Returns ``word_of_token [T]``,
-    ``word_token_starts [U]``, ``word_token_ends [U]`` (exclusive), and ``word_spacy [U]``: the
-    single spaCy word index of each word, -1 where it merged several or touches none.
+    ``joins_next``: ``[T]`` bool, the tokenizer's word ids put token ``t`` and ``t + 1`` in one word (its
+    pre-tokenizer's split: ``BatchEncoding.word_ids``); None reads as all False.
+    A word is one spaCy word, or several when one subword straddles them. A token that touches no spaCy word
+    (whitespace only, or zero width) belongs to the word of the token after it when the tokenizer puts the two
+    in one word: SentencePiece's lone ``▁`` before a piece its vocabulary lacks, byte-level BPE's lone ``Ġ``
+    (zero width once its offsets are trimmed of the space). Otherwise a zero-width token belongs to the token
+    before it and a whitespace token is a word of its own (byte-level BPE's ``Ċ``). Returns ``word_of_token
+    [T]``, ``word_token_starts [U]``, ``word_token_ends [U]`` (exclusive), and ``word_spacy [U]``: the single
+    spaCy word index of each word, -1 where it merged several or touches none.
     """
     num_tokens = offsets.shape[0]
+    index = np.arange(num_tokens)
     starts, ends = offsets[:, 0], offsets[:, 1]
     first = np.searchsorted(mentions.word_ends, starts, side="right")  # first spaCy word ending after start
     last = np.searchsorted(mentions.word_starts, ends, side="left") - 1  # last spaCy word starting before end
-    # A zero-width token belongs to the token before it.
-    carrier = np.maximum.accumulate(np.where(ends > starts, np.arange(num_tokens), 0))
+    touching = (ends > starts) & (first <= last)
+    # A token that touches no word takes the span of the first token after it that does (or that leaves the
+    # tokenizer's word): ``donor``, found by a reversed running minimum.
+    joins = np.zeros(num_tokens, dtype=bool) if joins_next is None else np.asarray(joins_next, dtype=bool)
+    stop = touching | ~joins
+    stop[-1:] = True
+    donor = np.minimum.accumulate(np.where(stop, index, num_tokens)[::-1])[::-1]
+    borrows = ~stop & touching[donor]
+    source = np.where(borrows, donor, index)
+    first, last = first[source], last[source]
+    # Any other zero-width token belongs to the token before it.
+    carrier = np.maximum.accumulate(np.where((ends > starts) | borrows, index, 0))
     first, last = first[carrier], last[carrier]
     touches = first <= last
     same_word = np.zeros(num_tokens, dtype=bool)
     same_word[1:] = touches[1:] & touches[:-1] & (first[1:] <= last[:-1])
-    same_word[1:] |= carrier[1:] != np.arange(1, num_tokens)
+    same_word[1:] |= carrier[1:] != index[1:]
     word_of_token = np.cumsum(~same_word) - 1
     word_token_starts = np.flatnonzero(~same_word)
     word_token_ends = np.append(word_token_starts[1:], num_tokens)
@@ -208,30 +226,34 @@ class SequencePacker:
             segment_texts = [text for _, _, text in group]
             encodings = self._encode(segment_texts)
             docs = self._extractor().pipe(segment_texts)
-            for (doc_id, last, _), (ids, offsets), mentions in zip(group, encodings, docs):
-                self._pack_segment(int(doc_id), last, ids, offsets, mentions, rows, stats)
+            for (doc_id, last, _), tokens, mentions in zip(group, encodings, docs):
+                self._pack_segment(int(doc_id), last, tokens, mentions, rows, stats)
         if self.stats_dir is not None and texts:
             replace_file(os.path.join(self.stats_dir, f"{int(batch['doc_id'][0])}.json"), json.dumps(stats))
         return rows_table(rows)
 
-    def _encode(self, texts: list[str]) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Per text: token ids ``[T]`` and character offsets ``[T, 2]``, from one tokenizer call over the
-        texts' pieces (:func:`_tokenizer_pieces`)."""
+    def _encode(self, texts: list[str]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Per text: token ids ``[T]``, character offsets ``[T, 2]`` and ``joins_next [T]`` (the tokenizer's word
+        ids put the token and the next in one word, :func:`word_spans`), from one tokenizer call over the texts'
+        pieces (:func:`_tokenizer_pieces`)."""
         pieces = [list(_tokenizer_pieces(text)) for text in texts]
         encodings = self.tokenizer([piece for text in pieces for _, piece in text], add_special_tokens=False,
                                    return_offsets_mapping=True, return_attention_mask=False,
                                    return_token_type_ids=False, verbose=False)
         all_ids, all_offsets = iter(encodings["input_ids"]), iter(encodings["offset_mapping"])
-        out = []
+        out, k = [], 0
         for text in pieces:
-            ids, offsets = [], []
+            ids, offsets, joins = [], [], []
             for start, _ in text:
                 ids.append(np.asarray(next(all_ids), dtype=np.int32))
                 offsets.append(np.asarray(next(all_offsets), dtype=np.int64).reshape(-1, 2) + start)
-            out.append((np.concatenate(ids), np.concatenate(offsets)))
+                joins.append(joins_next(encodings.word_ids(k)))
+                k += 1
+            out.append((np.concatenate(ids), np.concatenate(offsets), np.concatenate(joins)))
         return out
 
-    def _pack_segment(self, doc_id, last, ids, offsets, mentions, rows, stats) -> None:
+    def _pack_segment(self, doc_id, last, tokens, mentions, rows, stats) -> None:
+        ids = tokens[0]
         # A document's segments arrive in order; its length draws continue from one segment to the next.
         if self._doc is None or self._doc["id"] != doc_id:
             self._doc = {"id": doc_id, "rng": np.random.default_rng([self.seed, doc_id]), "words": 0, "nouns": 0}
@@ -240,9 +262,9 @@ class SequencePacker:
         doc["nouns"] += mentions.num_mentions if len(ids) else 0
         if len(ids) and mentions.num_words:
             if self.packing == "documents":
-                self._emit_document(ids, offsets, mentions, rows)
+                self._emit_document(tokens, mentions, rows)
             else:
-                self._pack_words(ids, offsets, mentions, doc["rng"], rows, stats)
+                self._pack_words(tokens, mentions, doc["rng"], rows, stats)
         if last:
             stats["documents"] += 1
             stats["documents_without_words"] += int(doc["words"] == 0)
@@ -250,19 +272,23 @@ class SequencePacker:
             self._doc = None
 
     @staticmethod
-    def _words(offsets, mentions):
-        """Words and mentions of one document segment: ``word_of_token [T]``, word token starts/ends ``[U]``,
-        ``is_mention [U]`` and the mention group keys ``[U]`` (0 where no mention)."""
-        word_of_token, tok_starts, tok_ends, spacy_word = word_spans(np.asarray(offsets, dtype=np.int64), mentions)
+    def _words(tokens, mentions):
+        """Words and mentions of one document segment (``tokens``: ids, offsets and joins of :meth:`_encode`):
+        ``word_of_token [T]``, word token starts/ends ``[U]``, ``is_mention [U]`` and the mention group keys
+        ``[U]`` (0 where no mention)."""
+        _, offsets, joins = tokens
+        word_of_token, tok_starts, tok_ends, spacy_word = word_spans(np.asarray(offsets, dtype=np.int64), mentions,
+                                                                     joins)
         is_mention = spacy_word >= 0
         is_mention[is_mention] = mentions.is_mention[spacy_word[is_mention]]
         keys = np.where(is_mention, mentions.group_keys[np.maximum(spacy_word, 0)], 0)  # [U]
         return word_of_token, tok_starts, tok_ends, is_mention, keys
 
-    def _emit_document(self, ids, offsets, mentions, rows) -> None:
+    def _emit_document(self, tokens, mentions, rows) -> None:
         """The whole segment as one document row: tokens without special tokens, word ids over the segment,
         every mention with a segment-wide id per group key (singletons too: a row decides what is usable)."""
-        word_of_token, tok_starts, tok_ends, is_mention, keys = self._words(offsets, mentions)
+        ids = tokens[0]
+        word_of_token, tok_starts, tok_ends, is_mention, keys = self._words(tokens, mentions)
         mention_words = np.flatnonzero(is_mention)
         surface = np.unique(keys[mention_words], return_inverse=True)[1].reshape(-1)
         rows["input_ids"].append(np.asarray(ids, dtype=np.int32))
@@ -271,9 +297,9 @@ class SequencePacker:
         rows["mention_ends"].append(tok_ends[mention_words] - 1)
         rows["mention_groups"].append(surface)
 
-    def _pack_words(self, ids, offsets, mentions, rng, rows, stats) -> None:
-        ids = np.asarray(ids, dtype=np.int32)  # [T]
-        word_of_token, tok_starts, tok_ends, is_mention, keys = self._words(offsets, mentions)
+    def _pack_words(self, tokens, mentions, rng, rows, stats) -> None:
+        ids = np.asarray(tokens[0], dtype=np.int32)  # [T]
+        word_of_token, tok_starts, tok_ends, is_mention, keys = self._words(tokens, mentions)
         too_long = (tok_ends - tok_starts) > self.budget
         next_too_long = np.minimum.accumulate(np.where(too_long, np.arange(len(too_long)), len(too_long))[::-1])[::-1]
         num_words, word = len(tok_starts), 0

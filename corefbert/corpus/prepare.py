@@ -318,7 +318,7 @@ def _read_documents(sources, args, work: str, name: str):
     try:
         docs = datasets.Dataset.from_generator(
             generate_documents, features=features, cache_dir=os.path.join(work, "cache"),
-            gen_kwargs={"sources_json": json.dumps([asdict(s) for s in sources]), "text_column": args.text_column,
+            gen_kwargs={"sources": tuple(sources), "text_column": args.text_column,
                         "report_path": report},
         )
     except datasets.exceptions.DatasetGenerationError as err:

@@ -436,17 +436,16 @@ def iter_documents(source: Source, text_column: str = "text") -> Iterator[str]:
         yield from _plain_documents(source.path)
 
 
-def generate_documents(sources_json: str, text_column: str, report_path: str) -> Iterator[dict]:
+def generate_documents(sources: tuple[Source, ...], text_column: str, report_path: str) -> Iterator[dict]:
     """``Dataset.from_generator`` body: rows ``{"doc_id", "text"}``; skips are written to ``report_path``.
 
-    ``sources_json``: a JSON list of ``Source`` fields. A string, not a list: ``datasets`` splits list
-    arguments into shards and runs the generator once per shard, which would restart ``doc_id``.
+    ``sources``: a tuple, not a list: ``datasets`` splits list arguments into shards and runs the generator
+    once per shard, which would restart ``doc_id``.
     """
     skipped_files, empty_documents, doc_id = [], 0, 0
     formats: dict[str, int] = {}
     huge = {"count": 0, "longest": 0, "path": None}
-    for fields in json.loads(sources_json):
-        source = Source(**fields)
+    for source in sources:
         if source.kind == "file":
             reason = unreadable_reason(source.path)
             if reason is not None:

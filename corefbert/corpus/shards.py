@@ -108,7 +108,7 @@ def check_shard_set(folders: list[str], summaries: list[dict]) -> list[int]:
 
 def load_shard_set(folders: list[str], load_one) -> dict:
     """``{"train", "validation"}`` of the shards in ``folders``, concatenated in shard order. ``load_one(folder)``
-    loads one shard after its manifest check (``pretraining_data.load_prepared_corpus`` for one folder)."""
+    loads one shard after its manifest check (``corefbert.pretraining.data.load_prepared_corpus`` for one folder)."""
     import datasets
 
     summaries = [read_summary(folder) for folder in folders]

@@ -2,7 +2,7 @@
 
 One call masks a whole batch with numpy array operations: O(batch x length) work plus sorts over words
 and mentions; Python loops run over rows only to read them. Paper-exact by default (Ye et al. 2020,
-section 3.2, DESIGN.md "The method, exactly"); three switches reproduce the official code's choices.
+section 3.2; docs/design.md, "The method, exactly"); three switches reproduce the official code's choices.
 """
 
 from __future__ import annotations

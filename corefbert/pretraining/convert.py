@@ -49,6 +49,7 @@ from corefbert.pretraining.convert_checks import (
     resolve_source,
 )
 from corefbert.text.durable import remove_folder, replace_file, replace_folder, writing
+from corefbert.text.jsonio import read_json
 from corefbert.text.positions import max_positions
 
 COPY_VECTOR = "mrp.copy_vector"
@@ -105,10 +106,7 @@ def read_config(folder: Path) -> dict:
     path = folder / "config.json"
     if not path.is_file():
         raise CorefBertError("no config.json here; pass the released checkpoint folder", path=folder)
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as err:
-        raise CorefBertError(f"config.json is not readable JSON ({type(err).__name__}: {err})", path=path) from None
+    config = read_json(str(path))
     if not isinstance(config, dict):
         raise CorefBertError("config.json is not a JSON object", path=path)
     return config
@@ -192,6 +190,8 @@ def vocabulary_casing(vocab_path: Path) -> tuple[bool, int, int]:
         entries = vocab_path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as err:
         raise CorefBertError(f"vocabulary is not readable UTF-8 text ({type(err).__name__})", path=vocab_path) from None
+    # The package's one family-specific string: a released BERT vocab.txt is WordPiece by definition, and this
+    # reads its entries, not a tokenization (tests/system/test_word_rules.py allows it here only).
     words = [e.removeprefix("##") for e in entries if e and not (e.startswith("[") and e.endswith("]"))]
     capitalised = sum(1 for w in words if w != w.lower())
     return capitalised > 0, capitalised, len(entries)
@@ -228,8 +228,8 @@ def build_tokenizer(folder: Path, model_type: str, do_lower_case: bool | None, n
 def _declared_lower_case(folder: Path) -> bool | None:
     path = folder / "tokenizer_config.json"
     try:
-        value = json.loads(path.read_text(encoding="utf-8")).get("do_lower_case") if path.is_file() else None
-    except (OSError, ValueError, AttributeError):
+        value = read_json(str(path)).get("do_lower_case") if path.is_file() else None
+    except (CorefBertError, AttributeError):
         return None
     return value if isinstance(value, bool) else None
 
@@ -400,22 +400,12 @@ USAGE = ("%(prog)s [-h] OFFICIAL_DIR OUTPUT_DIR [options]\n"
          "  options        --model_type, --do_lower_case, --overwrite_output_dir, --allow_non_finite, --config")
 
 
-def _argv_with_positionals(argv: list[str]) -> list[str]:
-    """``OFFICIAL_DIR OUTPUT_DIR`` given first, as the usage line shows, become the two named flags."""
-    names = ["--official_dir", "--output_dir"]
-    out: list[str] = []
-    rest = list(argv)
-    while rest and names and not rest[0].startswith("-"):
-        out += [names.pop(0), rest.pop(0)]
-    return out + rest
-
-
 @cli_entry
 def main(argv: list[str] | None = None) -> ConversionReport:
     """``python -m corefbert.pretraining.convert OFFICIAL_DIR OUTPUT_DIR``: bad input is one line and exit status 2."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    (args,) = parse_args([ConvertArguments], _argv_with_positionals(argv), prog="python -m corefbert.pretraining.convert",
-                         usage=USAGE)
+    (args,) = parse_args([ConvertArguments], argv, prog="python -m corefbert.pretraining.convert", usage=USAGE,
+                         positionals=("official_dir", "output_dir"))
     print(f"reading {args.official_dir} (pickled weights are read with torch.load(weights_only=True))", flush=True)
     report = convert_checkpoint(args.official_dir, args.output_dir, args.model_type, args.do_lower_case,
                                 args.overwrite_output_dir, args.allow_non_finite)

@@ -12,12 +12,15 @@ replays it and seeded masks (:class:`corefbert.pretraining.data.SeededCollate`) 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 from torch.utils.data import Sampler
 
-from corefbert.arguments import program
+from corefbert.arguments import parse_args
+from corefbert.corpus.cache import load_verified
+from corefbert.errors import cli_entry
 
 MEGABATCH_BATCHES = 50
 
@@ -79,19 +82,24 @@ def computed_slot_fill(lengths: np.ndarray, batch_size: int, order: np.ndarray, 
     return float(lengths[batches].sum() / padded.sum())
 
 
+@dataclass
+class SlotFillArguments:
+    """The computed-slot fill of a prepared corpus' train rows with length-grouped batches and with uniformly
+    random ones."""
+
+    dataset_dir: str = field(metadata={"help": "a corpus folder written by prepare (also the first word)"})
+    batch_size: int = field(default=32, metadata={"help": "rows per batch"})
+    seed: int = field(default=0, metadata={"help": "seed of both orders"})
+
+
+@cli_entry
 def main(argv: list[str] | None = None) -> None:
-    """``python -m corefbert.pretraining.length_grouping DATASET_DIR [--batch_size 32]``: the computed-slot fill of a prepared
-    corpus' train rows with length-grouped batches and with uniformly random ones."""
-    import argparse
-
-    import datasets
-
-    parser = argparse.ArgumentParser(prog=program(None), description=main.__doc__)
-    parser.add_argument("dataset_dir")
-    parser.add_argument("--batch_size", type=int, default=32)
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    lengths = row_lengths(datasets.load_from_disk(args.dataset_dir)["train"])
+    """``corefbert slot-fill DATASET_DIR [--batch_size 32]``: the computed-slot fill of a prepared corpus' train
+    rows with length-grouped batches and with uniformly random ones."""
+    (args,) = parse_args([SlotFillArguments], argv, prog=None, positionals=("dataset_dir",),
+                         usage="%(prog)s [-h] DATASET_DIR [--batch_size 32] [--seed 0] [--config FILE]",
+                         description=SlotFillArguments.__doc__)
+    lengths = row_lengths(load_verified(args.dataset_dir, fix="pass a folder written by corefbert prepare")["train"])
     grouped = computed_slot_fill(lengths, args.batch_size, grouped_order(lengths, args.batch_size, args.seed, 0))
     uniform = computed_slot_fill(lengths, args.batch_size, np.random.default_rng(args.seed).permutation(len(lengths)))
     print(f"{len(lengths)} rows, batch {args.batch_size}: text in {100 * grouped:.1f}% of the computed slots with "

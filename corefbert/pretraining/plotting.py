@@ -5,33 +5,14 @@
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from corefbert.arguments import program
+from corefbert.arguments import parse_args
 from corefbert.errors import CorefBertError, cli_entry
 from corefbert.text.durable import output_path
-
-
-def read_log(path: str | os.PathLike) -> list[dict]:
-    """The records of a ``log.jsonl``; a truncated last line (a killed run) is ignored."""
-    path = Path(path)
-    if not path.is_file():
-        raise CorefBertError("log file not found; pass output_dir/log.jsonl of a pretraining run", path=path)
-    records = []
-    lines = path.read_text(encoding="utf-8").splitlines()
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            records.append(json.loads(line))
-        except ValueError:
-            if number == len(lines):
-                break
-            raise CorefBertError("not a JSON line; is this a log.jsonl?", path=path, position=number) from None
-    return records
+from corefbert.training.runlog import read_log
 
 
 def plot_curves(log_path: str | os.PathLike, out_path: str | os.PathLike, title: str | None = None) -> Path:
@@ -68,14 +49,21 @@ def plot_curves(log_path: str | os.PathLike, out_path: str | os.PathLike, title:
     return out_path
 
 
+@dataclass
+class PlotArguments:
+    """Plot MRP/MLM accuracy curves from a pretraining log.jsonl"""
+
+    log: str = field(metadata={"help": "output_dir/log.jsonl of a pretraining run (also the first word)"})
+    output: str | None = field(default=None, metadata={
+        "aliases": ["-o"], "help": "image file (default: curves.png beside the log)"})
+    title: str | None = field(default=None, metadata={"help": "a title above the curves"})
+
+
 @cli_entry
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog=program(None),
-                                     description="Plot MRP/MLM accuracy curves from a pretraining log.jsonl")
-    parser.add_argument("log", help="output_dir/log.jsonl of a pretraining run")
-    parser.add_argument("-o", "--output", default=None, help="image file (default: curves.png beside the log)")
-    parser.add_argument("--title", default=None)
-    args = parser.parse_args(argv)
+    (args,) = parse_args([PlotArguments], argv, prog=None, positionals=("log",),
+                         usage="%(prog)s [-h] LOG [-o OUTPUT] [--title TITLE] [--config FILE]",
+                         description=PlotArguments.__doc__)
     out = args.output or str(Path(args.log).with_name("curves.png"))
     print(plot_curves(args.log, out, title=args.title))
 

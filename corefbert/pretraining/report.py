@@ -27,6 +27,7 @@ from corefbert.training.cards import (
 )
 from corefbert.training.checkpointing import raise_if_stopping
 from corefbert.training.loop import PreservedRng
+from corefbert.training.runlog import log_path, read_log
 
 
 @torch.no_grad()
@@ -106,7 +107,7 @@ def final_save(accelerator, model, tokenizer, args, before: dict, after: dict) -
         if args.plot:
             from corefbert.pretraining.plotting import plot_curves
 
-            plot_curves(Path(args.output_dir) / "log.jsonl", Path(args.output_dir) / "curves.png")
+            plot_curves(log_path(args.output_dir), Path(args.output_dir) / "curves.png")
     accelerator.wait_for_everyone()
     return final_dir
 
@@ -195,15 +196,14 @@ def best_evaluation(log_path: Path) -> dict | None:
     """The held-out evaluation record of ``log.jsonl`` with the highest MRP accuracy (None without one)."""
     if not log_path.is_file():
         return None
-    records = [json.loads(line) for line in log_path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    evaluations = [r for r in records if r.get("split") == "eval" and "mrp_accuracy" in r]
+    evaluations = [r for r in read_log(log_path) if r.get("split") == "eval" and "mrp_accuracy" in r]
     return max(evaluations, key=lambda r: (r["mrp_accuracy"], -r.get("step", 0)), default=None)
 
 
 def print_summary(accelerator, args, before: dict, after: dict, final_dir: Path) -> None:
     """What the demo promises to print: MRP before/after as counts with intervals, the checkpoint (the last
     step's, and where the best evaluation was), how to load it."""
-    best = best_evaluation(Path(args.output_dir) / "log.jsonl")
+    best = best_evaluation(log_path(args.output_dir))
     last = f"final/ holds the model after the last step (step {args.max_steps}), not the best evaluation"
     if best is not None and best["mrp_accuracy"] > after["mrp_accuracy"]:
         last += f" (step {best['step']} had {mrp_counts(best)})"

@@ -28,7 +28,6 @@ from corefbert.training import lock as run_lock
 from corefbert.training.arguments import resolve_num_workers
 from corefbert.training.hub import push_pretrained
 from corefbert.training.loop import (
-    RunLog,
     StepOutput,
     TrainingJob,
     build_accelerator,
@@ -37,6 +36,7 @@ from corefbert.training.loop import (
     train,
 )
 from corefbert.training.optimization import build_optimizer, build_scheduler
+from corefbert.training.runlog import RunLog
 
 
 class PretrainingJob(TrainingJob):

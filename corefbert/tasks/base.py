@@ -1,8 +1,9 @@
-"""Fine-tuning: the benchmark protocol every ``finetune/run_*.py`` shares, on the one training loop.
+"""Fine-tuning: the benchmark protocol every ``corefbert finetune <task>`` shares, on the one training loop.
 
 A benchmark plugs in through a :class:`FinetuningTask`: ``Task(task_args, training_args)``, its own flags a
 dataclass (``args_class``, the paper's defaults as its field defaults) and the paper's training settings in
-``training_defaults``; :func:`main` is the whole CLI of any task. The task supplies datasets, collation,
+``training_defaults``; a family with variants picks one in :meth:`FinetuningTask.variant_for`. :func:`main` is
+the whole CLI of any task, run by its entry in :mod:`corefbert.tasks.registry`. The task supplies datasets, collation,
 model, evaluation and submission files; :func:`run_finetuning` wires it to :func:`corefbert.training.loop.train` (optimizer, schedule,
 accumulation, mixed precision, exact resume from ``checkpoints/step_N``, signals, non-finite policy,
 tracking) and adds what fine-tuning has of its own: evaluation every ``--eval_steps`` (default: every
@@ -32,12 +33,12 @@ from corefbert.arguments import parse_args
 from corefbert.errors import CorefBertError, cli_entry
 from corefbert.tasks.heads import load_weights
 from corefbert.text.durable import check_writable, write_failure
+from corefbert.text.jsonio import json_value
 from corefbert.training import lock as run_lock
 from corefbert.training.arguments import TrainingArguments, resolve_num_workers
 from corefbert.training.checkpointing import resolve_checkpoint
 from corefbert.training.hub import public_settings, push_finetuned
 from corefbert.training.loop import (
-    LOG_FILE,
     TrainingJob,
     build_accelerator,
     check_training_start,
@@ -47,7 +48,8 @@ from corefbert.training.loop import (
 )
 from corefbert.training.model_folders import check_model_folder
 from corefbert.training.optimization import build_optimizer, build_scheduler
-from corefbert.training.outputs import Evaluator, JsonlLogger, save_model, write_json
+from corefbert.training.outputs import Evaluator, save_model, write_json
+from corefbert.training.runlog import RunLog
 
 __all__ = ["FinetuningArguments", "FinetuningTask", "HeldOutArguments", "held_out_split", "main",
            "parse_task_arguments", "run_finetuning"]
@@ -132,26 +134,28 @@ class FinetuningTask:
     uses_model_folder: bool = True
 
     def __init__(self, task_args, training_args: FinetuningArguments):
+        family = next(c for c in type(self).__mro__ if "variant_for" in vars(c))
+        if family is type(self) and family is not FinetuningTask:
+            raise TypeError(f"{family.__name__} is a family of variants; build the class "
+                            f"{family.__name__}.variant_for(argv) picks")
         self.task_args, self.args = task_args, training_args
 
     @classmethod
     def run(cls, task_args, training_args: FinetuningArguments) -> dict[str, float]:
         """What the CLI runs: one :func:`run_finetuning` of this task. A task that is a family of runs (bAbI's
-        tasks x seeds) overrides this to run each and combine their results."""
+        tasks x seeds) overrides this to run each and combine their results; choosing a class is
+        :meth:`variant_for`'s."""
         return run_finetuning(cls(task_args, training_args), training_args)
 
     @classmethod
     def variant_for(cls, argv: list[str]) -> type[FinetuningTask]:
-        """The task class that runs command line ``argv``: a family whose variants change the recipe (end-to-end
-        coreference's BERT vs recurrent encoders) returns the variant the arguments name, on the command line or
-        in ``--config`` alike, so its ``training_defaults`` are the ones used; a task without variants, itself."""
+        """The task class that runs command line ``argv``, the one variant hook: a family whose variants change
+        the recipe (FEVER's concat/KGAT, the pronoun-pair classifiers, end-to-end coreference's encoders)
+        overrides it to return the variant the arguments name, on the command line or in ``--config`` alike
+        (:func:`corefbert.arguments.peek_argument`), so that variant's ``training_defaults`` are the defaults
+        and it is the class built and run; a task without variants, itself. The family class itself is never
+        built (a ``TypeError`` says which class to build)."""
         return cls
-
-    @classmethod
-    def defaults_for(cls, argv: list[str]) -> dict[str, Any]:
-        """The training defaults of a run with command line ``argv`` (a task whose paper settings depend
-        on one of its flags, like FEVER's model type, reads it here)."""
-        return dict(cls.training_defaults)
 
     def build_model(self) -> torch.nn.Module:
         """The model; ``forward(**batch)`` returns an object with ``.loss`` when the batch has labels."""
@@ -268,7 +272,7 @@ class FinetuningJob(TrainingJob):
         paths = [v for value in task_args.values() for v in (value if isinstance(value, list) else [value])
                  if isinstance(v, str) and os.path.isfile(v)]
         return {"model_name_or_path": self.args.model_name_or_path, "task": self.task.name,
-                "task_args": json.loads(json.dumps(task_args, default=str)),
+                "task_args": json_value(task_args),
                 "max_train_samples": self.args.max_train_samples,
                 "file_sizes": {path: os.path.getsize(path) for path in paths}}
 
@@ -322,7 +326,7 @@ def results_written(output_dir: str) -> Iterator[None]:
 
 
 def _run(task: FinetuningTask, args: FinetuningArguments, accelerator) -> dict[str, float]:
-    logger = JsonlLogger(os.path.join(args.output_dir, LOG_FILE), enabled=accelerator.is_main_process)
+    logger = RunLog(args.output_dir, accelerator)  # a failed append stops the run in one line, as in the loop
     train_set, eval_set, predict_set = _datasets(task, args, accelerator)
     model = task.build_model()
 
@@ -352,9 +356,9 @@ def _run(task: FinetuningTask, args: FinetuningArguments, accelerator) -> dict[s
         else:
             metrics, predictions = evaluator.run(model, accelerator.prepare(eval_loader), "eval")
         results.update(metrics, eval_samples=task.num_examples(eval_set))
-        with results_written(args.output_dir):
-            logger.log({"split": "eval", **metrics})
-            if accelerator.is_main_process:
+        logger.log({"split": "eval", **metrics})
+        if accelerator.is_main_process:
+            with results_written(args.output_dir):
                 task.write_predictions(predictions, args.output_dir, "eval")
     if args.do_predict:
         predict_loader = accelerator.prepare(loader(predict_set, args.per_device_eval_batch_size, False))
@@ -424,4 +428,4 @@ def parse_task_arguments(task_class: type[FinetuningTask], argv: list[str] | Non
     argv = list(sys.argv[1:] if argv is None else argv)
     task_class = task_class.variant_for(argv)
     return parse_args((task_class.args_class, FinetuningArguments), argv, prog=prog,
-                      defaults=task_class.defaults_for(argv))
+                      defaults=dict(task_class.training_defaults))

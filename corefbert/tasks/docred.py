@@ -48,7 +48,6 @@ from corefbert.tasks.base import (
     check_data_flags,
     held_out_split,
 )
-from corefbert.tasks.base import main as run_task
 from corefbert.tasks.heads import (
     check_head_weights,
     load_encoder,
@@ -58,7 +57,7 @@ from corefbert.tasks.heads import (
 )
 from corefbert.text.durable import fresh_file, output_file, put_in_place
 from corefbert.text.jsonio import read_json
-from corefbert.text.tokenizers import load_tokenizer, special_token_frame
+from corefbert.text.tokenizers import load_tokenizer, special_token_frame, word_pieces
 from corefbert.training.hub import hub_offline
 from corefbert.training.memory import CHUNK_ELEMENTS, map_row_chunks
 
@@ -163,12 +162,6 @@ def _check_document(doc: dict, known: set[str], path: str, where: str) -> None:
                                  path=path, position=where)
 
 
-def _space_prefixed(tokenizer) -> bool:
-    # Byte-level BPE (RoBERTa) encodes a word differently after a space; WordPiece does not.
-    plain = tokenizer("word", add_special_tokens=False)["input_ids"]
-    return tokenizer(" word", add_special_tokens=False)["input_ids"] != plain
-
-
 def window_stride(stride: int | None, content: int) -> int:
     """The step between sliding windows of ``content`` tokens each (the special tokens left out): half a
     window when ``stride`` is None. A larger step than ``content`` would skip tokens: refused."""
@@ -193,9 +186,7 @@ def document_features(doc: dict, tokenizer, max_seq_length: int, sliding_window:
     word positions and gold labels ``{(h, t): [relation index, ...]}``. ``stride``: see :func:`window_stride`."""
     words = [word for sent in doc["sents"] for word in sent]
     sent_offsets = np.cumsum([0] + [len(sent) for sent in doc["sents"]])
-    prefix = _space_prefixed(tokenizer)
-    pieces = tokenizer([(" " + w if prefix and i else w) for i, w in enumerate(words)],
-                       add_special_tokens=False)["input_ids"] if words else []
+    pieces = word_pieces(tokenizer, words)  # as in running text, for every tokenizer family
     word_starts = np.cumsum([0] + [len(p) for p in pieces])  # [W + 1] token offset of each word
     token_ids = [t for p in pieces for t in p]
     prefix_ids, suffix_ids = special_token_frame(tokenizer)
@@ -621,9 +612,3 @@ class DocredTask(FinetuningTask):
         saved = read_head_config(directory, HEAD)["threshold"]
         if self.task_args.threshold is None and saved is not None:
             self.threshold = saved
-
-
-def main(argv: list[str] | None = None) -> dict[str, float]:
-    """``finetune/run_docred.py`` and ``corefbert finetune docred``: DocRED / Re-DocRED relation extraction.
-    ``argv`` defaults to ``sys.argv[1:]``; messages name the script, as they always have."""
-    return run_task(DocredTask, argv, prog="run_docred.py")

@@ -18,7 +18,6 @@ import torch
 from corefbert.errors import CorefBertError
 from corefbert.metrics.glue import GLUE_MAIN_METRIC, canonical_task_name, glue_metrics
 from corefbert.tasks.base import FinetuningArguments, FinetuningTask
-from corefbert.tasks.base import main as run_task
 from corefbert.text.durable import replace_file
 from corefbert.text.tokenizers import load_tokenizer
 
@@ -382,9 +381,3 @@ def glue_files(task_name: str, data_dir: str | None, explicit: dict[str, list[tu
                 raise CorefBertError(f"GLUE {task} {split} file not found", path=path)
         files[split] = chosen
     return files
-
-
-def main(argv: list[str] | None = None) -> dict[str, float]:
-    """``finetune/run_glue.py`` and ``corefbert finetune glue``: GLUE from the official TSV files.
-    ``argv`` defaults to ``sys.argv[1:]``; messages name the script, as they always have."""
-    return run_task(GlueTask, argv, prog="run_glue.py")

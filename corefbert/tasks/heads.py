@@ -6,6 +6,11 @@ task heads in a sidecar ``<task>_head.safetensors`` (weights, keys as in the tas
 whose model is a standard Hugging Face head class (GLUE and FEVER-concat: sequence classification; MRQA:
 question answering) save that class instead, with the backbone's pooler carried frozen
 (:func:`frozen_pooler`) where the class has none, so both ``AutoModel`` and the head class load the folder.
+
+Here too is the one weight loader (:func:`load_weights`: safetensors only, every mismatch one
+:class:`CorefBertError` line) and the check of a config's sizes against the stored weights before a model is built
+(:func:`check_sizes_against_weights`); models trained from scratch are saved and loaded through them by
+:mod:`corefbert.tasks.scratch`.
 """
 
 from __future__ import annotations
@@ -44,20 +49,33 @@ def safetensors_files(directory: str) -> list[str]:
     return [os.path.join(directory, name) for name in files]
 
 
+def weight_files(directory: str) -> list[str]:
+    """:func:`safetensors_files` of ``directory``, each of which must exist (one line naming the folder else:
+    a folder whose weights were deleted, or kept only as a pickle, which is never read)."""
+    files = safetensors_files(directory)
+    for path in files:
+        if not os.path.isfile(path):
+            raise CorefBertError(f"no {os.path.basename(path)} (the model's weights) in this model folder; pass the "
+                                 "folder the training run wrote, whole", path=directory)
+    return files
+
+
 def load_weights(model: torch.nn.Module, directory: str, extra_prefixes: tuple[str, ...] = ()) -> None:
-    """Load ``model.safetensors`` (or its shards) from ``directory`` into ``model`` in place.
+    """The one weight loader: ``model.safetensors`` (or its shards) of ``directory`` into ``model`` in place.
 
     Keys missing from the file must be tied to a loaded tensor (``save_pretrained`` drops tied copies).
     Keys starting with one of ``extra_prefixes`` may be in the file without being in ``model`` (a frozen
-    pooler saved beside a head class that has none, see :func:`frozen_pooler`).
+    pooler saved beside a head class that has none, see :func:`frozen_pooler`). Every mismatch (a shape,
+    asked of the headers before any weight is read; a key too many or too few) is one :class:`CorefBertError`
+    line naming the folder.
     """
     from safetensors.torch import load_file
 
+    files = weight_files(directory)
+    expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    check_shapes(expected, weight_shapes(files), "the model", directory)
     state = {}
-    for path in safetensors_files(directory):
-        if not os.path.isfile(path):  # a folder whose weights were deleted, or kept only as a pickle
-            raise CorefBertError(f"no {os.path.basename(path)} (the model's weights) in this model folder; pass the "
-                                 "folder the training run wrote, whole", path=directory)
+    for path in files:
         state.update(load_file(path))
     state = {k: v for k, v in state.items() if not (extra_prefixes and k.startswith(extra_prefixes))}
     missing, unexpected = model.load_state_dict(state, strict=False)
@@ -65,7 +83,9 @@ def load_weights(model: torch.nn.Module, directory: str, extra_prefixes: tuple[s
     loaded = {params[k].data_ptr() for k in state if k in params}
     untied = [k for k in missing if k not in params or params[k].data_ptr() not in loaded]
     if unexpected or untied:
-        raise RuntimeError(f"weights in {directory} do not match the model: missing {untied}, unexpected {unexpected}")
+        raise CorefBertError(f"the weights do not match the model (missing {untied[:4]}, unexpected {unexpected[:4]}): "
+                             "they were saved from another model or with other settings; pass the folder saved with "
+                             "this model's settings", path=directory)
 
 
 def weight_shapes(files: list[str]) -> dict[str, tuple[int, ...]]:
@@ -82,6 +102,19 @@ def weight_shapes(files: list[str]) -> dict[str, tuple[int, ...]]:
                 raise CorefBertError(f"not a readable safetensors file ({one_line(err, first_line=True, limit=120)}); "
                                      "save or download the model again", path=path) from None
     return shapes
+
+
+def check_shapes(expected: dict[str, tuple[int, ...]], stored: dict[str, tuple[int, ...]], sized_by: str,
+                 where: str, prefix: str = "") -> None:
+    """One line at the first stored tensor whose shape differs from the one ``sized_by`` (a config file, or "the
+    model") gives it; stored names may carry ``prefix`` (a checkpoint saved from a class that wraps the model)."""
+    for name, shape in stored.items():
+        key = name if name in expected or not prefix else name.removeprefix(prefix)
+        if key in expected and expected[key] != shape:
+            advice = (f"use the {sized_by} saved with these weights" if sized_by != "the model" else
+                      "pass the folder saved with this model's settings")
+            raise CorefBertError(f"{sized_by} sizes {key} as {list(expected[key])} but the stored weight has shape "
+                                 f"{list(shape)}: config and weights are of different models; {advice}", path=where)
 
 
 def check_sizes_against_weights(build: Callable[[], torch.nn.Module], files: list[str], config_name: str,
@@ -101,13 +134,8 @@ def check_sizes_against_weights(build: Callable[[], torch.nn.Module], files: lis
         raise CorefBertError(f"{config_name} does not describe a model that can be built "
                              f"({one_line(err, first_line=True, limit=160)}); use the file saved with the weights",
                              path=where) from None
-    prefix = f"{getattr(model, 'base_model_prefix', '')}."
-    for name, shape in stored.items():
-        key = name if name in expected or prefix == "." else name.removeprefix(prefix)
-        if key in expected and expected[key] != shape:
-            raise CorefBertError(f"{config_name} sizes {key} as {list(expected[key])} but the stored weight has shape "
-                                 f"{list(shape)}: config and weights are of different models; use the {config_name} "
-                                 "saved with these weights", path=where)
+    prefix = getattr(model, "base_model_prefix", "")
+    check_shapes(expected, stored, config_name, where, f"{prefix}." if prefix else "")
 
 
 def load_encoder(model_name_or_path: str) -> torch.nn.Module:
@@ -180,13 +208,14 @@ def load_encoder_and_head(model: torch.nn.Module, directory: str, task: str, wit
     path = check_head_weights(directory, task)
     if with_encoder:
         load_weights(model.encoder, directory)
-    head = load_file(path)
-    expected = {k for k in model.state_dict() if not k.startswith(ENCODER_PREFIX)}
-    if set(head) != expected:
+    expected = {k: tuple(v.shape) for k, v in model.state_dict().items() if not k.startswith(ENCODER_PREFIX)}
+    stored = weight_shapes([path])
+    if set(stored) != set(expected):
         raise CorefBertError(f"{head_weights_file(task)} does not match this model (differing keys: "
-                             f"{sorted(set(head) ^ expected)[:4]}); was it saved by another task or with other "
+                             f"{sorted(set(stored) ^ set(expected))[:4]}); was it saved by another task or with other "
                              "head options?", path=directory)
-    model.load_state_dict(head, strict=False)
+    check_shapes(expected, stored, head_config_file(task), directory)
+    model.load_state_dict(load_file(path), strict=False)
 
 
 def frozen_pooler(config, weights: dict[str, torch.Tensor] | None) -> torch.nn.Linear:
@@ -214,19 +243,33 @@ def with_pooler(state_dict: dict, pooler_key: str, base_model_prefix: str) -> di
     return {**{k: v for k, v in state_dict.items() if not k.startswith(prefix)}, **extra}
 
 
-def saved_pooler(directory: str) -> dict[str, torch.Tensor] | None:
-    """``{"weight", "bias"}`` of the pooler saved in a checkpoint folder (any model prefix), else None.
-
-    For task models built on a head class without a pooler (QA, masked LM): they carry it frozen and save it
-    so that ``AutoModel`` finds every weight of the encoder in their folder."""
+def stored_tensors(directory: str, wanted: Callable[[str], str | None]) -> dict[str, torch.Tensor]:
+    """The tensors of a checkpoint folder's safetensors files that ``wanted`` names (``wanted(stored name)``: the
+    name to give it, None to skip it); only those are read. ``{}`` for a folder without weights."""
     from safetensors import safe_open
 
     found = {}
     for path in safetensors_files(directory) if os.path.isdir(directory) else []:
         if os.path.isfile(path):
-            with safe_open(path, framework="pt") as weights:  # reads only the two tensors wanted
+            with safe_open(path, framework="pt") as weights:
                 for key in weights.keys():
-                    name = key.rsplit("pooler.dense.", 1)[-1]
-                    if (key.startswith("pooler.dense.") or ".pooler.dense." in key) and name in ("weight", "bias"):
+                    name = wanted(key)
+                    if name is not None and name not in found:
                         found[name] = weights.get_tensor(key)
+    return found
+
+
+def _pooler_part(key: str) -> str | None:
+    """``weight`` / ``bias`` for a pooler's stored name (any model prefix), else None."""
+    name = key.rsplit("pooler.dense.", 1)[-1]
+    pooler = key.startswith("pooler.dense.") or ".pooler.dense." in key
+    return name if pooler and name in ("weight", "bias") else None
+
+
+def saved_pooler(directory: str) -> dict[str, torch.Tensor] | None:
+    """``{"weight", "bias"}`` of the pooler saved in a checkpoint folder (any model prefix), else None.
+
+    For task models built on a head class without a pooler (QA, masked LM): they carry it frozen and save it
+    so that ``AutoModel`` finds every weight of the encoder in their folder."""
+    found = stored_tensors(directory, _pooler_part)
     return found if len(found) == 2 else None

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from corefbert.errors import CorefBertError, note_input
 from corefbert.text.durable import output_file
+from corefbert.text.spans import Cluster, Mention
 
 BEGIN = re.compile(r"^#begin document \((?P<name>.*)\);?(?: part (?P<part>\S+))?\s*$")
 ID = r"\w[\w.:#-]*"  # numbers in OntoNotes and LitBank; names from other tools
@@ -35,7 +36,6 @@ NO_MENTION = ("-", "", "_")
 ONTONOTES_GENRES = ("bc", "bn", "mz", "nw", "pt", "tc", "wb")
 MIN_COLUMNS = 5  # doc id, part, word index, word, ..., coreference
 SPEAKER_COLUMN = 9  # OntoNotes: present when a line has the 11 fixed columns and the coreference column
-Mention = tuple[int, int]
 
 
 @dataclass
@@ -48,7 +48,7 @@ class ConllDocument:
     sentences: list[list[str]]  # words per sentence
     speakers: list[list[str]]  # per word; "-" / "_" when the file has no speaker content
     genre: str  # OntoNotes genre ("bc", "nw", ...) from the name, else ""
-    clusters: list[list[Mention]]  # inclusive (start, end) over the flat word list, sorted by first mention
+    clusters: list[Cluster]  # mentions over the flat word list (text.spans: ends inclusive), sorted by first mention
     columns: list[list[list[str]]] = field(default_factory=list)  # raw columns per sentence per word
     cluster_ids: list[str] = field(default_factory=list)  # the file's ID of each cluster (writing gold back)
     lines: list[list[str]] = field(default_factory=list)  # raw word lines per sentence (byte-identical writing)
@@ -264,7 +264,7 @@ class _DocumentBuilder:
 # ------------------------------------------------------------------------------------------------ writing
 
 
-def coref_column_entries(clusters: list[list[Mention]], ids: list[str], num_words: int) -> list[list[tuple[str, str]]]:
+def coref_column_entries(clusters: list[Cluster], ids: list[str], num_words: int) -> list[list[tuple[str, str]]]:
     """``[num_words]`` lists of (kind, id) entries: ends first, then one-word mentions, then starts.
 
     Ends before starts so that a word closing one mention of a cluster and opening another of the same
@@ -301,7 +301,7 @@ def replace_last_column(line: str, value: str) -> str:
     return keep + " " * max(1, gap + (len(body) - start) - len(value)) + value + line[len(body):]
 
 
-def document_lines(document: ConllDocument, clusters: list[list[Mention]] | None = None) -> list[str]:
+def document_lines(document: ConllDocument, clusters: list[Cluster] | None = None) -> list[str]:
     """The text lines of one document (no newlines), with the gold clusters or ``clusters``."""
     if clusters is None:
         clusters = document.clusters
@@ -344,7 +344,7 @@ def _word_line(document: ConllDocument, s: int, w: int, text: str, entries: list
 
 
 def write_conll(documents: list[ConllDocument], path: str,
-                clusters: list[list[list[Mention]]] | None = None) -> None:
+                clusters: list[list[Cluster]] | None = None) -> None:
     """Write ``documents`` to ``path``; ``clusters`` (one cluster list per document) replaces the gold ones."""
     if clusters is not None and len(clusters) != len(documents):
         raise CorefBertError(f"{len(clusters)} cluster lists for {len(documents)} documents; pass one per document")

@@ -1,9 +1,11 @@
-"""Reading a user's JSON or JSON Lines file: the one reader of each for every format the toolkit takes.
+"""The JSON module: reading a JSON or JSON Lines file (the one reader of each for every format the toolkit takes,
+and for the files a run writes and reads back), and the values the toolkit's JSON writers share.
 
 The benchmark readers in ``corefbert/tasks/`` and the corpus reader check the structure of what they get;
 this module is the one place that turns "missing, unreadable, not UTF-8, not JSON" into the same one-line
 ``CorefBertError`` for all of them (``file:line:column: not valid JSON (...)``). ``.gz`` and ``.bz2`` files
-are read decompressed.
+are read decompressed. Apart from the run log's reader (:mod:`corefbert.training.runlog`, which leaves out the
+torn last line of a killed run), no other module parses JSON (``tests/system/test_one_home_io.py``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import bz2
 import contextlib
 import gzip
 import json
+import math
 import os
 import zlib
 from collections.abc import Iterator
@@ -21,6 +24,25 @@ from corefbert.errors import CorefBertError, one_line
 
 COMPRESSED_SUFFIXES = (".gz", ".bz2")
 _BOM = b"\xef\xbb\xbf"
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with numpy/torch scalars as Python numbers and NaN/inf as None (JSON has no NaN), for writing."""
+    if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def json_value(value: Any) -> Any:
+    """``value`` as a JSON file holds it once written and read back (tuples as lists, keys as strings, anything
+    JSON has no type for as its ``str``): what a run's recorded settings are compared in."""
+    return json.loads(json.dumps(value, default=str))
 
 
 def open_compressed(path: str):

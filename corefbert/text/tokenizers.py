@@ -1,11 +1,19 @@
-"""The one way to load a tokenizer, and what every part asks of one: a real vocabulary, its special-token frame.
+"""The one way to load a tokenizer, and what every part asks of one: a real vocabulary, its special-token frame,
+and which subwords make a word.
 
 Every CLI, task and API that takes a model folder loads its tokenizer through :func:`load_tokenizer`, so a
 missing folder, a folder without tokenizer files and transformers 5's silent fallback tokenizer all read as
-the same one error line wherever they happen.
+the same one error line wherever they happen. Every part that maps words or character spans onto subwords does it
+through :func:`word_pieces`, :func:`span_tokens` and :func:`joins_next` (the corpus through
+:func:`corefbert.corpus.packing.word_spans`, which takes the same word ids), for WordPiece, byte-level BPE and
+SentencePiece tokenizers alike.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
 
 from corefbert.errors import CorefBertError, one_line
 
@@ -70,3 +78,56 @@ def special_token_frame(tokenizer) -> tuple[list[int], list[int]]:
         if full[i : i + len(plain)] == plain:
             return full[:i], full[i + len(plain) :]
     raise CorefBertError(f"cannot locate the special tokens of {type(tokenizer).__name__}; use a BERT/RoBERTa one")
+
+
+# ---------------------------------------------------------------- words and their subwords, for every family
+#
+# What a word is never comes from a family's marker string (WordPiece's continuation prefix, byte-level BPE's
+# leading-space byte, SentencePiece's leading-space piece): only from character offsets and the tokenizer's own
+# word ids, which every fast tokenizer gives whatever its family. The quirks this absorbs (docs/guides/corpus.md):
+# byte-level BPE carries the space in the next token, and, where its vocabulary lacks a piece for "space +
+# character", emits a lone space token that trimmed offsets make zero-width; SentencePiece does the same with a
+# lone space piece whose offsets cover the space; WordPiece emits no token for a space at all.
+
+
+def joins_next(word_ids: Sequence[int | None]) -> np.ndarray:
+    """``[T]`` bool: the tokenizer's word ids (``BatchEncoding.word_ids()``: its pre-tokenizer's split) put token
+    ``t`` and ``t + 1`` in one word; False at the end and around special tokens (word id None)."""
+    words = np.asarray([-1 if w is None else w for w in word_ids], dtype=np.int64)
+    joined = np.zeros(words.size, dtype=bool)
+    joined[:-1] = (words[:-1] == words[1:]) & (words[:-1] >= 0)
+    return joined
+
+
+def span_tokens(text: str, offsets: Sequence[Sequence[int]], joined: np.ndarray, start: int, end: int) -> list[int]:
+    """The positions of the tokens of ``text[start:end]`` (a word or a phrase of whole words): every token whose
+    characters overlap it, and before them the tokens that hold only whitespace (or are zero-width) and that the
+    tokenizer's word ids join to the first of them (``joined``: :func:`joins_next`), as a lone SentencePiece space
+    piece before a word is. ``offsets``: ``[T, 2]`` character offsets into ``text``. Empty when no token overlaps."""
+    inside = [i for i, (a, b) in enumerate(offsets) if a < end and b > start and b > a]
+    if not inside:
+        return []
+    first = inside[0]
+    while first > 0 and joined[first - 1] and not text[offsets[first - 1][0]:offsets[first - 1][1]].strip():
+        first -= 1
+    return list(range(first, inside[-1] + 1))
+
+
+def word_pieces(tokenizer, words: Sequence[str]) -> list[list[int]]:
+    """Each word's subword ids as the tokenizer reads ``words`` in running text: joined by single spaces,
+    tokenized in one call, each token given to the first word that ends after the token starts (its character
+    offsets). So the space a byte-level BPE or SentencePiece token carries, or a lone space token, goes with the
+    word it precedes, as the tokenizer's word ids have it, and every family reads each word as in pretraining's
+    running text (tokenized one word at a time, byte-level BPE would read each word as if it began the text).
+    A word the tokenizer drops entirely gets ``[]``."""
+    if not words:
+        return []
+    ends = np.cumsum(np.fromiter((len(w) + 1 for w in words), dtype=np.int64, count=len(words))) - 1  # [W]
+    encoding = tokenizer(" ".join(words), add_special_tokens=False, return_offsets_mapping=True,
+                         return_attention_mask=False, return_token_type_ids=False, verbose=False)
+    starts = np.asarray([a for a, _ in encoding["offset_mapping"]], dtype=np.int64)  # [T]
+    owner = np.minimum(np.searchsorted(ends, starts, side="right"), len(words) - 1)  # [T]
+    pieces: list[list[int]] = [[] for _ in words]
+    for token, word in zip(encoding["input_ids"], owner.tolist()):
+        pieces[word].append(token)
+    return pieces

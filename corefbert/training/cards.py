@@ -45,6 +45,9 @@ class TaskCard:
     variant_flag: str | None = None  # the task flag that picks the variant a reloaded folder needs
     reloads: bool = True  # `--model_name_or_path FOLDER` starts the task from the whole saved model
     spacy_component: bool = False  # an end-to-end coreference folder: the `corefbert_coref` spaCy component runs it
+    #: ``module:NAME`` of the :class:`corefbert.tasks.scratch.ScratchFolder` that loads the task's folder of a model
+    #: trained from scratch (a folder without ``config.json``); its card shows the Python that loads it.
+    scratch_folder: str | None = None
 
 
 #: task name -> its card facts; GLUE tasks (named by their config, ``rte`` ...) share ``GLUE_CARD``.
@@ -57,11 +60,13 @@ TASK_CARDS = {
     "coref": TaskCard("gap", "GAP / DPR / WSC (pronoun resolution)", "coreference-resolution", None, "AutoModel",
                       "coref"),
     "coref_e2e": TaskCard(None, "end-to-end coreference (CoNLL-2012 files)", "coreference-resolution", None,
-                          "AutoModel", "coref-e2e", variant_flag="encoder", spacy_component=True),
+                          "AutoModel", "coref-e2e", variant_flag="encoder", spacy_component=True,
+                          scratch_folder="corefbert.tasks.coref_e2e.model:RECURRENT_FOLDER"),
     "babi": TaskCard("facebook/babi_qa", "bAbI-1k", "question-answering", None, "AutoModel", "babi",
-                     reloads=False),
+                     reloads=False, scratch_folder="corefbert.tasks.babi.task:READER_FOLDER"),
     "pronoun_pairs": TaskCard(None, "pronoun-pair entailment", "text-classification", "text-classification",
-                              "AutoModelForSequenceClassification", "pronoun-pairs", variant_flag="model"),
+                              "AutoModelForSequenceClassification", "pronoun-pairs", variant_flag="model",
+                              scratch_folder="corefbert.tasks.pronoun_pairs.models:PAIR_FOLDER"),
 }
 GLUE_CARD = TaskCard("nyu-mll/glue", "GLUE", "text-classification", "text-classification",
                      "AutoModelForSequenceClassification", "glue", variant_flag="task_name")
@@ -200,6 +205,8 @@ class Usage:
     resolve: bool = False  # `corefbert resolve` reads it (an end-to-end coreference folder)
     #: The `corefbert_coref` spaCy component's config without "model"; None where it cannot use the checkpoint.
     spacy_config: dict | None = None
+    #: ``module:NAME`` of the ScratchFolder that loads a model trained from scratch (:data:`TaskCard.scratch_folder`).
+    scratch_folder: str | None = None
 
 
 def spacy_snippet(config: dict) -> str:
@@ -225,14 +232,19 @@ def usage_section(usage: Usage) -> str:
     else:
         parts.append("This is not a transformers checkpoint: corefbert reads it (the weights are safetensors).")
     commands = usage.finetune or usage.resolve or usage.spacy_config is not None
-    if commands:
+    if commands or usage.scratch_folder:
         url = project_url()
         install = f"[corefbert]({url})" if url else "corefbert"
         readers = ("its commands and its spaCy component (`corefbert_coref`, registered on install) read"
-                   if usage.spacy_config is not None else "its commands read")
+                   if usage.spacy_config is not None else "its commands read" if commands else "it reads")
         parts.append(f"With {install} installed, {readers} a local folder" + (":" if usage.repo else "."))
         if usage.repo:
             parts.append(f"```bash\nhf download {usage.repo} --local-dir {usage.folder}\n```")
+    if usage.scratch_folder:
+        module, name = usage.scratch_folder.split(":")
+        parts += ["In Python (the model in eval mode, its config, its vocabulary and the task's saved settings):",
+                  f'```python\nfrom {module} import {name}\n\nmodel, config, vocabulary, settings = '
+                  f'{name}.from_pretrained("{usage.folder}")\n```']
     if usage.finetune:
         parts += [usage.finetune_intro, f"```bash\ncorefbert finetune {usage.finetune}\n```"]
     if usage.resolve:
@@ -301,7 +313,8 @@ def finetuned_usage(task, facts: TaskCard, where: str, repo: str | None, transfo
     intro = (f"Predict on your own files with the whole model, or train it further (`corefbert finetune "
              f"{facts.command} --help` lists the data flags):")
     return Usage(folder, repo, facts.auto_class if transformers_checkpoint else None, finetune, intro,
-                 resolve=facts.spacy_component, spacy_config={} if facts.spacy_component else None)
+                 resolve=facts.spacy_component, spacy_config={} if facts.spacy_component else None,
+                 scratch_folder=None if transformers_checkpoint else facts.scratch_folder)
 
 
 def finetuning_card(task, args, results: dict, model_dir: Path) -> ModelCard:

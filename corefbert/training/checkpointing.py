@@ -14,7 +14,6 @@ place, fsync, the error line of a refused write) live in :mod:`corefbert.text.du
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -25,12 +24,12 @@ from corefbert.errors import CorefBertError, one_line
 from corefbert.text.durable import (
     fsync_dir,
     remove_folder,
-    replace_file,
     replace_folder,
     write_error,
     write_failure,
     write_json_durably,
 )
+from corefbert.text.jsonio import read_json
 from corefbert.training.checkpoint_files import (
     FILES_KEY,
     SCHEDULER_KEY,
@@ -53,10 +52,9 @@ def checkpoints_root(output_dir: str | os.PathLike) -> Path:
 
 def is_complete(path: str | os.PathLike) -> bool:
     """A checkpoint is complete when its trainer state (written last) parses."""
-    state = Path(path) / STATE_FILE
     try:
-        json.loads(state.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        read_json(str(Path(path) / STATE_FILE))
+    except CorefBertError:  # missing, unreadable or not JSON
         return False
     return True
 
@@ -152,7 +150,7 @@ def resolve_checkpoint(resume_from_checkpoint: str | None, output_dir: str | os.
 
 def read_trainer_state(path: str | os.PathLike) -> dict:
     """The loop position (step, epoch, batch in epoch, ...) saved with a checkpoint."""
-    return json.loads((Path(path) / STATE_FILE).read_text(encoding="utf-8"))
+    return read_json(str(Path(path) / STATE_FILE))
 
 
 def atomic_save_state(accelerator, final: Path, trainer_state: dict, fallback: str) -> Path:
@@ -205,25 +203,6 @@ def _fail_everywhere(accelerator, error: Exception | None, tmp: Path, what: str,
     if reason is None:
         raise error
     raise write_error(tmp, what, reason, fallback) from None
-
-
-def truncate_log(path: Path, step: int, evaluated: bool = True) -> None:
-    """After a resume from ``step``, drop the log records the killed run wrote past it (so every step is
-    logged once, as in an uninterrupted run). ``evaluated=False``: the checkpoint was saved before the
-    evaluation of its step (the last one), which the resumed run repeats, so those records go too."""
-    if not path.is_file():
-        return
-    kept = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue  # a line cut by the kill
-        at = record.get("step", 0)
-        if at < step or (at == step and (evaluated or record.get("split") in ("train", "resume", "signal"))):
-            kept.append(line)
-    # Rewritten beside and renamed: a kill right after a resume must not cost the log of the whole run.
-    replace_file(path, "".join(line + "\n" for line in kept))
 
 
 def save_checkpoint(accelerator, output_dir: str | os.PathLike, step: int, trainer_state: dict,

@@ -1,7 +1,7 @@
 """``--torch_compile``: regional compilation of the repeated encoder layer, and what the log says about it.
 
 Compiling a whole BERT traces every one of its layers and both heads, and the MRP head's mention and referent
-dimensions change from batch to batch (DESIGN.md, known pitfalls): minutes before the first step, and more at
+dimensions change from batch to batch (docs/design.md, "Known pitfalls"): minutes before the first step, and more at
 each new shape. The encoder's layers are one class repeated (``BertLayer`` x 12): compiled in place one by one,
 they share one compiled graph (torch.compile caches by code and guards, and the layers differ only in their
 weights), so the compiler's work is one layer's; the heads, the embeddings and the loss, a few percent of the

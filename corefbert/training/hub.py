@@ -24,6 +24,7 @@ from huggingface_hub import HfApi, ModelCard
 from corefbert.arguments import SECRET_ARGUMENTS, redact
 from corefbert.errors import CorefBertError
 from corefbert.text.durable import remove_folder, replace_file
+from corefbert.text.jsonio import read_json
 from corefbert.training.cards import finetuning_card, repo_name
 
 HUB_DIR = "hub"
@@ -121,7 +122,7 @@ def push_pretrained(args, final_dir: Path | None, accelerator=None) -> Path | No
     if final_dir is None or not Path(final_dir).is_dir():
         raise CorefBertError("--push_to_hub: the run has no final/ to upload", path=args.output_dir)
     results_path = Path(args.output_dir) / "all_results.json"
-    results = json.loads(results_path.read_text(encoding="utf-8")) if results_path.is_file() else None
+    results = read_json(str(results_path)) if results_path.is_file() else None
     staged = stage_repository(Path(final_dir), Path(args.output_dir) / HUB_DIR, None, results)
     repo_id = upload_staged(staged, args)
     print(f"pushed final/ with its model card to https://huggingface.co/{repo_id}")

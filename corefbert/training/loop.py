@@ -38,7 +38,7 @@ from pathlib import Path
 import torch
 
 from corefbert.errors import CorefBertError, out_of_memory_as_error
-from corefbert.text.durable import check_writable, os_error_reason
+from corefbert.text.durable import check_writable
 from corefbert.training import lock as run_lock
 from corefbert.training.arguments import (
     TrainingArguments,
@@ -62,16 +62,13 @@ from corefbert.training.checkpointing import (
     remove_folder,
     resolve_checkpoint,
     save_checkpoint,
-    truncate_log,
 )
 from corefbert.training.compiling import CompileWatch, compile_repeated_layers
 from corefbert.training.extension_locks import check_extension_locks, deepspeed_requested
 from corefbert.training.hub import public_settings
 from corefbert.training.loop_state import LoopState, new_window
-from corefbert.training.outputs import JsonlLogger
+from corefbert.training.runlog import RunLog, log_path, truncate_log
 from corefbert.training.throughput import peak_flops, training_flops_counter
-
-LOG_FILE = "log.jsonl"
 
 
 @dataclass
@@ -143,8 +140,9 @@ def build_accelerator(args: TrainingArguments):
     if deepspeed_requested():  # building the Accelerator builds DeepSpeed's ops: not behind a dead build's lock
         check_extension_locks()
     # --torch_compile_scope model: compiled at prepare(). Dynamic shapes: a batch's length and its MRP mention /
-    # referent counts change from batch to batch, and a static compile recompiles on each new shape (DESIGN.md,
-    # known pitfalls). The default scope, the repeated layers, is compiled by train() (corefbert.training.compiling).
+    # referent counts change from batch to batch, and a static compile recompiles on each new shape
+    # (docs/design.md, "Known pitfalls"). The default scope, the repeated layers, is compiled by train()
+    # (corefbert.training.compiling).
     compile_plugin = (TorchDynamoPlugin(backend=args.torch_compile_backend, dynamic=True, mode=args.torch_compile_mode)
                       if getattr(args, "torch_compile", False) and args.torch_compile_scope == "model" else None)
     return Accelerator(
@@ -191,7 +189,7 @@ def prepare_output_dir(args: TrainingArguments, accelerator) -> Path:
             not args.resume_from_checkpoint
             or (args.resume_from_checkpoint == "latest" and not list_checkpoints(output_dir))):
         remove_folder(checkpoints_root(output_dir))
-        (output_dir / LOG_FILE).unlink(missing_ok=True)
+        log_path(output_dir).unlink(missing_ok=True)
     accelerator.wait_for_everyone()
     return output_dir
 
@@ -236,31 +234,6 @@ def train(job: TrainingJob, args: TrainingArguments, accelerator, model, optimiz
         if stop.received is not None:  # during the final save: it finished, so nothing is left to do
             accelerator.print(f"{signal.Signals(stop.received).name} came during the final save; the run is complete")
     return loop.results()
-
-
-class RunLog:
-    """``log.jsonl`` of a run (written by the main process): a failed append (disk full, ...) stops every
-    process with one line naming the checkpoint that is intact, as a failed checkpoint save does.
-
-    Every process must call :meth:`log` at the same point (they agree on the failure)."""
-
-    def __init__(self, output_dir: Path, accelerator):
-        self.output_dir, self.accelerator = Path(output_dir), accelerator
-        self.path = str(self.output_dir / LOG_FILE)
-        self._logger = JsonlLogger(self.path, enabled=accelerator.is_main_process)
-
-    def log(self, record: dict) -> None:
-        error = None
-        try:
-            self._logger.log(record)
-        except OSError as err:
-            error = err
-        if any_process(self.accelerator, error is not None, if_peer_gone=True):
-            found = list_checkpoints(self.output_dir)
-            intact = f"the last complete checkpoint is {found[-1][1]}" if found else "no checkpoint was written yet"
-            reason = os_error_reason(error) if error is not None else "failed on the main process"
-            raise CorefBertError(f"could not append to the log ({reason}); {intact}. Free space or choose another "
-                                 "--output_dir, then rerun with --resume_from_checkpoint latest", path=self.path)
 
 
 class _Loop:

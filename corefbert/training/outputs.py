@@ -1,5 +1,6 @@
-"""What a training run writes: results as JSON, the JSONL event log, models saved into place (temp dir +
-rename), and the :class:`Evaluator` that evaluates with a progress bar and keeps ``output_dir/best``.
+"""What a training run writes: results as JSON, models saved into place (temp dir + rename), and the
+:class:`Evaluator` that evaluates with a progress bar and keeps ``output_dir/best`` (its records go to the run
+log, :class:`corefbert.training.runlog.RunLog`).
 
 The layout of a saved fine-tuned folder itself (encoder at the top, heads in a sidecar) is
 :mod:`corefbert.tasks.heads`.
@@ -10,46 +11,20 @@ from __future__ import annotations
 import json
 import math
 import os
-import time
 from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
 
 from corefbert.errors import CorefBertError, out_of_memory_as_error
-from corefbert.text.durable import append_file, remove_folder, replace_file, replace_folder, writing
+from corefbert.text.durable import remove_folder, replace_file, replace_folder, writing
+from corefbert.text.jsonio import json_safe
 from corefbert.training.checkpointing import raise_if_stopping
-
-
-def _plain(value):
-    """JSON-safe: numpy/torch scalars to Python numbers, NaN/inf to None (JSON has no NaN)."""
-    if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
 
 
 def write_json(path: str, values: dict) -> None:
     """Write ``values`` as indented JSON, atomically (temp file + rename)."""
-    replace_file(path, json.dumps(_plain(values), indent=2, sort_keys=True) + "\n")
-
-
-class JsonlLogger:
-    """Appends one JSON object per event to ``path`` (main process only), with a wall-clock stamp."""
-
-    def __init__(self, path: str, enabled: bool = True):
-        self.path, self.enabled = path, enabled
-
-    def log(self, record: dict) -> None:
-        if not self.enabled:
-            return
-        with append_file(self.path) as handle:
-            handle.write(json.dumps({"time": round(time.time(), 3), **_plain(record)}) + "\n")
+    replace_file(path, json.dumps(json_safe(values), indent=2, sort_keys=True) + "\n")
 
 
 class ProgressLoader:

@@ -42,6 +42,7 @@ from typing import Any
 
 from corefbert.errors import CorefBertError
 from corefbert.text.durable import replace_file
+from corefbert.text.jsonio import json_value, read_json
 from corefbert.training.arguments import EXACT_SETTINGS, changed_settings, refuse_changed_settings
 from corefbert.training.checkpointing import list_checkpoints, read_trainer_state
 
@@ -103,11 +104,11 @@ def run_one(run: SweepRun, rules: SweepRules) -> tuple[str, dict | None]:
     """Keep, refuse, resume or train ``run`` (the module docstring says which); returns the outcome (one of
     :data:`OUTCOMES`) and the run's results."""
     out = Path(run.output_dir)
-    settings = json.loads(json.dumps(run.settings, default=str))  # as the record holds them
+    settings = json_value(run.settings)  # as the record holds them
     if rules.keep_finished and is_finished(out, rules):
         if _keep(out, settings, rules):
             print(f"{run.label}: finished in {out}, kept", flush=True)
-            return "finished_before", _read(out / RESULTS)
+            return "finished_before", read_json(str(out / RESULTS))
         resume = True  # a longer schedule: the run continues from its latest checkpoint
     else:
         resume = rules.keep_finished and out.is_dir() and any(out.iterdir())
@@ -129,8 +130,8 @@ def recorded_settings(out: Path, marker: str) -> dict | None:
     if not path.is_file():
         return None
     try:
-        saved = _read(path)
-    except (OSError, ValueError):
+        saved = read_json(str(path))
+    except CorefBertError:  # unreadable or not JSON
         saved = None
     if not isinstance(saved, dict):
         raise CorefBertError("unreadable record of a run's settings (not a JSON object); delete the run to train "
@@ -160,12 +161,7 @@ def _keep(out: Path, settings: dict, rules: SweepRules) -> bool:
             refuse_changed_settings(changed_settings(read_trainer_state(checkpoint).get("settings") or {}, compared),
                                     checkpoint, rules.ignore_changed_settings, print)
         try:
-            lengths = _read(out / rules.arguments_file) if rules.continues else {}
-        except (OSError, ValueError):
+            lengths = read_json(str(out / rules.arguments_file)) if rules.continues else {}
+        except CorefBertError:
             lengths = {}  # unreadable: nothing says the length is the same, so the run continues
     return all(lengths.get(name) == settings.get(name) for name in rules.continues)
-
-
-def _read(path: Path):
-    """A JSON file a run or the sweep wrote (all results, arguments, the marker)."""
-    return json.loads(Path(path).read_text(encoding="utf-8"))

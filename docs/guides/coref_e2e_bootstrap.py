@@ -14,6 +14,7 @@ import sys
 import numpy as np
 import yaml
 
+from corefbert.metrics.bootstrap import percentile_interval, resample_indices
 from corefbert.metrics.coref_metrics import coref_scores
 from corefbert.text.conll import read_conll
 
@@ -21,7 +22,7 @@ runs, encoders = sys.argv[1], sys.argv[2:]
 with open("docs/guides/coref_e2e_litbank90.yaml", encoding="utf-8") as config:
     files = yaml.safe_load(config)["test_file"]
 gold = [[c for c in d.clusters if len(c) > 1] for d in read_conll(files)]  # --drop_singletons
-draws = np.random.default_rng(0).integers(0, len(gold), (1000, len(gold)))  # [draws, documents]
+draws = resample_indices(len(gold), n_samples=1000, seed=0)  # [draws, documents]
 first = None
 for encoder in encoders:
     path = os.path.join(runs, f"litbank90_{encoder}", "predict_predictions.conll")
@@ -33,7 +34,7 @@ for encoder in encoders:
     boot = np.array([coref_scores([predicted[i] for i in draw], [gold[i] for i in draw])["avg_f1"]
                      for draw in draws])
     first = boot if first is None else first
-    low, high = np.percentile(boot, [2.5, 97.5])
-    diff_low, diff_high = np.percentile(boot - first, [2.5, 97.5])
+    low, high = percentile_interval(boot)
+    diff_low, diff_high = percentile_interval(boot - first)
     print(f"{encoder}: MUC {scores['muc_f1']:.1f}  B3 {scores['b3_f1']:.1f}  CEAF-phi4 {scores['ceafe_f1']:.1f}  "
           f"avg {scores['avg_f1']:.1f} [95% {low:.1f}, {high:.1f}]; minus the first: [{diff_low:+.1f}, {diff_high:+.1f}]")

@@ -12,25 +12,23 @@ what guessing gets. A model whose argmax never leaves the majority can still ran
 constant cannot.
 """
 
-import json
 import os
 import sys
 
 import numpy as np
 
+from corefbert.metrics.bootstrap import drawn_members, percentile_interval, resample_indices
 from corefbert.metrics.pair_metrics import pair_metrics
+from corefbert.text.jsonio import read_jsonl
 
 test_file, runs, names = sys.argv[1], sys.argv[2], sys.argv[3:]
-with open(test_file, encoding="utf-8") as handle:
-    pairs = [json.loads(line) for line in handle]
+pairs = [pair for _, pair in read_jsonl(test_file)]
 documents = [pair["doc_key"] for pair in pairs]
 pronoun_of = [(pair["doc_key"], pair["pronoun_index"]) for pair in pairs]
 keys = sorted(set(documents))
 document_of = np.array([keys.index(d) for d in documents])  # [pairs]
-draws = np.random.default_rng(0).integers(0, len(keys), (1000, len(keys)))  # [draws, documents]
-# the pairs of each draw: every pair of a drawn document, as often as the document was drawn
-members = [np.flatnonzero(document_of == d) for d in range(len(keys))]
-resamples = [np.concatenate([members[d] for d in draw]) for draw in draws]
+draws = resample_indices(len(keys), n_samples=1000, seed=0)  # [draws, documents]
+resamples = drawn_members(document_of, draws)  # every pair of a drawn document, as often as it was drawn
 
 
 def figures(prediction, label):
@@ -48,8 +46,7 @@ for name in names:
     if not os.path.exists(path):
         print(f"| {name} | missing ({path}) | | | | | |")
         continue
-    with open(path, encoding="utf-8") as handle:
-        rows = sorted((json.loads(line) for line in handle), key=lambda row: row["line"])
+    rows = sorted((row for _, row in read_jsonl(path)), key=lambda row: row["line"])
     if len(rows) != len(documents):
         sys.exit(f"{path}: {len(rows)} predictions for {len(documents)} test pairs; predict on {test_file}")
     label = np.array([row["label"] for row in rows])
@@ -70,7 +67,7 @@ for name in names:
         ranked += 1
 
     point = figures(prediction, label)
-    low, high = np.percentile([figures(prediction[index], label[index]) for index in resamples], [2.5, 97.5], axis=0)
+    low, high = percentile_interval([figures(prediction[index], label[index]) for index in resamples])
     cell = [f"{p:.1f} [{lo:.1f}, {hi:.1f}]" for p, lo, hi in zip(point, low, high)]
     cell[2] = f"{point[2]:.2f} [{low[2]:.2f}, {high[2]:.2f}]"
     by_type = " / ".join(f"{int((prediction[kinds == k] == label[kinds == k]).sum())} of {int((kinds == k).sum())}"

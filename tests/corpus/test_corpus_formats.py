@@ -31,7 +31,7 @@ def documents(path) -> list[str]:
 
 
 def read_report(tmp_path, *paths) -> tuple[list[str], dict]:
-    sources = json.dumps([{"path": str(p), "kind": "file"} for p in paths])
+    sources = tuple(Source(str(p), "file") for p in paths)
     report = tmp_path / "report.json"
     texts = [row["text"] for row in generate_documents(sources, "text", str(report))]
     return texts, json.loads(report.read_text())

@@ -76,3 +76,21 @@ def test_a_resumed_epoch_replays_the_same_batches_through_accelerate(tmp_path):
     resumed = [b["row"].tolist() for b in accelerator.skip_first_batches(dl, 7)]
     assert resumed == whole[7:]
     assert sorted(i for b in whole for i in b) == sorted(grouped_order(lengths, 4, 5, 1)[:len(whole) * 4].tolist())
+
+
+def test_the_slot_fill_command_reads_a_prepared_corpus_named_by_a_word_or_a_config(tmp_path, capsys):
+    """``corefbert slot-fill DATASET_DIR`` (issue 34.4: through parse_args, so ``--config`` gives it too)."""
+    import datasets
+
+    from corefbert.cli import main
+
+    lengths = [128] * 6 + [16, 16]  # [rows]
+    datasets.DatasetDict({"train": datasets.Dataset.from_dict({"input_ids": [[1] * n for n in lengths]})}) \
+        .save_to_disk(str(tmp_path / "corpus"))
+    main(["slot-fill", str(tmp_path / "corpus"), "--batch_size", "2"])
+    by_word = capsys.readouterr().out
+    assert "8 rows, batch 2: text in 100.0% of the computed slots with length-grouped batches" in by_word, by_word
+    config = tmp_path / "fill.yaml"
+    config.write_text(f"dataset_dir: {tmp_path / 'corpus'}\nbatch_size: 2\n", encoding="utf-8")
+    main(["slot-fill", "--config", str(config)])
+    assert capsys.readouterr().out == by_word

@@ -120,16 +120,16 @@ def test_no_weight_decay_on_bias_layernorm_and_copy_vector(tiny_bert_dir):
 
 def _stop_at(monkeypatch, step: int):
     """Send ourselves SIGTERM right after the train record of ``step`` is logged."""
-    from corefbert.training.outputs import JsonlLogger
+    from corefbert.training.runlog import RunLog
 
-    real = JsonlLogger.log
+    real = RunLog.log
 
     def log(self, record):
         real(self, record)
         if record.get("split") == "train" and record["step"] == step:
             signal.raise_signal(signal.SIGTERM)
 
-    monkeypatch.setattr(JsonlLogger, "log", log)
+    monkeypatch.setattr(RunLog, "log", log)
 
 
 @pytest.mark.parametrize("accumulation", [1, 2])

@@ -48,10 +48,14 @@ def test_every_command_and_task_runs_a_main_of_the_package():
         if name != "finetune":
             assert command.module.startswith("corefbert."), name
             assert command.load() is sys.modules[command.module].main, name
-    for task in cli.FINETUNE_TASKS:
-        command = cli.finetune_command(task)
-        assert command.module.startswith("corefbert.tasks."), task
-        assert command.load() is sys.modules[command.module].main, task
+    from corefbert.tasks.base import FinetuningTask
+    from corefbert.tasks.registry import TASKS
+
+    assert cli.FINETUNE_TASKS is TASKS  # the one registry, not a table of the CLI's own
+    for task, entry in cli.FINETUNE_TASKS.items():
+        command, _, _ = cli.resolve_command(["finetune", task, "--help"])
+        assert command is entry and command.load() == entry.main, task
+        assert entry.task_class.startswith("corefbert.tasks.") and issubclass(entry.task(), FinetuningTask), task
 
 
 # Each script of the checkout and the command that runs the same main.
@@ -64,8 +68,9 @@ SCRIPTS = {
 
 
 def test_every_script_is_a_shim_over_its_commands_main():
-    """``pretrain/*.py`` and ``finetune/run_*.py`` hold a docstring, one import of ``main`` from the package
-    and the ``__main__`` guard: the code lives in the package, and the script runs the very same function."""
+    """``pretrain/*.py`` hold a docstring, one import of ``main`` from the package and the ``__main__`` guard;
+    ``finetune/run_<task>.py`` bind ``main`` to the task's registry entry instead: the code lives in the package,
+    and the script runs the very same function as its command."""
     import ast
 
     from helpers import load_cli
@@ -75,13 +80,19 @@ def test_every_script_is_a_shim_over_its_commands_main():
     for script, argv in SCRIPTS.items():
         tree = ast.parse((ROOT / script).read_text(encoding="utf-8"))
         kinds = [type(node).__name__ for node in tree.body]
-        assert kinds == ["Expr", "ImportFrom", "If"], (script, kinds)
-        docstring, imported, guard = tree.body
-        assert "python " in ast.get_docstring(tree) or "accelerate launch" in ast.get_docstring(tree), script
-        assert imported.module.startswith("corefbert.") and [a.name for a in imported.names] == ["main"], script
+        docstring, imported, *bound, guard = tree.body
+        assert "python " in ast.get_docstring(tree) or "accelerate launch" in ast.get_docstring(tree) \
+            or "corefbert " in ast.get_docstring(tree), script
+        if argv[0] == "finetune":
+            assert kinds == ["Expr", "ImportFrom", "Assign", "If"], (script, kinds)
+            assert ast.unparse(imported) == "from corefbert.tasks.registry import TASKS", script
+            assert ast.unparse(bound[0]) == f"main = TASKS['{argv[1]}'].main", script
+        else:
+            assert kinds == ["Expr", "ImportFrom", "If"], (script, kinds)
+            assert imported.module.startswith("corefbert.") and [a.name for a in imported.names] == ["main"], script
         assert ast.unparse(guard) == "if __name__ == '__main__':\n    main()", script
         command, _, _ = cli.resolve_command([*argv, "--help"])
-        assert load_cli(script).main is command.load(), script
+        assert load_cli(script).main == command.load(), script
 
 
 # issue 33 (16): `corefbert prepare --help` said prepare_corpus.py, `corefbert slot-fill --help` cli.py (or corefbert)
@@ -94,6 +105,52 @@ def test_every_commands_help_names_it_as_typed(argv, capsys):
     code, out, err = _run([*argv, "--help"], capsys)
     assert code == 0, err[-2000:]
     assert out.startswith(f"usage: corefbert {' '.join(argv)} "), out[:300]
+
+
+@pytest.mark.parametrize("argv", EVERY_COMMAND, ids=" ".join)
+def test_every_command_takes_a_config_file(argv, capsys, tmp_path):
+    """Issue 34.4: every command of the CLI table parses through ``parse_args`` (``resolve``, ``config-path``,
+    ``plot`` and ``slot-fill`` had argparse of their own): its help lists ``--config``, and it reads the file, so a
+    name the command does not take is refused in one line naming the file."""
+    code, out, err = _run([*argv, "--help"], capsys)
+    assert code == 0 and "--config" in out, (err[-2000:], out[-2000:])
+    config = tmp_path / "run.yaml"
+    config.write_text("no_such_argument: 1\n", encoding="utf-8")
+    code, out, err = _run([*argv, "--config", str(config)], capsys)
+    assert code == 2 and err == f"error: {config}: unknown argument(s) no_such_argument; run with --help for the " \
+                                "valid names\n", err[-2000:]
+
+
+@pytest.mark.parametrize(("argv", "yaml", "expected"), [
+    (["config-path"], "name: demo\n", "demo.yaml"),
+    (["plot"], "log: {tmp}/none/log.jsonl\n", "error: {tmp}/none/log.jsonl: log file not found"),
+    (["slot-fill"], "dataset_dir: {tmp}/none\n", "error: {tmp}/none: cannot load the saved corpus"),
+    (["resolve"], "model: {tmp}\ntext: '   '\n", "error: the text is empty"),
+], ids=lambda v: v[0] if isinstance(v, list) else None)
+def test_the_commands_that_had_argparse_read_their_values_from_a_config(argv, yaml, expected, capsys, tmp_path):
+    """A config gives what the command line would, a positional included (``config-path NAME``, ``plot LOG``)."""
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.format(tmp=tmp_path), encoding="utf-8")
+    code, out, err = _run([*argv, "--config", str(config)], capsys)
+    assert expected.format(tmp=tmp_path) in out + err and code == (0 if argv == ["config-path"] else 2), err
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["plot"], "error: the following arguments are required: LOG (or --log); run with --help for the valid arguments"),
+    (["plot", "a.jsonl", "b.jsonl"], "error: unrecognized argument(s): b.jsonl; run with --help"),
+    (["resolve", "--model", "m"], "error: pass the text with --text or --input_file, one of them"),
+    (["resolve", "--model", "m", "--text", "x", "--input_file", "y"],
+     "error: pass the text with --text or --input_file, one of them"),
+])
+def test_the_commands_that_had_argparse_answer_bad_arguments_in_one_line(argv, message, capsys):
+    """argparse's own errors printed a usage screen above the line; through ``parse_args`` they are one line."""
+    code, out, err = _run(argv, capsys)
+    assert code == 2 and err == message + "\n", err
+
+
+def test_a_positional_may_come_after_the_flags(tmp_path, capsys):
+    code, _, err = _run(["plot", "-o", str(tmp_path / "c.png"), str(tmp_path / "log.jsonl")], capsys)
+    assert code == 2 and err.startswith(f"error: {tmp_path / 'log.jsonl'}: log file not found"), err
 
 
 @pytest.mark.parametrize(("script", "prog"), [("pretrain/prepare_corpus.py", "prepare_corpus.py"),

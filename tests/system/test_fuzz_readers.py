@@ -304,9 +304,7 @@ def test_fuzz_corpus_inputs(scratch, name):
         report = str(scratch / "report.json")
 
         def read_all():
-            sources = document_sources([path])
-            fields = json.dumps([{"path": s.path, "kind": s.kind} for s in sources])
-            docs = list(generate_documents(fields, column, report))
+            docs = list(generate_documents(tuple(document_sources([path])), column, report))
             assert all(isinstance(d["text"], str) and d["text"] for d in docs)
 
         _parses_or_refuses(read_all)
@@ -327,8 +325,8 @@ def test_fuzz_corpus_corrupt_gzip(scratch):
                           byte_mutation(whole)))
     def check(data):
         path = _write(scratch, "corrupt.txt.gz", data)
-        fields = json.dumps([{"path": Source(path, "file").path, "kind": "file"}])
-        _parses_or_refuses(lambda: list(generate_documents(fields, "text", str(scratch / "r.json"))))
+        sources = (Source(path, "file"),)
+        _parses_or_refuses(lambda: list(generate_documents(sources, "text", str(scratch / "r.json"))))
 
     check()
 

@@ -85,8 +85,14 @@ def test_the_package_comes_from_the_wheel(installed):
         (["pretrain", "--help"], ["usage: corefbert pretrain ", "--mrp_ratio", "--dataset_dir"]),
         (["prepare", "--help"], ["usage: corefbert prepare ", "--train_file", "--num_shards"]),
         (["ablation", "--help"], ["usage: corefbert ablation ", "--preset"]),
+        (["finetune", "fever", "--help"], ["usage: corefbert finetune fever ", "--model_type", "--config"]),
+        (["resolve", "--help"], ["usage: corefbert resolve ", "--input_file", "--config"]),
+        (["plot", "--help"], ["usage: corefbert plot [-h] LOG ", "--output", "--config"]),
+        (["slot-fill", "--help"], ["usage: corefbert slot-fill [-h] DATASET_DIR ", "--batch_size", "--config"]),
+        (["config-path", "--help"], ["usage: corefbert config-path [-h] [NAME] ", "--config"]),
     ],
-    ids=["help", "finetune-glue", "pretrain", "prepare", "ablation"],
+    ids=["help", "finetune-glue", "pretrain", "prepare", "ablation", "finetune-fever", "resolve", "plot", "slot-fill",
+         "config-path"],
 )
 def test_each_command_runs_from_the_installed_package(installed, argv, expected):
     run = _corefbert(installed, *argv)

@@ -16,11 +16,17 @@ POSITIONS = "corefbert.text.positions"
 DURABLE = "corefbert.text.durable"
 ERRORS = "corefbert.errors"
 CHECKPOINTING = "corefbert.training.checkpointing"
+HEADS = "corefbert.tasks.heads"
+SCRATCH = "corefbert.tasks.scratch"
+VOCABULARY = "corefbert.text.vocabulary"
 # Function name -> the one module that defines it.
 PRIMITIVES = {
     "load_tokenizer": TOKENIZERS,
     "check_tokenizer_vocabulary": TOKENIZERS,
     "special_token_frame": TOKENIZERS,
+    "word_pieces": TOKENIZERS,
+    "span_tokens": TOKENIZERS,
+    "joins_next": TOKENIZERS,
     "max_positions": POSITIONS,
     "padding_offset": POSITIONS,
     "check_writable": DURABLE,
@@ -36,6 +42,26 @@ PRIMITIVES = {
     "append_file": DURABLE,
     "fresh_file": DURABLE,
     "one_line": ERRORS,
+    "check_sizes_against_weights": HEADS,
+    "weight_shapes": HEADS,
+}
+# Issue 34.1: one save/load for every model trained from scratch. Weight files (safetensors) are read and written
+# only by the one weight loader and the fine-tuned layout (tasks.heads) and the one save/load of models trained
+# from scratch (tasks.scratch); their configs derive from tasks.scratch.ScratchConfig, whose from_dict/to_dict
+# (with the vocabulary's) are the only ones; nothing is pickled.
+WEIGHT_HOMES = (HEADS, SCRATCH)
+#: Module-level functions that save or load a model, each defined in one module only (tasks define methods of
+#: these names: the protocol's hooks, which call these).
+SAVE_LOAD = {"save_pretrained": SCRATCH, "from_pretrained": SCRATCH, "load_weights": HEADS}
+#: Methods that turn a config into JSON values and back: ScratchConfig's and the vocabulary's.
+CONFIG_METHODS = {"to_dict", "from_dict"}
+#: Readers of weight files outside WEIGHT_HOMES, each with why.
+KNOWN_WEIGHT_READERS = {
+    # a released checkpoint's files (safetensors or pickles through weights_only) read once to convert them;
+    # it sits below tasks/, so it cannot use tasks.heads
+    "corefbert.pretraining.convert",
+    # accelerate's optimizer, RNG and scaler states (pickles) read through weights_only
+    "corefbert.training.checkpoint_files",
 }
 
 
@@ -70,6 +96,7 @@ def second_homes(name: str, tree: ast.Module) -> list[str]:
         if name != home:
             found.append(f"{name}:{line}: {what} (the home is {home})")
 
+    found += second_save_load(name, tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in PRIMITIVES:
             outside(PRIMITIVES[node.name], node.lineno, f"defines {node.name}")
@@ -109,6 +136,37 @@ def second_homes(name: str, tree: ast.Module) -> list[str]:
     return found
 
 
+def second_save_load(name: str, tree: ast.Module) -> list[str]:
+    """What module ``name`` does that only the one save/load of weights and configs may do (issue 34.1)."""
+    found = []
+    for node in ast.walk(tree):
+        imported = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+        if any(m.split(".")[0] == "safetensors" for m in imported) and name not in WEIGHT_HOMES \
+                and name not in KNOWN_WEIGHT_READERS:
+            found.append(f"{name}:{node.lineno}: reads or writes weight files by hand (imports safetensors; the "
+                         f"homes are {' and '.join(WEIGHT_HOMES)})")
+        if isinstance(node, ast.Call) and ast.unparse(node.func) in ("torch.save", "torch.load"):
+            if ast.unparse(node.func) == "torch.save" or name not in KNOWN_WEIGHT_READERS:
+                found.append(f"{name}:{node.lineno}: pickles ({ast.unparse(node.func)}; weights are safetensors, "
+                             f"through {' and '.join(WEIGHT_HOMES)})")
+        if isinstance(node, ast.ClassDef):
+            methods = {n.name for n in node.body if isinstance(n, ast.FunctionDef)}
+            if methods & CONFIG_METHODS and name not in (SCRATCH, VOCABULARY):
+                found.append(f"{name}:{node.lineno}: {node.name} defines {', '.join(sorted(methods & CONFIG_METHODS))} "
+                             f"(a model config derives from ScratchConfig, the home is {SCRATCH})")
+            bases = [ast.unparse(b) for b in node.bases]
+            if name.startswith("corefbert.tasks.") and name != SCRATCH and node.name.endswith("Config") \
+                    and not any(b.endswith("Config") for b in bases):
+                found.append(f"{name}:{node.lineno}: {node.name} is a model config that does not derive from "
+                             f"ScratchConfig (the home is {SCRATCH})")
+    for node in tree.body:  # module-level functions: the task protocol's methods of the same names are hooks
+        if isinstance(node, ast.FunctionDef) and node.name in SAVE_LOAD and name != SAVE_LOAD[node.name]:
+            found.append(f"{name}:{node.lineno}: defines {node.name} (a second save/load; the home is "
+                         f"{SAVE_LOAD[node.name]})")
+    return found
+
+
 def test_each_primitive_has_one_home():
     found = [line for module in MODULES.values() if module.name.startswith("corefbert")
              for line in second_homes(module.name, module.tree)]
@@ -116,7 +174,7 @@ def test_each_primitive_has_one_home():
 
 
 def test_each_home_exists_and_defines_its_primitives():
-    for function, home in PRIMITIVES.items():
+    for function, home in {**PRIMITIVES, **SAVE_LOAD}.items():
         assert home in MODULES, home
         defined = {n.name for n in ast.walk(MODULES[home].tree) if isinstance(n, ast.FunctionDef)}
         assert function in defined, f"{home} no longer defines {function}"
@@ -164,3 +222,45 @@ def test_a_planted_second_home_of_each_primitive_is_found():
         assert sum(f"by hand ({what}" in line for line in found) == 1, (what, found)
     assert sum("reads max_position_embeddings" in line for line in found) == 3, found
     assert second_homes(TOKENIZERS, ast.parse("def load_tokenizer(p):\n    return AutoTokenizer.from_pretrained(p)\n")) == []
+
+
+def test_a_planted_second_save_load_of_a_scratch_model_is_found():
+    """Issue 34.1: a family that saves and loads its model by hand (safetensors at its own call, its own config
+    class with to_dict/from_dict, a pickle) is found line by line; the one home of each is not."""
+    planted = ast.parse(
+        "import torch\n"
+        "from dataclasses import asdict, dataclass\n"
+        "from safetensors.torch import load_file, save_file\n"
+        "@dataclass\n"
+        "class ReaderConfig:\n"
+        "    size: int\n"
+        "    def to_dict(self):\n"
+        "        return asdict(self)\n"
+        "    @classmethod\n"
+        "    def from_dict(cls, values):\n"
+        "        return cls(**values)\n"
+        "def save_pretrained(model, directory):\n"
+        "    with output_path(directory + '/model.safetensors') as fresh:\n"
+        "        save_file(model.state_dict(), fresh)\n"
+        "def from_pretrained(model, directory):\n"
+        "    import safetensors\n"
+        "    model.load_state_dict(load_file(directory + '/model.safetensors'))\n"
+        "def load_weights(model, directory):\n"
+        "    return from_pretrained(model, directory)\n"
+        "def keep(model, path):\n"
+        "    torch.save(model.state_dict(), path)\n"
+        "    return torch.load(path)\n"
+    )
+    found = second_homes("corefbert.tasks.planted.model", planted)
+    for what in ("imports safetensors", "ReaderConfig defines from_dict, to_dict",
+                 "ReaderConfig is a model config that does not derive from ScratchConfig",
+                 "defines save_pretrained (a second save/load", "defines from_pretrained (a second save/load",
+                 "defines load_weights (a second save/load",
+                 "pickles (torch.save", "pickles (torch.load"):
+        assert any(what in line for line in found), (what, found)
+    assert sum("imports safetensors" in line for line in found) == 2, found
+    # The homes themselves, and a config that derives from the base, are not second homes.
+    assert second_save_load(SCRATCH, ast.parse(
+        "from safetensors.torch import save_file\nclass ScratchConfig:\n    def to_dict(self): ...\n")) == []
+    assert second_save_load("corefbert.tasks.babi.ga_reader", ast.parse(
+        "class GAReaderConfig(ScratchConfig):\n    size: int\n")) == []

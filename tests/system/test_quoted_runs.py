@@ -34,7 +34,7 @@ def _flags(command: str) -> dict[str, str | None]:
 def _training_command(page: str, heading: str) -> str:
     section = page.split(heading, 1)[1]
     block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
-    return re.search(r"python finetune/run_coref_e2e\.py .*?--output_dir out/asl\b", block, re.S).group(0)
+    return re.search(r"corefbert finetune coref-e2e .*?--output_dir out/asl\b", block, re.S).group(0)
 
 
 def test_the_litbank_quick_run_is_the_same_command_everywhere():

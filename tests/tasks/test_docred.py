@@ -1,4 +1,4 @@
-"""DocRED: metrics on hand-computed cases, the reader's checks, features, the model, the CLI end to end."""
+"""DocRED: the reader's checks, features, the model, the CLI end to end."""
 
 from __future__ import annotations
 
@@ -8,10 +8,9 @@ import json
 import numpy as np
 import pytest
 import torch
-from helpers import FIXTURES, ROOT, shared_data
+from helpers import FIXTURES, ROOT, TOKENIZER_KINDS, fixture_tokenizer, running_text_words, shared_data
 
 from corefbert.errors import CorefBertError
-from corefbert.metrics.docred import best_threshold, docred_scores, training_facts
 from corefbert.tasks.docred import (
     DocredDataset,
     DocredModel,
@@ -27,34 +26,6 @@ DOCRED = FIXTURES / "docred"
 
 def _load(name):
     return json.loads((DOCRED / name).read_text(encoding="utf-8"))
-
-
-def test_ign_f1_ignores_a_fact_shared_with_train():
-    train, dev = _load("train.json"), _load("dev.json")
-    facts = training_facts(train)
-    assert ("Oslo", "Norway", "P17") in facts and ("She", "Norway", "P27") in facts
-    predictions = [
-        {"title": "Karl Dahl", "h_idx": 0, "t_idx": 1, "r": "P17"},  # correct, (Oslo, Norway, P17) in train
-        {"title": "Karl Dahl", "h_idx": 2, "t_idx": 1, "r": "P27"},  # correct, not in train
-        {"title": "Bergen", "h_idx": 1, "t_idx": 0, "r": "P17"},  # wrong direction
-        {"title": "Bergen", "h_idx": 1, "t_idx": 0, "r": "P17"},  # a duplicate counts once
-    ]
-    scores = docred_scores(predictions, dev, facts)
-    # 3 gold facts, 3 distinct predictions, 2 correct of which 1 in train.
-    assert scores["precision"] == pytest.approx(100 * 2 / 3)
-    assert scores["recall"] == pytest.approx(100 * 2 / 3)
-    assert scores["f1"] == pytest.approx(100 * 2 / 3)
-    assert scores["ign_precision"] == pytest.approx(100 * 1 / 2)  # (2 - 1) / (3 - 1)
-    assert scores["ign_f1"] == pytest.approx(100 * 4 / 7)  # 2 * 1/2 * 2/3 / (1/2 + 2/3)
-    assert docred_scores(predictions, dev)["ign_f1"] == pytest.approx(scores["f1"])
-
-
-def test_best_threshold_picks_the_best_realizable_cut():
-    threshold, f1 = best_threshold(np.array([0.9, 0.8, 0.8, 0.3]), np.array([1, 0, 1, 0]), num_gold=3)
-    assert threshold == pytest.approx(0.8) and f1 == pytest.approx(100 * 2 / 3)
-    # The cut after the first 0.8 would give F1 1.0 but ">= 0.8" predicts both tied facts.
-    threshold, f1 = best_threshold(np.array([0.9, 0.8, 0.8]), np.array([1, 1, 0]), num_gold=2)
-    assert threshold == pytest.approx(0.8) and f1 == pytest.approx(80.0)
 
 
 def test_distance_buckets_are_signed_log_buckets():
@@ -106,6 +77,21 @@ def test_features_map_mentions_to_their_tokens(bert_tokenizer):
     assert feature["first_positions"] == [0, 4, 11]  # word offsets: sentences of 6 and 7 words
     assert feature["labels"] == {(1, 2): [1], (0, 2): [2]}
     assert len(words) == 20
+
+
+@pytest.mark.parametrize("kind", TOKENIZER_KINDS)
+def test_documents_are_read_as_running_text_for_every_kind(kind):
+    """Issue 37.2: one word-to-subword rule for every task (corefbert.text.tokenizers.word_pieces), where DocRED had
+    its own probe of whether a tokenizer is space-sensitive."""
+    tokenizer = fixture_tokenizer(kind)
+    words = "Marta met Zygmunt Ösz at the harbour , and ( Zygmunt ) waved .".split()
+    doc = {"title": "t", "sents": [words[:8], words[8:]], "labels": [],
+           "vertexSet": [[{"name": "Zygmunt", "sent_id": 0, "pos": [2, 4], "type": "PER"},
+                          {"name": "Zygmunt", "sent_id": 1, "pos": [2, 3], "type": "PER"}]]}
+    feature = _features(tokenizer, doc)
+    ids, spans = running_text_words(tokenizer, words)
+    assert feature["windows"] == [(0, ids)]
+    assert feature["mention_spans"] == [[(spans[2][0], spans[3][1] + 1), (spans[10][0], spans[10][1] + 1)]]
 
 
 def test_truncation_drops_late_mentions_and_sliding_window_keeps_them(bert_tokenizer):
@@ -240,20 +226,6 @@ def test_bilinear_scores_equal_torch_bilinear():
         assert torch.allclose(scores, expected, atol=1e-5)
         grads = torch.autograd.grad(scores.square().sum(), (heads, tails, layer.weight, layer.bias))
         assert all(torch.allclose(g, e, atol=1e-5) for g, e in zip(grads, expected_grads))
-
-
-def test_docred_evaluate_module_loads_offline_and_matches():
-    from corefbert.metrics import load_metric
-
-    train, dev = _load("train.json"), _load("dev.json")
-    references = [{"title": d["title"], "entity_names": [[m["name"] for m in e] for e in d["vertexSet"]],
-                   "h": [x["h"] for x in d["labels"]], "t": [x["t"] for x in d["labels"]],
-                   "r": [x["r"] for x in d["labels"]]} for d in dev]
-    predictions = [{"title": "Karl Dahl", "h_idx": [0, 2], "t_idx": [1, 1], "r": ["P17", "P27"]},
-                   {"title": "Bergen", "h_idx": [1], "t_idx": [0], "r": ["P17"]}]
-    result = load_metric("docred").compute(predictions=predictions, references=references,
-                                           train_facts=[list(f) for f in training_facts(train)])
-    assert result["f1"] == pytest.approx(100 * 2 / 3) and result["ign_f1"] == pytest.approx(100 * 4 / 7)
 
 
 def test_reader_turns_a_missing_field_into_one_line(tmp_path):

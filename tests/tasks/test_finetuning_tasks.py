@@ -1,6 +1,6 @@
 """One way to declare a task (issue 12 item 5): every task is ``Task(task_args, training_args)`` with its
 arguments dataclass and paper defaults on the class, one ``corefbert.tasks.base.main`` is every CLI (each
-family's ``main`` passes it its task), and the held-out split is one pair of flags for QA, DocRED and FEVER."""
+entry of the task registry passes it its task), and the held-out split is one pair of flags for QA, DocRED and FEVER."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ TASKS = {"run_babi": BabiTask, "run_coref": CorefTask, "run_coref_e2e": CorefE2E
          "run_glue": GlueTask, "run_mrqa": MRQATask, "run_pronoun_pairs": PronounPairsTask, "run_quoref": QuorefTask}
 
 
-def test_every_finetuning_cli_is_a_few_lines_over_the_one_main():
+def test_every_finetuning_cli_is_a_few_lines_over_its_registry_entry():
     assert [p.stem for p in CLIS] == sorted(TASKS)
     for path in CLIS:
         source = path.read_text(encoding="utf-8")
@@ -35,22 +35,26 @@ def test_every_finetuning_cli_is_a_few_lines_over_the_one_main():
         tree = ast.parse(source)
         imported = {(node.module, alias.name) for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
                     for alias in node.names}
-        # The script imports its family's main, which lives beside the task class (an installed package
-        # has no finetune/ folder, and `corefbert finetune <task>` runs that same main).
-        assert imported == {(TASKS[path.stem].__module__, "main")}, path.name
-        # No argument classes, defaults, wiring or functions of its own.
-        assert [type(n).__name__ for n in tree.body if isinstance(n, ast.ClassDef | ast.Assign | ast.FunctionDef)] == [], path.name
+        # The script runs its task's entry of the one registry (an installed package has no finetune/ folder,
+        # and `corefbert finetune <task>` runs that same entry).
+        assert imported == {("corefbert.tasks.registry", "TASKS")}, path.name
+        name = path.stem.removeprefix("run_").replace("_", "-")
+        # No argument classes, defaults, wiring or functions of its own: one name, main, bound to the entry.
+        assigned = [ast.unparse(n) for n in tree.body if isinstance(n, ast.ClassDef | ast.Assign | ast.FunctionDef)]
+        assert assigned == [f"main = TASKS['{name}'].main"], path.name
 
 
 @pytest.mark.parametrize("script", sorted(TASKS))
-def test_every_family_main_is_the_one_main_with_its_task(script, monkeypatch):
-    """A family's ``main`` passes its task class, the argv and the script's name to ``tasks.base.main``."""
-    import importlib
+def test_every_registry_entry_is_the_one_main_with_its_task(script, monkeypatch):
+    """A registry entry passes its task class, the argv and the script's name to ``tasks.base.main``."""
+    from corefbert.tasks import base
+    from corefbert.tasks.registry import TASKS as REGISTRY
 
-    module = importlib.import_module(TASKS[script].__module__)
     calls = []
-    monkeypatch.setattr(module, "run_task", lambda *args, **kwargs: calls.append((args, kwargs)) or {})
-    assert module.main(["--flag"]) == {}
+    monkeypatch.setattr(base, "main", lambda *args, **kwargs: calls.append((args, kwargs)) or {})
+    entry = REGISTRY[script.removeprefix("run_").replace("_", "-")]
+    assert entry.task() is TASKS[script] and entry.script == f"{script}.py"
+    assert entry.main(["--flag"]) == {}
     assert calls == [((TASKS[script], ["--flag"]), {"prog": f"{script}.py"})]
 
 

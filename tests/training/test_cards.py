@@ -205,7 +205,8 @@ def test_a_recurrent_coreference_card_claims_no_transformers_class(tmp_path, pro
     card = _finetuned_card(tmp_path, "coref_e2e", SimpleNamespace(encoder="asl"),
                            ("model.safetensors", "coref_e2e_head.json"), None)
     assert card.data.base_model is None and card.data.library_name is None
-    assert "from_pretrained" not in card.text and "not a transformers checkpoint" in card.text
+    assert "transformers import" not in card.text and "not a transformers checkpoint" in card.text
+    assert 'RECURRENT_FOLDER.from_pretrained("out")' in card.text  # corefbert's loader of the local folder
     assert card_spacy_config(card.text) == {"model": "out"} and "hf download" not in card.text  # not published by name
     assert "--encoder asl" in card.text
 

@@ -182,7 +182,9 @@ def test_a_pushed_coreference_model_resolves_text_as_its_card_says(tmp_path, rec
     _no_local_path_or_token(files, tmp_path)
     text = files["README.md"].decode("utf-8")
     assert_card_links_the_project(text, "https://example.org/corefbert-project")
-    assert "from_pretrained" not in text  # a recurrent encoder: no transformers class loads it
+    assert "transformers import" not in text  # a recurrent encoder: no transformers class loads it
+    (snippet,) = [b for b in card_code_blocks(text, "python") if "RECURRENT_FOLDER.from_pretrained" in b]
+    assert '"lsl-tiny"' in snippet  # corefbert's one loader of models trained from scratch, on the download
     assert card_spacy_config(text) == {"model": "lsl-tiny"}
     # `hf download`, done with the uploaded files, then the card's own resolve line in that folder's parent.
     (download,) = [shlex.split(b) for b in card_code_blocks(text, "bash") if b.startswith("hf download")]
@@ -195,6 +197,69 @@ def test_a_pushed_coreference_model_resolves_text_as_its_card_says(tmp_path, rec
     result = resolve(resolve_argv + ["--output_dir", "resolved"])
     capsys.readouterr()
     assert result["text"] == cards.EXAMPLE_TEXT and (tmp_path / "resolved" / "text.html").is_file()
+
+
+# A run of each family trained from scratch, as its CLI runs it with --push_to_hub: (script, argv, the run's model
+# folder under output_dir, the files its upload must hold besides README.md and all_results.json).
+SCRATCH_RUNS = {
+    "babi": ("finetune/run_babi.py", ["--data_dir", str(FIXTURES / "babi"), "--task_ids", "1", "--do_train",
+                                      "--embedding_dim", "8", "--hidden_size", "8"],
+             "qa1/seed_0/last", {"model.safetensors", "babi_reader.json"}),
+    "pronoun_pairs": ("finetune/run_pronoun_pairs.py", ["--model", "bilstm", "--train_file",
+                                                        str(FIXTURES / "pronoun_pairs" / "pairs16.jsonl"),
+                                                        "--do_train", "--embedding_dim", "8", "--hidden_size", "6"],
+                      "last", {"model.safetensors", "pair_model.json", "vocab.json"}),
+}
+
+
+@pytest.mark.parametrize("family", sorted(SCRATCH_RUNS))
+def test_a_model_trained_from_scratch_is_pushed_and_its_card_loads_it(tmp_path, recording_hub, family,
+                                                                      fresh_accelerate_state, monkeypatch):
+    """Issue 34.1: --push_to_hub uploads a folder trained from scratch by the same path as a Hugging Face one
+    (staged, carded, uploaded); the card's download line and its Python, run on the uploaded files, give the
+    model the run saved."""
+    import shlex
+
+    import torch
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    script, argv, model_dir, files_wanted = SCRATCH_RUNS[family]
+    out = tmp_path / family
+    load_cli(script).main([*argv, "--max_steps", "2", "--disable_tqdm", "true", "--output_dir", str(out),
+                           "--push_to_hub", "--hub_model_id", "me/scratch-tiny", "--hub_token", TOKEN])
+    repo_id, files = _uploaded(recording_hub)
+    assert repo_id == "me/scratch-tiny" and files_wanted | {"README.md", "all_results.json"} <= set(files)
+    assert "config.json" not in files and not [f for f in files if f.endswith((".bin", ".pt", ".pkl"))]
+    _no_local_path_or_token(files, tmp_path)
+    text = files["README.md"].decode("utf-8")
+    assert "not a transformers checkpoint" in text and "transformers import" not in text
+    (download,) = [shlex.split(b) for b in card_code_blocks(text, "bash") if b.startswith("hf download")]
+    assert download == ["hf", "download", "me/scratch-tiny", "--local-dir", "scratch-tiny"]
+    for name, content in files.items():
+        (tmp_path / "scratch-tiny" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "scratch-tiny" / name).write_bytes(content)
+    monkeypatch.chdir(tmp_path)
+    (snippet,) = [b for b in card_code_blocks(text, "python") if ".from_pretrained(" in b]
+    namespace: dict = {}
+    exec(snippet, namespace)  # the card's own lines, on the downloaded folder
+    from safetensors.torch import load_file
+
+    saved = load_file(str(out / model_dir / "model.safetensors"))
+    loaded = namespace["model"].state_dict()
+    assert set(loaded) == set(saved) and all(torch.equal(loaded[k], saved[k]) for k in saved)
+    assert namespace["vocabulary"] is not None and not namespace["model"].training
+
+
+def test_a_babi_table_of_several_runs_refuses_push_to_hub_before_training(tmp_path, monkeypatch, capsys,
+                                                                          fresh_accelerate_state):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    out = tmp_path / "table"
+    with pytest.raises(SystemExit) as exit_info:
+        load_cli("finetune/run_babi.py").main(["--data_dir", str(FIXTURES / "babi"), "--task_ids", "1", "8",
+                                               "--do_train", "--output_dir", str(out), "--push_to_hub"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_info.value.code == 2 and len(err) == 1 and "--push_to_hub uploads one model" in err[0], err
+    assert not (out / "qa1").exists()
 
 
 def test_push_to_hub_offline_is_refused_before_training(tmp_path, tiny_bert_dir, monkeypatch, capsys,

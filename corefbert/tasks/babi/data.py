@@ -10,12 +10,12 @@ question line) of the same story. A question sees the story lines before it (not
 from __future__ import annotations
 
 import glob
-import json
 import os
 import re
 from dataclasses import dataclass, field
 
 from corefbert.errors import CorefBertError
+from corefbert.text.jsonio import read_jsonl
 
 __all__ = ["BabiExample", "entity_mentions", "exact_match_clusters", "find_task_file", "groups_to_ids",
            "read_babi_file", "read_coref_file", "spans_to_clusters", "tokenize"]
@@ -180,23 +180,15 @@ def read_coref_file(path: str) -> dict[tuple[int, int], list]:
     ``{"task": N, "line": L, "clusters": [[[start, end], ...], ...]}`` (offsets into the example's
     :attr:`BabiExample.document`)."""
     records: dict[tuple[int, int], list] = {}
-    try:
-        handle = open(path, encoding="utf-8")
-    except OSError as err:
-        raise CorefBertError(f"cannot read the coreference file ({err.strerror})", path=path) from None
-    with handle:
-        for number, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            try:
-                record = json.loads(raw)
-                key = (int(record["task"]), int(record["line"]))
-                clusters = record["clusters"]
-            except (ValueError, KeyError, TypeError):
-                raise CorefBertError('expected a JSON object {"task": N, "line": L, "clusters": [[[start, end], '
-                                     '...], ...]} per line', path=path, position=number) from None
-            if not isinstance(clusters, list):
-                raise CorefBertError("'clusters' must be a list of lists of [start, end] spans", path=path,
-                                     position=number)
-            records[key] = clusters
+    expected = 'expected a JSON object {"task": N, "line": L, "clusters": [[[start, end], ...], ...]} per line'
+    for number, record in read_jsonl(path, expected=expected):
+        try:
+            key = (int(record["task"]), int(record["line"]))
+            clusters = record["clusters"]
+        except (ValueError, KeyError, TypeError):
+            raise CorefBertError(expected, path=path, position=number) from None
+        if not isinstance(clusters, list):
+            raise CorefBertError("'clusters' must be a list of lists of [start, end] spans", path=path,
+                                 position=number)
+        records[key] = clusters
     return records

@@ -19,22 +19,27 @@ bidirectional reader without gating (``bi_gru`` / ``bi_cgru``). Dropout at each 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from corefbert.tasks.babi.coref_gru import BiCorefGRU
+from corefbert.tasks.scratch import ScratchConfig
 
 __all__ = ["GAReader", "GAReaderConfig", "ReaderOutput", "attention_sum"]
 
 RECURRENT_KINDS = ("gru", "cgru")
 
 
-@dataclass
-class GAReaderConfig:
-    """Sizes and options of a reader (saved as JSON beside the weights)."""
+@dataclass(frozen=True)
+class GAReaderConfig(ScratchConfig):
+    """Sizes and options of a reader (saved as the ``"reader"`` of ``babi_reader.json``, beside the weights)."""
+
+    describes: ClassVar[str] = "a bAbI reader config"
+    advice: ClassVar[str] = "use the babi_reader.json saved with the weights (finetune/run_babi.py writes it)"
 
     vocab_size: int
     num_answers: int = 0  # 0: attention sum over document words; > 0: softmax over this many answers
@@ -44,9 +49,6 @@ class GAReaderConfig:
     dropout: float = 0.1
     recurrent: str = "cgru"
     memory: str = "split"
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 @dataclass

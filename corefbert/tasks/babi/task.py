@@ -17,7 +17,6 @@ story, a word or class never seen in training) is scored wrong and counted (``*_
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import statistics
@@ -45,10 +44,10 @@ from corefbert.tasks.base import (
     held_out_split,
     run_finetuning,
 )
-from corefbert.tasks.base import main as run_task
-from corefbert.tasks.heads import load_weights
-from corefbert.text.durable import output_file, output_path, replace_file
+from corefbert.tasks.scratch import ScratchFolder
+from corefbert.text.durable import output_file, replace_file
 from corefbert.text.vocabulary import Vocabulary
+from corefbert.training.cards import repo_name
 from corefbert.training.outputs import write_json
 from corefbert.training.sweep import SweepRules, SweepRun, run_sweep, training_settings
 
@@ -59,6 +58,10 @@ logger = logging.getLogger(__name__)
 #: --model -> (recurrent kind of the document layers, number of layers K)
 MODELS = {"ga_cgru": ("cgru", 3), "ga_gru": ("gru", 3), "bi_cgru": ("cgru", 1), "bi_gru": ("gru", 1)}
 CONFIG_FILE = "babi_reader.json"
+#: A reader's folder: ``model.safetensors`` and ``babi_reader.json`` holding the reader's config (``"reader"``),
+#: its vocabulary, the task, the --model and the answer mode and classes.
+READER_FOLDER = ScratchFolder(CONFIG_FILE, GAReaderConfig, lambda config, _vocabulary: GAReader(config),
+                              "finetune/run_babi.py", vocab_file=None, config_key="reader")
 #: Tasks whose every answer is one word of its story (attention sum); the paper's "half of the tasks [that] are
 #: extractive" (appendix B). On the official 1k training files exactly these have every answer in the story;
 #: 8, 9, 15 and 20 have some (58, 37, 65, 70 %), 6, 7, 10, 17, 18 and 19 none.
@@ -285,18 +288,9 @@ class BabiTask(FinetuningTask):
         return [path]
 
     def save_pretrained(self, model, output_dir: str, state_dict: dict | None = None) -> None:
-        from safetensors.torch import save_file
-
-        state = state_dict if state_dict is not None else model.state_dict()
-        os.makedirs(output_dir, exist_ok=True)
-        with output_path(os.path.join(output_dir, "model.safetensors"), "the weights") as fresh:
-            save_file({k: v.contiguous() for k, v in state.items()}, fresh)
-        write_json(os.path.join(output_dir, CONFIG_FILE), {
-            "task_id": self.task_id, "model": self.task_args.model, "reader": model.config.to_dict(),
-            "extractive": self.extractive, "answers": self.answers, "vocabulary": self.vocab.to_dict()})
-
-    def load_weights(self, model, directory: str) -> None:
-        load_weights(model, directory)
+        READER_FOLDER.save_pretrained(output_dir, model, self.vocab, state_dict, settings={
+            "task_id": self.task_id, "model": self.task_args.model, "extractive": self.extractive,
+            "answers": self.answers})
 
 
 def check_extractive_answers(examples: list[BabiExample], path: str) -> None:
@@ -311,19 +305,11 @@ def check_extractive_answers(examples: list[BabiExample], path: str) -> None:
 
 
 def load_babi_reader(directory: str) -> tuple[GAReader, dict]:
-    """A trained reader from a ``best/`` or ``last/`` folder, and its saved settings (answers, and
-    ``"vocabulary"`` as a :class:`Vocabulary`; a folder saved before the one vocabulary holds a word list)."""
-    path = os.path.join(directory, CONFIG_FILE)
-    try:
-        with open(path, encoding="utf-8") as handle:
-            saved = json.load(handle)
-        model = GAReader(GAReaderConfig(**saved["reader"]))
-        vocabulary = saved["vocabulary"]
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise CorefBertError(f"not a bAbI reader folder ({err})", path=path) from None
-    saved["vocabulary"] = Vocabulary.from_dict(vocabulary, path)
-    load_weights(model, directory)
-    return model.eval(), saved
+    """A trained reader from a ``best/`` or ``last/`` folder (:data:`READER_FOLDER`), and its saved settings
+    (``task_id``, ``model``, ``extractive``, ``answers``, ``"reader"`` as a dict and ``"vocabulary"`` as a
+    :class:`Vocabulary`; a folder saved before the one vocabulary holds a word list, which reads as one)."""
+    loaded = READER_FOLDER.from_pretrained(directory)
+    return loaded.model, {**loaded.settings, "reader": loaded.config.to_dict(), "vocabulary": loaded.vocabulary}
 
 
 def babi_table(accuracies: dict[int, list[float]], model: str, split: str = "") -> dict:
@@ -370,7 +356,9 @@ def babi_run(task_args: BabiArguments, args, task_id: int, seed_index: int) -> S
     """One task x seed of the table, in ``output_dir/qaN/seed_k``: its settings are what a checkpoint records
     (the training flags, the task's flags and the sizes of its files) and the schedule's length."""
     out = os.path.join(args.output_dir, f"qa{task_id}", f"seed_{seed_index}")
-    run_args = dataclasses.replace(args, output_dir=out, seed=args.seed + seed_index)
+    # --push_to_hub (one run, run_babi): the repository is named after the table's folder, not "seed_0"
+    run_args = dataclasses.replace(args, output_dir=out, seed=args.seed + seed_index,
+                                   hub_model_id=repo_name(args) if args.push_to_hub else args.hub_model_id)
     task = BabiTask(dataclasses.replace(task_args, task_ids=[task_id], seeds=1), run_args)
     settings = {**training_settings(run_args, FinetuningJob(task, run_args, None, None).settings()),
                 "max_steps": run_args.max_steps, "num_train_epochs": run_args.num_train_epochs}
@@ -406,6 +394,10 @@ def run_babi(task_args: BabiArguments, args) -> dict[str, float]:
     """``BabiTask.run``: one run per task x seed in ``output_dir/qaN/seed_k``, then the combined table."""
     args.validate()
     task_args.check()
+    if args.push_to_hub and len(task_args.task_ids) * task_args.seeds > 1:
+        raise CorefBertError(f"--push_to_hub uploads one model, and this table trains {len(task_args.task_ids)} "
+                             f"task(s) x {task_args.seeds} seed(s): push one run (one --task_ids, --seeds 1), or "
+                             "upload a run's best/ later with `hf upload USER/NAME output_dir/qaN/seed_0/best`")
     if task_args.coref_source == "file":
         read_coref_file(task_args.coref_file)
     for task_id in task_args.task_ids:  # every task's files before the first run, not after an hour of training
@@ -455,9 +447,3 @@ def run_babi(task_args: BabiArguments, args) -> dict[str, float]:
         print("\n".join(table_markdown(table) for table in tables))
     write_json(os.path.join(args.output_dir, "all_results.json"), results)
     return results
-
-
-def main(argv: list[str] | None = None) -> dict[str, float]:
-    """``finetune/run_babi.py`` and ``corefbert finetune babi``: bAbI-1k with the GA reader and Coref-GRU.
-    ``argv`` defaults to ``sys.argv[1:]``; messages name the script, as they always have."""
-    return run_task(BabiTask, argv, prog="run_babi.py")

@@ -31,7 +31,8 @@ from corefbert.errors import CorefBertError, one_line
 from corefbert.pretraining.modeling import copy_scores, load_quietly
 from corefbert.tasks.coref.mlm_scoring import CandidateScoringOutput, with_labels_and_index
 from corefbert.tasks.coref.readers import PronounExample
-from corefbert.tasks.heads import safetensors_files
+from corefbert.tasks.heads import stored_tensors
+from corefbert.text.tokenizers import joins_next, span_tokens
 
 COPY_VECTOR_KEY = "mrp.copy_vector"
 COPY_SPANS = ("last_word", "full")
@@ -39,16 +40,9 @@ COPY_SPANS = ("last_word", "full")
 
 def read_copy_vector(directory: str) -> torch.Tensor | None:
     """``mrp.copy_vector`` from a checkpoint's safetensors file(s), or ``None`` if it has none."""
-    from safetensors import safe_open
-
-    for path in safetensors_files(directory):
-        if not os.path.isfile(path):
-            continue
-        with safe_open(path, framework="pt") as weights:
-            for key in weights.keys():
-                if key == COPY_VECTOR_KEY or key.endswith("." + COPY_VECTOR_KEY):
-                    return weights.get_tensor(key)
-    return None
+    found = stored_tensors(directory, lambda key: COPY_VECTOR_KEY if key == COPY_VECTOR_KEY
+                           or key.endswith("." + COPY_VECTOR_KEY) else None)
+    return found.get(COPY_VECTOR_KEY)
 
 
 class CopyHeadScorer(nn.Module):
@@ -140,11 +134,12 @@ def encode_copy_query(example: PronounExample, tokenizer, max_length: int = 512,
     text = example.text[:example.pronoun_start] + mask + example.text[example.pronoun_end:]
     shift = len(mask) - (example.pronoun_end - example.pronoun_start)
     encoding = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-    ids, offsets = encoding["input_ids"], encoding["offset_mapping"]
+    ids, offsets, joined = encoding["input_ids"], encoding["offset_mapping"], joins_next(encoding.word_ids())
     query = next((i for i, t in enumerate(ids) if t == tokenizer.mask_token_id), None)
     if query is None:
         raise CorefBertError(f"the masked pronoun of {example.id} did not survive tokenization")
-    # Per candidate, per occurrence: the tokens of the whole text it covers.
+    # Per candidate, per occurrence: the tokens of the whole text it covers, as pretraining's mention spans are
+    # (a lone space token the tokenizer joins to the word included).
     occurrences = []
     for char_spans in example.candidate_spans:
         occurrences.append([])
@@ -152,7 +147,7 @@ def encode_copy_query(example: PronounExample, tokenizer, max_length: int = 512,
             char_start, char_end = _scored_span(example.text, (char_start, char_end), copy_span)
             if char_start >= example.pronoun_end:
                 char_start, char_end = char_start + shift, char_end + shift
-            occurrences[-1].append([i for i, (s, e) in enumerate(offsets) if s < char_end and e > char_start and e > s])
+            occurrences[-1].append(span_tokens(text, offsets, joined, char_start, char_end))
     # A window of max_length - 2 tokens holding the pronoun (GAP texts can exceed 512).
     width = max_length - 2
     first = copy_window_start(query, len(ids), width, occurrences)

@@ -21,27 +21,39 @@ from torch import nn
 from corefbert.errors import CorefBertError
 from corefbert.tasks.coref.readers import PronounExample
 from corefbert.tasks.heads import frozen_pooler
+from corefbert.text.tokenizers import joins_next, span_tokens
 
 REDUCTIONS = ("mean", "sum")
 LOSS_VARIANTS = ("paper", "wikicrem")
 
 
-def _encode(tokenizer, text: str) -> list[int]:
-    return tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
+def _in_context(tokenizer, left_text: str, candidate: str, right_text: str) -> tuple[list[int], list[int], list[int]]:
+    """The ids of ``left_text + candidate + right_text`` from one tokenizer call, cut into those before the
+    candidate, the candidate's own (:func:`corefbert.text.tokenizers.span_tokens`) and those after.
+
+    One call over the whole text reads every family as in running text: byte-level BPE's space belongs to the
+    candidate's first token, and SentencePiece gives the context after the candidate no space piece of its own
+    (tokenized apart, ``"."`` became a space piece and a period)."""
+    text = left_text + candidate + right_text
+    encoding = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    ids = encoding["input_ids"]
+    tokens = span_tokens(text, encoding["offset_mapping"], joins_next(encoding.word_ids()), len(left_text),
+                         len(left_text) + len(candidate))
+    if not tokens:
+        return ids, [], []
+    return ids[:tokens[0]], ids[tokens[0]:tokens[-1] + 1], ids[tokens[-1] + 1:]
 
 
 def encode_candidates(example: PronounExample, tokenizer, max_length: int = 128) -> dict[str, list[list[int]]]:
     """One masked sequence per candidate: ``input_ids`` and ``target_ids`` (the candidate's token id at each
     mask, -100 elsewhere). Layout ``[CLS] left [MASK]*k right [SEP]`` (``<s> … </s>`` for RoBERTa); when too
-    long, context is cut on both sides of the masks, keeping as much as fits around the pronoun."""
+    long, context is cut on both sides of the masks, keeping as much as fits around the pronoun. The text is
+    tokenized with the candidate in the pronoun's place (:func:`_in_context`), for every tokenizer family."""
     left_text = example.text[:example.pronoun_start]
     right_text = example.text[example.pronoun_end:]
-    # Byte-level BPE is space-sensitive: the space before the pronoun belongs to the candidate's first token.
-    space = " " if left_text[-1:].isspace() else ""
-    left, right = _encode(tokenizer, left_text.rstrip()), _encode(tokenizer, right_text)
     input_ids, target_ids = [], []
     for candidate in example.candidates:
-        cand = _encode(tokenizer, space + candidate)
+        left, cand, right = _in_context(tokenizer, left_text, candidate, right_text)
         if not cand:
             raise CorefBertError(f"candidate {candidate!r} of {example.id} tokenizes to nothing")
         budget = max_length - 2 - len(cand)

@@ -1,6 +1,6 @@
 """Readers for the pronoun-coreference benchmarks, one per file format.
 
-Formats (see ../shared/data/*/SOURCE.md):
+Formats (docs/guides/coref.md, "Formats read"):
 
 - **GAP TSV**: header + 11 tab-separated columns ``ID, Text, Pronoun, Pronoun-offset, A, A-offset, A-coref,
   B, B-offset, B-coref, URL``; character offsets into ``Text``; ``TRUE``/``FALSE`` labels, both may be false.

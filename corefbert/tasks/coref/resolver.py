@@ -30,6 +30,7 @@ from corefbert.tasks.coref.copy_scoring import (
     render_copy_html,
 )
 from corefbert.tasks.coref.readers import PronounExample, match_candidates
+from corefbert.text.spans import Cluster
 from corefbert.text.tokenizers import TOKENIZER_FILES, load_tokenizer
 from corefbert.training.model_folders import check_model_folder
 
@@ -137,8 +138,9 @@ class SpacyCopyScorer:
     """The copy-head resolver as the scorer of the spaCy component (``scorer: "copy"``): each third-person
     pronoun is masked and linked to the noun phrase, among the ``max_candidates`` nearest before it in its
     sentence and the ``window_sentences`` before, whose copy score (log Σ Pr(start) · Pr(end), what
-    :meth:`CopyResolver.resolve` gives) is highest; pronouns linked to one phrase form its cluster. The
-    pronouns of a batch of Docs are scored ``batch_size`` at a time."""
+    :meth:`CopyResolver.resolve` gives) is highest; pronouns linked to one phrase form its cluster (token
+    mentions, both ends inclusive: :mod:`corefbert.text.spans`). The pronouns of a batch of Docs are scored
+    ``batch_size`` at a time."""
 
     def __init__(self, model: str, window_sentences: int = 2, max_candidates: int = 10, batch_size: int = 16,
                  resolver: CopyResolver | None = None):
@@ -167,7 +169,7 @@ class SpacyCopyScorer:
             out.append((token.i, candidates, example))
         return out
 
-    def __call__(self, docs: list) -> list[list[list[tuple[int, int]]]]:
+    def __call__(self, docs: list) -> list[list[Cluster]]:
         problems = [(d, *p) for d, doc in enumerate(docs) for p in self.problems(doc)]
         scores = []
         model, tokenizer = self.resolver.model, self.resolver.tokenizer
@@ -178,12 +180,13 @@ class SpacyCopyScorer:
             batch = {k: v.to(next(model.parameters()).device) for k, v in batch.items()}
             with torch.no_grad():
                 scores += model(**batch).scores.tolist()  # [batch, candidates], -inf past each one's own
-        clusters: list[dict[tuple[int, int], list[tuple[int, int]]]] = [{} for _ in docs]
+        clusters: list[dict[tuple[int, int], Cluster]] = [{} for _ in docs]
         for (d, pronoun, candidates, _), row in zip(problems, scores):
             row = row[:len(candidates)]
             best = max(range(len(row)), key=row.__getitem__)
             if row[best] > float("-inf"):
-                clusters[d].setdefault(candidates[best], [candidates[best]]).append((pronoun, pronoun + 1))
+                first, end = candidates[best]  # a noun phrase, spaCy's exclusive end; the scorer gives inclusive ones
+                clusters[d].setdefault(candidates[best], [(first, end - 1)]).append((pronoun, pronoun))
         return [list(found.values()) for found in clusters]
 
 

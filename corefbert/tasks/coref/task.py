@@ -19,7 +19,6 @@ import torch
 from corefbert.errors import CorefBertError
 from corefbert.metrics.gap import accuracy, gap_metrics
 from corefbert.tasks.base import FinetuningArguments, FinetuningTask
-from corefbert.tasks.base import main as run_task
 from corefbert.tasks.coref.copy_scoring import COPY_SPANS
 from corefbert.tasks.coref.mlm_scoring import LOSS_VARIANTS, REDUCTIONS
 from corefbert.tasks.coref.readers import (
@@ -272,9 +271,3 @@ class _EncodedExamples(torch.utils.data.Dataset):
 
 def _stem(path: str) -> str:
     return os.path.splitext(os.path.basename(path))[0].replace(".", "_")
-
-
-def main(argv: list[str] | None = None) -> dict[str, float]:
-    """``finetune/run_coref.py`` and ``corefbert finetune coref``: pronoun coreference.
-    ``argv`` defaults to ``sys.argv[1:]``; messages name the script, as they always have."""
-    return run_task(CorefTask, argv, prog="run_coref.py")

@@ -9,16 +9,21 @@ reconstruction and reads as ``static``), so every saved model still loads.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 from corefbert.errors import CorefBertError
 from corefbert.tasks.coref_e2e.encoders import ASL_VARIANTS, ENCODERS, TRANSFORMER_ENCODERS
 from corefbert.tasks.coref_e2e.span_ranking import SpanRankingConfig
+from corefbert.tasks.scratch import ScratchConfig
 
 
 @dataclass(frozen=True)
-class CorefE2EConfig:
+class CorefE2EConfig(ScratchConfig):
     """Encoder kind and sizes of the word representation; ``ranker`` the span ranker's (paper defaults)."""
+
+    describes: ClassVar[str] = "an end-to-end coreference model config"
+    advice: ClassVar[str] = "was it written by run_coref_e2e.py?"
 
     encoder: str
     ranker: SpanRankingConfig
@@ -40,24 +45,17 @@ class CorefE2EConfig:
         """Whether the encoder is a transformer over subword windows (else a recurrent one over word ids)."""
         return self.encoder in TRANSFORMER_ENCODERS
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
     @classmethod
-    def from_dict(cls, values: dict, path: str | None = None) -> CorefE2EConfig:
-        """The config of :meth:`to_dict`'s mapping; one line naming ``path`` when it is not one."""
-        names = {f.name for f in fields(cls)}
-        try:
-            unknown = sorted(set(values) - names)
-            if unknown or values["encoder"] not in ENCODERS:
-                raise ValueError(f"unknown keys {unknown}" if unknown else f"encoder {values['encoder']!r}")
-            if values.get("asl_variant", "static") not in ASL_VARIANTS:
-                raise ValueError(f"asl_variant {values['asl_variant']!r}")
-            # Before the paper-exact ASL every saved ASL model was the static reconstruction.
-            return cls(**{"asl_variant": "static", **values, "ranker": SpanRankingConfig(**values["ranker"])})
-        except (KeyError, TypeError, ValueError) as err:
-            raise CorefBertError(f"not an end-to-end coreference model config ({err}); was it written by "
-                                 "run_coref_e2e.py?", path=path) from None
+    def upgrade(cls, values: dict) -> dict:
+        """Before the paper-exact ASL every saved ASL model was the static reconstruction: a file without
+        ``asl_variant`` reads as ``static``."""
+        return {"asl_variant": "static", **values}
+
+    def check(self) -> None:
+        if self.encoder not in ENCODERS:
+            raise ValueError(f"encoder {self.encoder!r}")
+        if self.asl_variant not in ASL_VARIANTS:
+            raise ValueError(f"asl_variant {self.asl_variant!r}")
 
 
 # The flags of run_coref_e2e.py that a saved model fixes (its coref_e2e_head.json holds them), with their values

@@ -20,6 +20,7 @@ import torch
 
 from corefbert.tasks.coref_e2e.config import CorefE2EConfig
 from corefbert.text.conll import ConllDocument
+from corefbert.text.tokenizers import word_pieces
 from corefbert.text.vocabulary import Vocabulary
 
 VOCAB_FILE = "coref_e2e_vocab.json"
@@ -135,10 +136,10 @@ def word_tensors(document: ConllDocument, vocab: Vocabulary, max_word_chars: int
 
 def subword_windows(words: list[str], tokenizer, max_seq_length: int, stride: int) -> dict[str, torch.Tensor]:
     """Overlapping windows of ``max_seq_length`` tokens ([CLS] + content + [SEP]) starting every ``stride``
-    content tokens; each word is read in the window where its first subword is farthest from an edge.
-    -> ``input_ids``/``attention_mask`` [windows, max_seq_length], ``word_positions`` [words]."""
-    pieces = tokenizer(words, add_special_tokens=False)["input_ids"]
-    pieces = [p if p else [tokenizer.unk_token_id] for p in pieces]  # a word the tokenizer drops entirely
+    content tokens; each word is read in the window where its first subword is farthest from an edge. The
+    words' subwords are those of the running text (:func:`corefbert.text.tokenizers.word_pieces`), whatever the
+    tokenizer's family. -> ``input_ids``/``attention_mask`` [windows, max_seq_length], ``word_positions`` [words]."""
+    pieces = [p if p else [tokenizer.unk_token_id] for p in word_pieces(tokenizer, words)]  # a word dropped entirely
     flat = [t for p in pieces for t in p]
     first_piece, position = [], 0
     for p in pieces:

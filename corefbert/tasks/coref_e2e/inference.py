@@ -1,8 +1,8 @@
 """A trained end-to-end coreference model on spaCy's words and sentences: batches of texts, long texts in
 overlapping windows, clusters merged across windows.
 
-What a forward pass holds is bounded by the model's settings, never by the text (DESIGN.md: a text without
-sentence breaks stays bounded too):
+What a forward pass holds is bounded by the model's settings, never by the text (docs/guides/coref_e2e.md, "Long
+documents": a text without sentence breaks stays bounded too):
 
 - a sentence longer than ``max_sentence_words`` is read as pieces of that many words;
 - a text is read in **windows** of whole sentences of at most ``max_segment_words`` words; consecutive windows
@@ -33,9 +33,9 @@ from corefbert.tasks.coref_e2e.encoders import window_word_states
 from corefbert.tasks.coref_e2e.model import load_model
 from corefbert.tasks.coref_e2e.span_ranking import predict_clusters
 from corefbert.text.conll import ConllDocument
+from corefbert.text.spans import Cluster, Mention
 
 Word = tuple  # (text, start character, end character, token index): only the text is read here
-Cluster = list[tuple[int, int]]  # mentions as (first word, last word), inclusive, in text order
 # Encoders whose windows can share one call exactly; LSL and ASL read the previous sentence, which in a stack
 # of windows would be another window's.
 BATCHED_ENCODERS = ("bilstm", "bert")
@@ -82,9 +82,9 @@ class ClusterMerger:
     """Clusters of several windows of one text joined through their shared mentions (union-find on spans)."""
 
     def __init__(self):
-        self.parent: dict[tuple[int, int], tuple[int, int]] = {}
+        self.parent: dict[Mention, Mention] = {}
 
-    def _root(self, span: tuple[int, int]) -> tuple[int, int]:
+    def _root(self, span: Mention) -> Mention:
         root = self.parent.setdefault(span, span)
         while root != self.parent[root]:
             root = self.parent[root]
@@ -103,7 +103,7 @@ class ClusterMerger:
 
     def clusters(self) -> list[Cluster]:
         """Every cluster, mentions sorted, clusters in the order of their first mention."""
-        groups: dict[tuple[int, int], list[tuple[int, int]]] = {}
+        groups: dict[Mention, Cluster] = {}
         for span in self.parent:
             groups.setdefault(self._root(span), []).append(span)
         return sorted((sorted(group) for group in groups.values()), key=lambda c: c[0])

@@ -2,7 +2,9 @@
 
 A folder holds ``coref_e2e_head.json`` (what rebuilds the model: encoder kind, sizes, genres) and:
 
-- recurrent encoders: ``model.safetensors`` (every weight) and ``coref_e2e_vocab.json`` (words, characters);
+- recurrent encoders: ``model.safetensors`` (every weight) and ``coref_e2e_vocab.json`` (words, characters),
+  saved and loaded as every model trained from scratch is (:data:`RECURRENT_FOLDER`,
+  :mod:`corefbert.tasks.scratch`);
 - ``bert``: the transformer as an ordinary Hugging Face checkpoint at the top level (``AutoModel`` loads it
   with no missing key) with its tokenizer, and the span ranker in ``coref_e2e_head.safetensors``.
 """
@@ -23,16 +25,15 @@ from corefbert.tasks.coref_e2e.encoders import WordRepresentation, sentence_enco
 from corefbert.tasks.coref_e2e.span_ranking import SpanRanker
 from corefbert.tasks.heads import (
     check_sizes_against_weights,
+    head_config_file,
     head_weights_file,
     load_encoder,
     load_encoder_and_head,
     load_weights,
     read_head_config,
-    safetensors_files,
     save_encoder_and_head,
-    write_head_config,
 )
-from corefbert.text.durable import output_path
+from corefbert.tasks.scratch import ScratchFolder
 from corefbert.text.tokenizers import load_tokenizer
 from corefbert.text.vocabulary import Vocabulary
 
@@ -103,21 +104,20 @@ def build_model(config: CorefE2EConfig, vocab: Vocabulary | None = None, pretrai
     return E2ECorefModel(_with_ranker_inputs(config, encoder.output_dim, words.output_dim), encoder, words)
 
 
+#: A recurrent model's folder (:mod:`corefbert.tasks.scratch`): ``model.safetensors``, ``coref_e2e_head.json``
+#: (its :class:`CorefE2EConfig`) and ``coref_e2e_vocab.json`` (words, characters).
+RECURRENT_FOLDER = ScratchFolder(head_config_file(TASK), CorefE2EConfig, build_model,
+                                 "finetune/run_coref_e2e.py --do_train", vocab_file=VOCAB_FILE)
+
+
 def save_model(model: E2ECorefModel, output_dir: str, vocab: Vocabulary | None, tokenizer=None,
                state_dict: dict | None = None) -> None:
     """Write ``model`` (and its vocabulary or tokenizer) into ``output_dir`` as the module docstring says."""
-    from safetensors.torch import save_file
-
-    os.makedirs(output_dir, exist_ok=True)
-    state_dict = model.state_dict() if state_dict is None else state_dict
     if model.config.reads_subwords:
         save_encoder_and_head(model, output_dir, TASK, model.config.to_dict(), state_dict=state_dict)
         tokenizer.save_pretrained(output_dir)
         return
-    with output_path(os.path.join(output_dir, "model.safetensors"), "the weights") as fresh:
-        save_file({k: v.detach().contiguous().cpu() for k, v in state_dict.items()}, fresh)
-    write_head_config(output_dir, TASK, model.config.to_dict())
-    vocab.save(output_dir, VOCAB_FILE)
+    RECURRENT_FOLDER.save_pretrained(output_dir, model, vocab, state_dict)
 
 
 def load_model(directory: str) -> tuple[E2ECorefModel, Vocabulary | None, object]:
@@ -126,21 +126,24 @@ def load_model(directory: str) -> tuple[E2ECorefModel, Vocabulary | None, object
     if values is None:
         raise CorefBertError(f"not a coreference model folder (no {TASK}_head.json); train one with "
                              "finetune/run_coref_e2e.py --do_train", path=directory)
-    config_file = os.path.join(directory, f"{TASK}_head.json")
-    config = CorefE2EConfig.from_dict(values, config_file)
-    if config.reads_subwords:
-        # The ranker's sizes against its sidecar before anything is allocated (the encoder's are checked by
-        # load_encoder): the encoder stands in as a module without weights.
-        hidden = AutoConfig.from_pretrained(directory).hidden_size
-        check_sizes_against_weights(lambda: E2ECorefModel(_with_ranker_inputs(config, hidden, hidden), nn.Module()),
-                                    [os.path.join(directory, head_weights_file(TASK))], f"{TASK}_head.json", directory)
-        model = build_model(config, encoder_path=directory)
-        load_encoder_and_head(model, directory, TASK, with_encoder=False)
-        return model, None, load_tokenizer(directory)
-    vocab = Vocabulary.load(directory, VOCAB_FILE, missing=f"no {VOCAB_FILE}: not a model folder written by "
-                                                          "run_coref_e2e.py")
-    check_sizes_against_weights(lambda: build_model(config, vocab), safetensors_files(directory), f"{TASK}_head.json",
-                                directory)
-    model = build_model(config, vocab)
-    load_weights(model, directory)
-    return model, vocab, None
+    config = CorefE2EConfig.from_dict(values, os.path.join(directory, head_config_file(TASK)))
+    if not config.reads_subwords:
+        loaded = RECURRENT_FOLDER.from_pretrained(directory)
+        return loaded.model, loaded.vocabulary, None
+    # The ranker's sizes against its sidecar before anything is allocated (the encoder's are checked by
+    # load_encoder): the encoder stands in as a module without weights.
+    hidden = AutoConfig.from_pretrained(directory).hidden_size
+    check_sizes_against_weights(lambda: E2ECorefModel(_with_ranker_inputs(config, hidden, hidden), nn.Module()),
+                                [os.path.join(directory, head_weights_file(TASK))], head_config_file(TASK), directory)
+    model = build_model(config, encoder_path=directory)
+    load_encoder_and_head(model, directory, TASK, with_encoder=False)
+    return model.eval(), None, load_tokenizer(directory)
+
+
+def load_weights_into(model: E2ECorefModel, directory: str) -> None:
+    """Load the weights of a folder :func:`save_model` wrote from a model of the same config into ``model``
+    in place (the best model at the end of training)."""
+    if model.config.reads_subwords:
+        load_encoder_and_head(model, directory, TASK)
+    else:
+        load_weights(model, directory)

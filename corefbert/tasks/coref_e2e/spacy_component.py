@@ -21,8 +21,9 @@ group) leaves nothing stale, and a Doc read back from a DocBin has them without 
 ``config={"scorer": "copy", "model": COREFBERT_CKPT}`` resolves third-person pronouns zero-shot with the copy
 head of any CorefBERT (or converted) checkpoint instead: the scorer comes from spaCy's ``misc`` registry as
 ``corefbert.scorer.copy`` (``corefbert.tasks.coref.resolver.spacy_copy_scorer``, the coreference family's
-entry point), so this family never imports that one. A scorer maps a batch of Docs to each Doc's clusters as
-``(first token, end token)`` spans (end exclusive).
+entry point), so this family never imports that one. A scorer maps a batch of Docs to each Doc's clusters of
+``(first token, last token)`` mentions, both ends inclusive (the toolkit's one span type,
+:mod:`corefbert.text.spans`); :func:`write_clusters` makes them spaCy spans, whose end is exclusive.
 
 ``resolved_text`` replaces each pronoun that is a mention of a cluster by the cluster's first mention that is
 not a lone pronoun (possessives stay possessive: "his" -> "Tom's", "their" of "the dogs" -> "the dogs'");
@@ -41,12 +42,12 @@ from spacy.util import minibatch, registry
 
 from corefbert.errors import CorefBertError
 from corefbert.tasks.coref_e2e.inference import Resolver, doc_sentences
+from corefbert.text.spans import Cluster
 from corefbert.training.model_folders import check_model_folder
 
 NAME = "corefbert_coref"
 CLUSTER_PREFIX = "coref_clusters"  # doc.spans["coref_clusters_1"], ...: spacy-experimental's default prefix
-TokenSpans = list[list[tuple[int, int]]]  # one Doc's clusters: (first token, end token), end exclusive
-Scorer = Callable[[list[Doc]], list[TokenSpans]]
+Scorer = Callable[[list[Doc]], list[list[Cluster]]]  # each Doc's clusters of token mentions, ends inclusive
 
 PERSONAL = {"i", "me", "we", "us", "you", "he", "him", "she", "her", "it", "they", "them"}
 POSSESSIVE = {"my", "mine", "our", "ours", "your", "yours", "his", "hers", "its", "their", "theirs"}
@@ -134,13 +135,13 @@ class E2EScorer:
         check_model_folder(model)  # weights kept only as a pickle: one line before anything is read
         self.resolver = Resolver(model, max_segment_words=max_segment_words, overlap_words=overlap_words)
 
-    def __call__(self, docs: list[Doc]) -> list[TokenSpans]:
+    def __call__(self, docs: list[Doc]) -> list[list[Cluster]]:
         texts = [doc_sentences(doc) for doc in docs]
         clusters = self.resolver.clusters(texts)
         out = []
         for sentences, found in zip(texts, clusters):
             token = [w[3] for s in sentences for w in s]  # word index -> token index
-            out.append([[(token[s], token[e] + 1) for s, e in cluster] for cluster in found])
+            out.append([[(token[s], token[e]) for s, e in cluster] for cluster in found])
         return out
 
 
@@ -231,11 +232,13 @@ def make_coref_component(nlp: Language, name: str, model: str | None, scorer: st
     return CorefComponent(nlp, name, build_scorer(scorer, model, max_segment_words, overlap_words), batch_size)
 
 
-def write_clusters(doc: Doc, clusters: TokenSpans) -> None:
-    """Write ``doc``'s clusters (token spans, end exclusive) as the span groups ``coref_clusters_1``, ... in
-    the order of their first mention, replacing every ``coref_clusters_<n>`` group an earlier run left."""
+def write_clusters(doc: Doc, clusters: list[Cluster]) -> None:
+    """Write ``doc``'s clusters (``(first token, last token)`` mentions, both inclusive) as the span groups
+    ``coref_clusters_1``, ... in the order of their first mention, replacing every ``coref_clusters_<n>`` group an
+    earlier run left."""
     set_extensions()  # the getters that read the groups back, also where no component was built
-    spans = [[Span(doc, s, e) for s, e in sorted(set(cluster))] for cluster in clusters if cluster]
+    # The one place a mention becomes a spaCy span, whose end is exclusive.
+    spans = [[Span(doc, first, last + 1) for first, last in sorted(set(cluster))] for cluster in clusters if cluster]
     spans.sort(key=lambda c: (c[0].start, c[0].end))
     for key in cluster_keys(doc):
         del doc.spans[key]

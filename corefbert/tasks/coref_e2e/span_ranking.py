@@ -29,19 +29,22 @@ pairs × span size.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
+from corefbert.tasks.scratch import ScratchConfig
+from corefbert.text.spans import Cluster
 from corefbert.training.memory import CHUNK_ELEMENTS, map_row_chunks
 
 NUM_DISTANCE_BUCKETS = 10
 
 
-@dataclass
-class SpanRankingConfig:
-    """Sizes of the span-ranking model (paper settings as defaults)."""
+@dataclass(frozen=True)
+class SpanRankingConfig(ScratchConfig):
+    """Sizes of the span-ranking model (paper settings as defaults); the ``"ranker"`` of an end-to-end
+    model's config."""
 
     context_dim: int  # x*_t
     head_dim: int  # x_t
@@ -56,9 +59,6 @@ class SpanRankingConfig:
     # The paper's α_t = w_α · FFNN_α(x*_t) has hidden layers; the authors' code projects x*_t linearly (0).
     head_ffnn_depth: int = 2
     allow_crossing_spans: bool = False  # True: pruning keeps the top λT spans without the paper's suppression
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def ffnn(input_dim: int, hidden: int, depth: int, dropout: float) -> nn.Sequential:
@@ -257,14 +257,14 @@ def marginal_log_likelihood_loss(scores: torch.Tensor, cluster: torch.Tensor, an
 
 
 def predict_clusters(top_starts: torch.Tensor, top_ends: torch.Tensor, antecedents: torch.Tensor,
-                     scores: torch.Tensor) -> list[list[tuple[int, int]]]:
+                     scores: torch.Tensor) -> list[Cluster]:
     """Greedy decoding: each kept span links to its highest-scoring antecedent (ε: none); linked spans form
-    clusters, in the order of their first mention."""
+    clusters (mentions with inclusive ends), in the order of their first mention."""
     best = scores.argmax(dim=1)  # [k], 0: ε
     chosen = antecedents.gather(1, (best - 1).clamp(min=0)[:, None]).squeeze(1)  # [k]: the kept span each links to
     starts, ends = top_starts.tolist(), top_ends.tolist()
     cluster_of: dict[int, int] = {}
-    clusters: list[list[tuple[int, int]]] = []
+    clusters: list[Cluster] = []
     for i, (choice, j) in enumerate(zip(best.tolist(), chosen.tolist())):
         if choice == 0:
             continue

@@ -31,7 +31,6 @@ from corefbert.tasks.base import (
     check_data_flags,
     held_out_split,
 )
-from corefbert.tasks.base import main as run_task
 from corefbert.tasks.coref_e2e.config import (
     MODEL_FLAG_DEFAULTS,
     CorefE2EConfig,
@@ -54,7 +53,7 @@ from corefbert.tasks.coref_e2e.encoders import (
     TRANSFORMER_ENCODERS,
     WINDOW_BATCH_SIZE,
 )
-from corefbert.tasks.coref_e2e.model import TASK, build_model, load_model, save_model
+from corefbert.tasks.coref_e2e.model import TASK, build_model, load_model, load_weights_into, save_model
 from corefbert.tasks.coref_e2e.span_ranking import SpanRankingConfig, predict_clusters
 from corefbert.tasks.heads import read_head_config
 from corefbert.text.conll import ConllDocument, read_conll, write_conll
@@ -373,8 +372,7 @@ class CorefE2ETask(FinetuningTask):
         save_model(model, output_dir, self.vocab, self.tokenizer, state_dict)
 
     def load_weights(self, model, directory: str) -> None:
-        loaded, _, _ = load_model(directory)
-        model.load_state_dict(loaded.state_dict())
+        load_weights_into(model, directory)
 
 
 class RecurrentCorefE2ETask(CorefE2ETask):
@@ -435,9 +433,3 @@ class TransformerCorefE2ETask(CorefE2ETask):
 
     def _prepare_inputs(self, path: str | None) -> None:
         self.tokenizer = load_tokenizer(path)
-
-
-def main(argv: list[str] | None = None) -> dict[str, float]:
-    """``finetune/run_coref_e2e.py`` and ``corefbert finetune coref-e2e``: end-to-end coreference.
-    ``argv`` defaults to ``sys.argv[1:]``; messages name the script, as they always have."""
-    return run_task(CorefE2ETask, argv, prog="run_coref_e2e.py")

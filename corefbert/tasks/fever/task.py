@@ -34,9 +34,7 @@ from corefbert.tasks.base import (
     HeldOutArguments,
     check_data_flags,
     held_out_split,
-    run_finetuning,
 )
-from corefbert.tasks.base import main as run_task
 from corefbert.tasks.fever.kgat import KgatModel
 from corefbert.tasks.heads import (
     check_head_weights,
@@ -272,42 +270,28 @@ def _pad(rows: list[list[int]], value: int) -> torch.Tensor:
 class FeverTask(FinetuningTask):
     """FEVER / FEVER-Symmetric on the shared loop; ``main_metric`` is label accuracy. The family: claims,
     evaluation and predictions; each ``--model_type`` is a subclass with its own paper settings
-    (:class:`ConcatFeverTask`, :class:`KgatFeverTask`), which :meth:`variant` picks."""
+    (:class:`ConcatFeverTask`, :class:`KgatFeverTask`), which :meth:`variant_for` picks."""
 
     name = "fever"
     main_metric = "accuracy"
     args_class = FeverArguments
-    model_type = "concat"
+    #: The ``--model_type`` this variant runs.
+    model_type: str | None = None
     training_defaults: dict = {}  # each variant has the paper's own (see ConcatFeverTask.training_defaults)
 
-    @staticmethod
-    def variant(model_type: str, model_name_or_path: str | None = None) -> type[FeverTask]:
-        """The task class of ``--model_type``; a model fine-tuned here decides its own (its ``fever_head.json``),
-        for its settings as for its class."""
-        head = read_head_config(model_name_or_path, HEAD) if model_name_or_path else None
-        model_type = head["model_type"] if head is not None else model_type
+    @classmethod
+    def variant_for(cls, argv: list[str]) -> type[FeverTask]:
+        """The class of ``--model_type`` in ``argv`` or its ``--config`` file (default concat); a model fine-tuned
+        here (``--model_name_or_path`` with a ``fever_head.json``) decides its own, for its settings as for its
+        class."""
+        path = peek_argument(argv, "model_name_or_path")
+        head = read_head_config(path, HEAD) if path else None
+        model_type = head["model_type"] if head is not None else \
+            peek_argument(argv, "model_type") or FeverArguments.model_type
         check_model_type(model_type)
         return {"concat": ConcatFeverTask, "kgat": KgatFeverTask}[model_type]
 
-    @classmethod
-    def defaults_for(cls, argv: list[str]) -> dict:
-        """The paper's settings of the variant :meth:`variant` picks from ``argv`` or its ``--config`` file
-        (default concat); a variant class gives its own."""
-        if cls is not FeverTask:
-            return dict(cls.training_defaults)
-        model_type = peek_argument(argv, "model_type") or FeverTask.model_type
-        return dict(cls.variant(model_type, peek_argument(argv, "model_name_or_path")).training_defaults)
-
-    @classmethod
-    def run(cls, task_args: FeverArguments, training_args: FinetuningArguments) -> dict[str, float]:
-        """Run the variant of ``--model_type`` (or of the model fine-tuned here that ``--model_name_or_path``
-        names); a variant class runs itself."""
-        task_class = cls.variant(task_args.model_type, training_args.model_name_or_path) if cls is FeverTask else cls
-        return run_finetuning(task_class(task_args, training_args), training_args)
-
     def __init__(self, task_args: FeverArguments, training_args: FinetuningArguments):
-        if type(self) is FeverTask:
-            raise TypeError("FeverTask is the family; build FeverTask.variant(model_type) (or let run() pick it)")
         super().__init__(task_args, training_args)
         check_data_flags(training_args, task_args)
         args = task_args
@@ -488,9 +472,3 @@ class KgatFeverTask(FeverTask):
 
     def load_weights(self, model, directory):
         load_encoder_and_head(model, directory, HEAD)
-
-
-def main(argv: list[str] | None = None) -> dict[str, float]:
-    """``finetune/run_fever.py`` and ``corefbert finetune fever``: FEVER fact verification.
-    ``argv`` defaults to ``sys.argv[1:]``; messages name the script, as they always have."""
-    return run_task(FeverTask, argv, prog="run_fever.py")

@@ -11,14 +11,14 @@
 Every model takes ``source_ids``/``source_mask`` ``[batch, src]``, ``target_ids``/``target_mask``
 ``[batch, tgt]`` (right-padded, mask 1 on words) and optional ``labels`` ``[batch]`` and returns
 ``SequenceClassifierOutput(loss, logits [batch, num_labels])``. A model folder holds ``model.safetensors``,
-``pair_model.json`` (:class:`PairModelConfig`) and ``vocab.json`` (written by the task).
+``pair_model.json`` (:class:`PairModelConfig`) and ``vocab.json``, saved and loaded as every model trained from
+scratch is (:data:`PAIR_FOLDER`, :mod:`corefbert.tasks.scratch`).
 """
 
 from __future__ import annotations
 
-import json
-import os
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import nn
@@ -26,20 +26,21 @@ from transformers.modeling_outputs import SequenceClassifierOutput
 
 from corefbert.errors import CorefBertError
 from corefbert.tasks.pronoun_pairs.lstmn import LSTMN
-from corefbert.text.durable import output_path, replace_file
+from corefbert.tasks.scratch import ScratchConfig, ScratchFolder
 
-__all__ = ["CONFIG_FILE", "MODEL_TYPES", "BiLSTMPairModel", "DecomposableAttention", "LSTMNPairModel",
-           "PairModelConfig", "build_pair_model", "distance_buckets", "load_pair_config", "load_pair_weights",
-           "save_pair_model"]
+__all__ = ["CONFIG_FILE", "MODEL_TYPES", "PAIR_FOLDER", "BiLSTMPairModel", "DecomposableAttention", "LSTMNPairModel",
+           "PairModelConfig", "build_pair_model", "distance_buckets"]
 
 CONFIG_FILE = "pair_model.json"
-WEIGHTS_FILE = "model.safetensors"
 MODEL_TYPES = ("da", "lstmn", "bilstm")
 
 
-@dataclass
-class PairModelConfig:
+@dataclass(frozen=True)
+class PairModelConfig(ScratchConfig):
     """What rebuilds a pair model; defaults are Parikh et al.'s (200 hidden units, dropout 0.2, 300-d words)."""
+
+    describes: ClassVar[str] = "a pair model config"
+    advice: ClassVar[str] = f"use the {CONFIG_FILE} saved with the weights (run_pronoun_pairs.py writes it)"
 
     model_type: str
     vocab_size: int
@@ -52,6 +53,10 @@ class PairModelConfig:
     intra_attention: bool = False  # da only (section 3.4)
     max_distance: int = 10  # da intra-attention: "all distances greater than 10 words share a common bias"
     init_std: float = 0.01  # da: N(0, 0.01) weights as section 4 states; 0 keeps PyTorch's default init
+
+    def check(self) -> None:
+        if self.model_type not in MODEL_TYPES:
+            raise ValueError(f"model_type {self.model_type!r} is not one of {', '.join(MODEL_TYPES)}")
 
 
 def _feed_forward(inputs: int, hidden: int, dropout: float) -> nn.Sequential:
@@ -161,6 +166,7 @@ class LSTMNPairModel(nn.Module):
 
     def __init__(self, config: PairModelConfig):
         super().__init__()
+        self.config = config
         d = config.hidden_size
         self.embed = _Embedder(config)
         self.dropout = nn.Dropout(config.dropout)
@@ -183,6 +189,7 @@ class BiLSTMPairModel(nn.Module):
 
     def __init__(self, config: PairModelConfig):
         super().__init__()
+        self.config = config
         d = config.hidden_size
         self.embed = _Embedder(config)
         self.dropout = nn.Dropout(config.dropout)
@@ -220,39 +227,7 @@ def build_pair_model(config: PairModelConfig, pretrained: torch.Tensor | None = 
     return model
 
 
-def save_pair_model(model: nn.Module, config: PairModelConfig, directory: str, state_dict: dict | None = None) -> None:
-    """``model.safetensors`` + ``pair_model.json`` into ``directory`` (never a pickle)."""
-    from safetensors.torch import save_file
-
-    os.makedirs(directory, exist_ok=True)
-    state = state_dict if state_dict is not None else model.state_dict()
-    with output_path(os.path.join(directory, WEIGHTS_FILE), "the weights") as fresh:
-        save_file({k: v.detach().contiguous().cpu() for k, v in state.items()}, fresh)
-    replace_file(os.path.join(directory, CONFIG_FILE), json.dumps(asdict(config), indent=2, sort_keys=True) + "\n")
-
-
-def load_pair_config(directory: str) -> PairModelConfig:
-    """The :class:`PairModelConfig` a folder written by :func:`save_pair_model` holds."""
-    from corefbert.text.jsonio import read_json
-
-    values = read_json(os.path.join(directory, CONFIG_FILE),
-                       missing=f"no {CONFIG_FILE}: not a folder saved by run_pronoun_pairs.py with --model "
-                               f"{'|'.join(MODEL_TYPES)}")
-    known = {f.name for f in fields(PairModelConfig)}
-    if not isinstance(values, dict) or "model_type" not in values or "vocab_size" not in values:
-        raise CorefBertError("not a pair model config (needs model_type and vocab_size)",
-                             path=os.path.join(directory, CONFIG_FILE))
-    return PairModelConfig(**{k: v for k, v in values.items() if k in known})
-
-
-def load_pair_weights(model: nn.Module, directory: str) -> None:
-    """Load ``model.safetensors`` of ``directory`` into ``model`` (every key must match)."""
-    from safetensors.torch import load_file
-
-    path = os.path.join(directory, WEIGHTS_FILE)
-    if not os.path.isfile(path):
-        raise CorefBertError(f"no {WEIGHTS_FILE} in the model folder", path=directory)
-    missing, unexpected = model.load_state_dict(load_file(path), strict=False)
-    if missing or unexpected:
-        raise CorefBertError(f"weights do not fit the model (missing {missing[:3]}, unexpected {unexpected[:3]}); "
-                             f"was it saved with another --model or vocabulary?", path=path)
+#: A scratch model's folder (:mod:`corefbert.tasks.scratch`): ``model.safetensors``, ``pair_model.json`` (its
+#: :class:`PairModelConfig`) and ``vocab.json``.
+PAIR_FOLDER = ScratchFolder(CONFIG_FILE, PairModelConfig, lambda config, _vocabulary: build_pair_model(config),
+                            f"run_pronoun_pairs.py with --model {'|'.join(MODEL_TYPES)}")

@@ -23,15 +23,12 @@ import torch
 from corefbert.arguments import peek_argument
 from corefbert.errors import CorefBertError
 from corefbert.metrics.pair_metrics import pair_metrics_by_type
-from corefbert.tasks.base import FinetuningArguments, FinetuningTask, check_data_flags, run_finetuning
-from corefbert.tasks.base import main as run_task
+from corefbert.tasks.base import FinetuningArguments, FinetuningTask, check_data_flags
 from corefbert.tasks.pronoun_pairs.models import (
     MODEL_TYPES,
+    PAIR_FOLDER,
     PairModelConfig,
     build_pair_model,
-    load_pair_config,
-    load_pair_weights,
-    save_pair_model,
 )
 from corefbert.text.durable import output_file
 from corefbert.text.jsonio import read_jsonl
@@ -176,7 +173,7 @@ def read_pairs(path: str, types: list[str] | None = None) -> list[PairExample]:
 
 class PronounPairsTask(FinetuningTask):
     """Pronoun-pair entailment on the training core. The family: pairs, windows, evaluation and predictions; the
-    classifier is a subclass with its own recipe, which :meth:`variant` picks from ``--model``:
+    classifier is a subclass with its own recipe, which :meth:`variant_for` picks from ``--model``: one of
     :class:`ScratchPairsTask` (``da|lstmn|bilstm``, trained from scratch; ``--model_name_or_path`` may name a
     folder this task saved, to evaluate or continue it) or :class:`BertPairsTask` (``bert``, fine-tunes a
     checkpoint)."""
@@ -184,30 +181,20 @@ class PronounPairsTask(FinetuningTask):
     name = "pronoun_pairs"
     main_metric = "accuracy"  # the paper's table 2
     args_class = PronounPairsArguments
-
-    @staticmethod
-    def variant(model: str) -> type[PronounPairsTask]:
-        """The task class of ``--model``."""
-        return BertPairsTask if model == "bert" else ScratchPairsTask
+    #: The ``--model`` values this variant runs.
+    models: tuple[str, ...] = ()
 
     @classmethod
-    def defaults_for(cls, argv: list[str]) -> dict:
-        """The recipe of the model ``--model`` names in ``argv`` or its ``--config`` file (default da): its
-        variant class's ``training_defaults`` and, for a model trained from scratch, :data:`MODEL_DEFAULTS`."""
-        model = peek_argument(argv, "model") or "da"
-        variant = cls.variant(model) if cls is PronounPairsTask else cls
-        return {**variant.training_defaults, **(MODEL_DEFAULTS.get(model, {}) if variant is ScratchPairsTask else {})}
-
-    @classmethod
-    def run(cls, task_args: PronounPairsArguments, training_args: FinetuningArguments) -> dict[str, float]:
-        """Run the variant of ``--model``; a variant class runs itself."""
-        task_class = cls.variant(task_args.model) if cls is PronounPairsTask else cls
-        return run_finetuning(task_class(task_args, training_args), training_args)
+    def variant_for(cls, argv: list[str]) -> type[PronounPairsTask]:
+        """The class of the model ``--model`` names in ``argv`` or its ``--config`` file (default da), whose
+        ``training_defaults`` are that classifier's recipe."""
+        model = peek_argument(argv, "model") or PronounPairsArguments.model
+        for variant in (DaPairsTask, LstmnPairsTask, BilstmPairsTask, BertPairsTask):
+            if model in variant.models:
+                return variant
+        raise CorefBertError(f"--model {model!r} is not one of {', '.join((*MODEL_TYPES, 'bert'))}")
 
     def __init__(self, task_args: PronounPairsArguments, training_args: FinetuningArguments):
-        if type(self) is PronounPairsTask:
-            raise TypeError("PronounPairsTask is the family; build PronounPairsTask.variant(model) (or let run() "
-                            "pick it)")
         super().__init__(task_args, training_args)
         check_data_flags(training_args, task_args, "pairs.jsonl")
         self.main_metric = task_args.selection_metric
@@ -314,12 +301,14 @@ class ScratchPairsTask(PronounPairsTask):
     whitespace-split words, saved as safetensors + ``pair_model.json`` + ``vocab.json``."""
 
     uses_model_folder = False
+    models = MODEL_TYPES
     training_defaults = SCRATCH_DEFAULTS
 
     def __init__(self, task_args: PronounPairsArguments, training_args: FinetuningArguments):
         super().__init__(task_args, training_args)
-        if task_args.model == "bert":
-            raise CorefBertError("--model bert is BertPairsTask's; ScratchPairsTask trains da, lstmn or bilstm")
+        if task_args.model not in self.models:
+            raise CorefBertError(f"--model {task_args.model} is not {type(self).__name__}'s, which trains "
+                                 f"{', '.join(self.models)}; build the class PronounPairsTask.variant_for(argv) picks")
         self.pretrained, self.config = None, None
         self.vocabulary = self._vocabulary()
 
@@ -327,11 +316,8 @@ class ScratchPairsTask(PronounPairsTask):
         """From the model folder when one is given, else built from the training pairs (or the word vectors)."""
         a = self.task_args
         if self.model_dir:
-            self.config = load_pair_config(self.model_dir)
-            if self.config.model_type != a.model:
-                raise CorefBertError(f"this folder holds a {self.config.model_type} model, not --model {a.model}",
-                                     path=self.model_dir)
-            return Vocabulary.load(self.model_dir)
+            self.config, vocabulary, _ = PAIR_FOLDER.read(self.model_dir, model_type=a.model)
+            return vocabulary
         if not self.examples["train"]:
             raise CorefBertError(f"--model {a.model} without --model_name_or_path trains from scratch: it needs "
                                  "--do_train and --train_file")
@@ -353,10 +339,9 @@ class ScratchPairsTask(PronounPairsTask):
         return vocabulary
 
     def build_model(self) -> torch.nn.Module:
-        model = build_pair_model(self.config, self.pretrained)
         if self.model_dir:
-            load_pair_weights(model, self.model_dir)
-        return model
+            return PAIR_FOLDER.from_pretrained(self.model_dir).model
+        return build_pair_model(self.config, self.pretrained)
 
     def features(self, source: str, target: str) -> dict:
         return {"source_ids": self.vocabulary.encode(source.split()), "target_ids": self.vocabulary.encode(target.split())}
@@ -370,23 +355,42 @@ class ScratchPairsTask(PronounPairsTask):
         return batch
 
     def save_pretrained(self, model, output_dir: str, state_dict: dict | None = None) -> None:
-        save_pair_model(model, self.config, output_dir, state_dict)
-        self.vocabulary.save(output_dir)
+        PAIR_FOLDER.save_pretrained(output_dir, model, self.vocabulary, state_dict)
 
-    def load_weights(self, model, directory: str) -> None:
-        load_pair_weights(model, directory)
+
+class DaPairsTask(ScratchPairsTask):
+    """``--model da``: the Decomposable Attention model, trained as Parikh et al. (:data:`MODEL_DEFAULTS`)."""
+
+    models = ("da",)
+    training_defaults = {**SCRATCH_DEFAULTS, **MODEL_DEFAULTS["da"]}
+
+
+class LstmnPairsTask(ScratchPairsTask):
+    """``--model lstmn``: the Deep-Attention LSTMN with deep fusion, trained with Adam (:data:`MODEL_DEFAULTS`)."""
+
+    models = ("lstmn",)
+    training_defaults = {**SCRATCH_DEFAULTS, **MODEL_DEFAULTS["lstmn"]}
+
+
+class BilstmPairsTask(ScratchPairsTask):
+    """``--model bilstm``: the BiLSTM encoder-decoder, trained with Adam (:data:`MODEL_DEFAULTS`)."""
+
+    models = ("bilstm",)
+    training_defaults = {**SCRATCH_DEFAULTS, **MODEL_DEFAULTS["bilstm"]}
 
 
 class BertPairsTask(PronounPairsTask):
     """``--model bert``: a sequence-pair classifier from any BERT/RoBERTa checkpoint (a CorefBERT one included),
     saved as ``AutoModelForSequenceClassification``; it keeps the fine-tuning defaults (BERT's recipe)."""
 
+    models = ("bert",)
     training_defaults: dict = {}
 
     def __init__(self, task_args: PronounPairsArguments, training_args: FinetuningArguments):
         super().__init__(task_args, training_args)
-        if task_args.model != "bert":
-            raise CorefBertError(f"--model {task_args.model} is ScratchPairsTask's; BertPairsTask fine-tunes bert")
+        if task_args.model not in self.models:
+            raise CorefBertError(f"--model {task_args.model} is not BertPairsTask's, which fine-tunes bert; build "
+                                 "the class PronounPairsTask.variant_for(argv) picks")
         if not self.model_dir:
             raise CorefBertError("--model bert fine-tunes a checkpoint: pass --model_name_or_path (a BERT, "
                                  "RoBERTa or CorefBERT folder)")
@@ -430,9 +434,3 @@ def replacement_window(source: str, target: str, max_words: int) -> tuple[str, s
 def _pad(rows: list[list[int]], value: int) -> torch.Tensor:
     longest = max(len(r) for r in rows)
     return torch.tensor([r + [value] * (longest - len(r)) for r in rows])  # [batch, longest]
-
-
-def main(argv: list[str] | None = None) -> dict[str, float]:
-    """``finetune/run_pronoun_pairs.py`` and ``corefbert finetune pronoun-pairs``: pronoun-pair entailment classifiers.
-    ``argv`` defaults to ``sys.argv[1:]``; messages name the script, as they always have."""
-    return run_task(PronounPairsTask, argv, prog="run_pronoun_pairs.py")

@@ -7,7 +7,6 @@ window train the head (their probabilities are marginalized: any occurrence of t
 from __future__ import annotations
 
 from corefbert.metrics.squad import squad_metrics
-from corefbert.tasks.base import main as run_task
 from corefbert.tasks.qa.models import SpanQAModel
 from corefbert.tasks.qa.task import ExtractiveQATask
 
@@ -27,9 +26,3 @@ class MRQATask(ExtractiveQATask):
 
     def score(self, predictions, references):
         return squad_metrics(predictions, references)
-
-
-def main(argv: list[str] | None = None) -> dict[str, float]:
-    """``finetune/run_mrqa.py`` and ``corefbert finetune mrqa``: MRQA 2019 / SQuAD v1.1 extractive QA.
-    ``argv`` defaults to ``sys.argv[1:]``; messages name the script, as they always have."""
-    return run_task(MRQATask, argv, prog="run_mrqa.py")

@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from corefbert.metrics.drop import quoref_metrics
-from corefbert.tasks.base import main as run_task
 from corefbert.tasks.qa.models import QuorefQAModel
 from corefbert.tasks.qa.task import ExtractiveQATask, QADataArguments
 
@@ -41,9 +40,3 @@ class QuorefTask(ExtractiveQATask):
 
     def score(self, predictions, references):
         return quoref_metrics(predictions, references)
-
-
-def main(argv: list[str] | None = None) -> dict[str, float]:
-    """``finetune/run_quoref.py`` and ``corefbert finetune quoref``: QUOREF extractive QA.
-    ``argv`` defaults to ``sys.argv[1:]``; messages name the script, as they always have."""
-    return run_task(QuorefTask, argv, prog="run_quoref.py")

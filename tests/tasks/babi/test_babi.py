@@ -105,6 +105,13 @@ def test_clusters_from_a_jsonl_file_of_character_spans(tmp_path):
     path.write_text('{"task": 1}\n')
     with pytest.raises(CorefBertError, match=r"coref.jsonl:1"):
         read_coref_file(str(path))
+    # Read by read_jsonl (issue 34.3): a line that is not UTF-8 was a UnicodeDecodeError traceback.
+    path.write_bytes(b'{"task": 1, "line": 2, "clusters": []}\n{"task": 1, "line": 5, "clusters": "\xff"}\n')
+    with pytest.raises(CorefBertError, match=r"coref.jsonl:2: not UTF-8 text"):
+        read_coref_file(str(path))
+    path.write_text('{"task": 1, "line": 2, "clusters": []}\n{"task": 1, \n')
+    with pytest.raises(CorefBertError, match=r"coref.jsonl:2:\d+: not valid JSON .*expected a JSON object"):
+        read_coref_file(str(path))
 
 
 def test_copy_head_puts_each_pronoun_in_its_top_scoring_antecedents_cluster(coref_checkpoint):

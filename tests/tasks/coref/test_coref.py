@@ -1,15 +1,18 @@
-"""Pronoun coreference: readers in every format, GAP scoring, MLM candidate scoring, eq. 5 loss, the CLI."""
+"""Pronoun coreference: readers in every format, MLM candidate scoring, eq. 5 loss, the CLI."""
 
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
-from helpers import FIXTURES, load_cli, shared_data, tiny_config
+from helpers import FIXTURES, TOKENIZER_KINDS, fixture_tokenizer, load_cli, shared_data, tiny_config
+from references import words_reference
 
 from corefbert.errors import CorefBertError
-from corefbert.metrics.gap import accuracy, gap_metrics, read_gap_system_tsv
+from corefbert.metrics.gap import gap_metrics, read_gap_system_tsv
+from corefbert.tasks.coref.copy_scoring import encode_copy_query
 from corefbert.tasks.coref.mlm_scoring import (
     CandidateScoringModel,
     collate_candidates,
@@ -100,46 +103,6 @@ def test_missing_file_and_unknown_format():
         read_pronoun_file(str(FIX / "nope.txt"))
     with pytest.raises(CorefBertError, match="unknown coreference format"):
         read_pronoun_file(str(FIX / "blocks.txt"), format="conll")
-
-
-# ----------------------------------------------------------------------------------------------- metrics
-
-
-def test_gap_f1_gender_split_hand_computed():
-    # ids: (A-coref, B-coref, pronoun)
-    gold = {
-        "m1": (True, False, "he"),    # system right:            tp 1, tn 1
-        "m2": (False, True, "his"),   # system picks A:          fp 1, fn 1
-        "m3": (False, False, "him"),  # neither; system picks B: fp 1, tn 1
-        "f1": (False, True, "She"),   # system right:            tp 1, tn 1
-        "f2": (False, False, "her"),  # neither; system says neither: tn 2
-        "f3": (True, False, "her"),   # no system output:        fn 2 (official: missing = false negative)
-    }
-    system = {"m1": (True, False), "m2": (True, False), "m3": (False, True), "f1": (False, True),
-              "f2": (False, False)}
-    result = gap_metrics(gold, system)
-    assert (result["tp"], result["fp"], result["fn"], result["tn"]) == (2, 2, 3, 5)
-    # overall P = 2/4, R = 2/5 -> F1 = 2PR/(P+R) = 4/9
-    assert result["f1"] == pytest.approx(100 * 4 / 9)
-    # masculine: tp 1, fp 2, fn 1 -> P 1/3, R 1/2, F1 0.4
-    assert result["masculine_f1"] == pytest.approx(40.0)
-    # feminine: tp 1, fp 0, fn 2 -> P 1, R 1/3, F1 0.5
-    assert result["feminine_f1"] == pytest.approx(50.0)
-    assert result["bias"] == pytest.approx(50.0 / 40.0)
-
-
-def test_gap_bias_left_out_when_a_gender_scores_zero_and_system_tsv_roundtrip(tmp_path):
-    gold = {"a": (True, False, "he"), "b": (True, False, "she")}
-    result = gap_metrics(gold, {"a": (True, False), "b": (False, True)})
-    assert result["masculine_f1"] == 100.0 and result["feminine_f1"] == 0.0 and "bias" not in result
-    path = tmp_path / "sys.tsv"
-    path.write_text("a\tTRUE\tFALSE\nb\tFALSE\tTRUE\n")
-    assert read_gap_system_tsv(str(path)) == {"a": (True, False), "b": (False, True)}
-
-
-def test_accuracy_with_groups_counts_unanswerable_as_wrong():
-    result = accuracy([0, 1, 1, 0], [0, 0, 1, None], groups=["male", "female", "female", None])
-    assert result == {"accuracy": 50.0, "accuracy_female": 50.0, "accuracy_male": 100.0}
 
 
 # ------------------------------------------------------------------------------------------ eq. 5 loss
@@ -347,6 +310,49 @@ def test_cli_counts_skipped_problems_per_file(tiny_mlm_dir, tmp_path):
                           "--output_dir", str(tmp_path / "skips"), "--disable_tqdm"])
     assert results["eval_blocks_bad_skipped"] == 3 and results["eval_blocks_bad_examples"] == 1
     assert results["eval_blocks_skipped"] == 0 and results["eval_blocks_examples"] == 4
+
+
+def _thanks_example() -> PronounExample:
+    text = "Marta met Zygmunt at the harbour, and Zygmunt thanked her."
+    pronoun = text.index("her.")
+    zygmunt = [m.span() for m in re.finditer("Zygmunt", text)]
+    return PronounExample("x", text, pronoun, pronoun + 3, ["Marta", "Zygmunt"], 0, [[(0, 5)], zygmunt])
+
+
+@pytest.mark.parametrize("kind", TOKENIZER_KINDS)
+def test_mlm_candidates_are_read_in_running_text_for_every_kind(kind):
+    """Issue 37.2: the text is tokenized with the candidate in the pronoun's place. Tokenized apart, SentencePiece
+    gave the "." after the pronoun a space piece of its own, which the running text does not have."""
+    tokenizer = fixture_tokenizer(kind)
+    example = _thanks_example()
+    features = encode_candidates(example, tokenizer, max_length=64)
+    for candidate, ids, targets in zip(example.candidates, features["input_ids"], features["target_ids"]):
+        text = example.text[:example.pronoun_start] + candidate + example.text[example.pronoun_end:]
+        restored = [i if t == -100 else t for i, t in zip(ids, targets)]
+        assert restored[1:-1] == tokenizer(text, add_special_tokens=False)["input_ids"]
+        scored = tokenizer.decode([t for t in targets if t != -100]).strip()
+        normalizer = tokenizer.backend_tokenizer.normalizer
+        assert scored == (normalizer.normalize_str(candidate) if normalizer else candidate)
+
+
+@pytest.mark.parametrize("kind", TOKENIZER_KINDS)
+def test_copy_scoring_reads_a_candidate_as_pretraining_reads_the_mention(kind):
+    """Issue 37.2: each occurrence the copy head scores spans the tokens pretraining's mention of that word would
+    (references.words_reference), a lone space token the tokenizer joins to it included (SentencePiece's before
+    "Zygmunt"); by character overlap alone it started one token late."""
+    tokenizer = fixture_tokenizer(kind)
+    feature = encode_copy_query(_thanks_example(), tokenizer, max_length=64)
+    text = feature["masked_text"]
+    encoding = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    chars = [m.span() for m in re.finditer(r"\w+|[^\w\s]", text)]
+    word_of_token = words_reference(text, chars, [tuple(o) for o in encoding["offset_mapping"]],
+                                    encoding.word_ids())[0]
+    for occurrences in feature["mention_spans"]:
+        for start, end in occurrences:
+            word = word_of_token[start - 1]  # the window starts at the text's first token, after one special token
+            tokens = [t + 1 for t, w in enumerate(word_of_token) if w == word]
+            assert (start, end) == (tokens[0], tokens[-1])
+    assert [len(occurrences) for occurrences in feature["mention_spans"]] == [1, 2]
 
 
 def test_encode_candidates_byte_level_bpe_keeps_the_space_with_the_candidate(roberta_tokenizer):

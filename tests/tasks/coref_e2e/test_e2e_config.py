@@ -50,7 +50,9 @@ def test_a_config_file_from_before_the_segment_settings_reads_with_the_run_defau
 
 
 @pytest.mark.parametrize("change, reason", [({"encoder": "gru"}, "encoder 'gru'"), ({"colour": 1}, "unknown keys"),
-                                            ({"ranker": {"width": 3}}, "unexpected keyword")])
+                                            ({"ranker": {"width": 3}}, r"unknown keys \['ranker.width'\]"),
+                                            ({"lstm_size": "big"}, "lstm_size must be an integer"),
+                                            ({"ranker": {"context_dim": 8}}, r"missing keys \['ranker.head_dim'\]")])
 def test_a_config_that_is_not_one_is_one_line(change, reason):
     with pytest.raises(CorefBertError, match=f"x.json: not an end-to-end coreference model config .*{reason}"):
         CorefE2EConfig.from_dict({**_config().to_dict(), **change}, "x.json")

@@ -9,7 +9,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import FIXTURES, load_cli, run_under_memory_cap, shared_data
+from helpers import (
+    FIXTURES,
+    TOKENIZER_KINDS,
+    fixture_tokenizer,
+    load_cli,
+    run_under_memory_cap,
+    running_text_words,
+    shared_data,
+)
 from references import antecedent_loss_reference, asl_static_reference, lsl_reference
 
 from corefbert.errors import CorefBertError
@@ -216,6 +224,19 @@ def test_subword_windows_read_each_word_at_its_first_subword(bert_tokenizer):
     for word, position in zip(words, windows["word_positions"].tolist()):
         assert flat[position].item() == bert_tokenizer(word, add_special_tokens=False)["input_ids"][0]
         assert windows["attention_mask"].view(-1)[position] == 1
+
+
+@pytest.mark.parametrize("kind", TOKENIZER_KINDS)
+def test_subword_windows_read_the_words_as_running_text_for_every_kind(kind):
+    """Issue 37.2: the `bert` encoder reads a document's words as the encoder read text in pretraining. Tokenized one
+    word at a time, byte-level BPE read every word as if it began the text ("Zygmunt" without its space byte)."""
+    tokenizer = fixture_tokenizer(kind)
+    words = "Marta met Zygmunt Ösz at the harbour , and ( Zygmunt ) waved .".split()
+    ids, spans = running_text_words(tokenizer, words)
+    windows = subword_windows(words, tokenizer, 64, 32)
+    assert windows["input_ids"].shape[0] == 1
+    assert windows["input_ids"][0, 1:1 + len(ids)].tolist() == ids
+    assert windows["word_positions"].tolist() == [1 + first for first, _ in spans]
 
 
 def test_crop_keeps_mentions_inside_and_reindexes():

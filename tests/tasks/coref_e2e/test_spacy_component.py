@@ -113,7 +113,7 @@ def test_resolved_text_keeps_possessives_and_capitals():
                                              "them", "for", "him", "."],
               sent_starts=[True] + [False] * 4 + [True] + [False] * 6)
     clusters = [[doc[0:1], doc[2:3], doc[5:6], doc[10:11]], [doc[3:4], doc[8:9]]]
-    write_clusters(doc, [[(s.start, s.end) for s in c] for c in clusters])
+    write_clusters(doc, [[(s.start, s.end - 1) for s in c] for c in clusters])  # mentions: last token inclusive
     assert doc._.resolved_text == "Tom lost Tom's keys . Tom's sister found keys for Tom ."
     plural = _doc(words=["The", "dogs", "ate", ".", "Their", "bowls", "were", "full", "."],
                  tags=["DT", "NNS", "VBD", ".", "PRP$", "NNS", "VBD", "JJ", "."],

@@ -91,8 +91,8 @@ def test_a_second_run_leaves_nothing_stale(resolved):
     before = _everything(doc)
     assert len(before[0]) >= 2
     # A second run whose scorer finds one cluster, Anna / She, where the first found more.
-    CorefComponent(nlp, "again", lambda docs: [[[(0, 1), (7, 8)]] for _ in docs])(doc)
-    assert _spans(doc) == [[(0, 1), (7, 8)]]
+    CorefComponent(nlp, "again", lambda docs: [[[(0, 0), (7, 7)]] for _ in docs])(doc)  # (first, last) tokens
+    assert _spans(doc) == [[(0, 1), (7, 8)]]  # spaCy's spans: end exclusive
     assert [t._.coref_cluster for t in doc] == [0 if t.i in (0, 7) else None for t in doc]
     assert [k for k in doc.spans if k.startswith("coref_clusters")] == ["coref_clusters_1"]
     assert doc._.resolved_text == TEXT.replace("She", "Anna")
@@ -173,7 +173,7 @@ def test_their_of_the_dogs_is_the_dogs_with_the_guides_blank_pipeline():
     nlp = spacy.blank("en")
     nlp.add_pipe("sentencizer")
     doc = nlp("The dogs barked because their bowls were empty. Their owner came. James lost his keys.")
-    write_clusters(doc, [[(0, 2), (4, 5), (9, 10)], [(13, 14), (15, 16)]])
+    write_clusters(doc, [[(0, 1), (4, 4), (9, 9)], [(13, 13), (15, 15)]])  # (first, last) tokens: "The dogs" is (0, 1)
     assert doc._.resolved_text == ("The dogs barked because the dogs' bowls were empty. The dogs' owner came. "
                                    "James lost James's keys.")
     guide = " ".join((ROOT / "docs" / "guides" / "resolve.md").read_text(encoding="utf-8").split())

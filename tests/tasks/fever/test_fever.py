@@ -1,4 +1,4 @@
-"""FEVER: FEVER score and label metrics by hand, readers and bad input, KGAT kernels and model, the CLI."""
+"""FEVER: readers and bad input, KGAT kernels and model, the CLI."""
 
 from __future__ import annotations
 
@@ -10,50 +10,10 @@ import torch
 from helpers import FIXTURES, ROOT, shared_data
 
 from corefbert.errors import CorefBertError
-from corefbert.metrics.fever import fever_score, label_scores
 from corefbert.tasks.fever.kgat import KgatModel, kernel_features, kernel_mus, kernel_sigmas
 from corefbert.tasks.fever.task import attach_retrieved, attach_wiki_evidence, clean_text, read_claims
 
 FEVER = FIXTURES / "fever"
-
-
-def _gold(*pairs):
-    return [[0, 0, page, sentence] for page, sentence in pairs]
-
-
-def test_fever_score_needs_a_complete_evidence_set_in_the_first_five():
-    instances = [
-        # right label, only half of the one gold set: does not count
-        {"label": "SUPPORTS", "predicted_label": "SUPPORTS", "evidence": [_gold(("A", 1), ("A", 2))],
-         "predicted_evidence": [["A", 1]]},
-        # right label, the set complete (order and extra sentences do not matter): counts
-        {"label": "SUPPORTS", "predicted_label": "SUPPORTS", "evidence": [_gold(("A", 1), ("A", 2))],
-         "predicted_evidence": [["A", 2], ["B", 0], ["A", 1]]},
-        # NOT ENOUGH INFO needs only the label
-        {"label": "NOT ENOUGH INFO", "predicted_label": "NOT ENOUGH INFO", "evidence": [[[9, None, None, None]]],
-         "predicted_evidence": []},
-        # complete evidence, wrong label: does not count
-        {"label": "REFUTES", "predicted_label": "SUPPORTS", "evidence": [_gold(("C", 0))],
-         "predicted_evidence": [["C", 0]]},
-        # the gold sentence is sixth: beyond the first five
-        {"label": "REFUTES", "predicted_label": "REFUTES", "evidence": [_gold(("C", 0))],
-         "predicted_evidence": [["X", i] for i in range(5)] + [["C", 0]]},
-        # any one of the alternative gold sets is enough
-        {"label": "SUPPORTS", "predicted_label": "SUPPORTS", "evidence": [_gold(("C", 0)), _gold(("D", 1), ("D", 2))],
-         "predicted_evidence": [["D", 1], ["D", 2]]},
-    ]
-    assert fever_score(instances) == pytest.approx(100 * 3 / 6)
-    labels = label_scores([i["predicted_label"] for i in instances], [i["label"] for i in instances])
-    assert labels["accuracy"] == pytest.approx(100 * 5 / 6)
-
-
-def test_label_scores_by_hand():
-    scores = label_scores(["SUPPORTS", "SUPPORTS", "REFUTES", "NOT ENOUGH INFO"],
-                          ["SUPPORTS", "REFUTES", "REFUTES", "NOT ENOUGH INFO"])
-    assert scores["accuracy"] == pytest.approx(75.0)
-    assert scores["macro_f1"] == pytest.approx(100 * (2 / 3 + 2 / 3 + 1) / 3)
-    # Two-label sets average two classes only.
-    assert label_scores(["SUPPORTS", "REFUTES"], ["SUPPORTS", "SUPPORTS"])["macro_f1"] == pytest.approx(100 * (2 / 3) / 2)
 
 
 def test_readers_recognize_the_three_forms():
@@ -118,7 +78,7 @@ def _task(tiny_bert_dir, **kwargs):
 
     options = dict(train_file=str(FEVER / "train.jsonl"), wiki_pages_dir=str(FEVER / "wiki-pages"),
                    model_type="kgat", max_seq_length=32) | kwargs
-    return FeverTask.variant(options["model_type"])(
+    return FeverTask.variant_for(["--model_type", options["model_type"]])(
         FeverArguments(**options), FinetuningArguments(model_name_or_path=str(tiny_bert_dir), output_dir="unused",
                                                        do_train=True))
 
@@ -214,20 +174,6 @@ def test_real_fever_files_read_and_train_a_few_steps(tiny_bert_dir, tmp_path):
     assert 0 <= results["eval_accuracy"] <= 100
 
 
-def test_fever_evaluate_module_loads_offline_and_matches():
-    from corefbert.metrics import load_metric
-
-    metric = load_metric("fever")
-    result = metric.compute(
-        predictions=[{"predicted_label": "SUPPORTS", "predicted_evidence": [{"page": "A", "sentence": 1}]},
-                     {"predicted_label": "SUPPORTS", "predicted_evidence": [{"page": "A", "sentence": 1},
-                                                                            {"page": "A", "sentence": 2}]}],
-        references=[{"label": "SUPPORTS", "evidence": [[{"page": "A", "sentence": 1}, {"page": "A", "sentence": 2}]]},
-                    {"label": "SUPPORTS", "evidence": [[{"page": "A", "sentence": 1}, {"page": "A", "sentence": 2}]]}],
-    )
-    assert result == pytest.approx({"accuracy": 100.0, "macro_f1": 100.0, "fever_score": 50.0})
-
-
 @pytest.mark.parametrize("model_type", ["concat", "kgat"])
 def test_each_model_type_is_a_class_whose_defaults_a_flag_and_a_config_give_alike(model_type, tmp_path):
     """Issue 24: a variant that changes the recipe is a class with its own ``training_defaults``; the command
@@ -237,7 +183,7 @@ def test_each_model_type_is_a_class_whose_defaults_a_flag_and_a_config_give_alik
     from corefbert.tasks.base import parse_task_arguments
     from corefbert.tasks.fever.task import FeverTask
 
-    variant = FeverTask.variant(model_type)
+    variant = FeverTask.variant_for(["--model_type", model_type])
     assert variant.model_type == model_type and variant.training_defaults
     config = tmp_path / "fever.yaml"
     config.write_text(f"model_type: {model_type}\n")
@@ -248,7 +194,7 @@ def test_each_model_type_is_a_class_whose_defaults_a_flag_and_a_config_give_alik
     flags, yaml_file, direct = [dataclasses.asdict(args) for _, args in parsed]
     assert flags == yaml_file == direct
     assert {key: flags[key] for key in variant.training_defaults} == variant.training_defaults
-    assert FeverTask.variant("concat").training_defaults != FeverTask.variant("kgat").training_defaults
+    assert FeverTask.variant_for([]).training_defaults != FeverTask.variant_for(["--model_type", "kgat"]).training_defaults
 
 
 def test_a_model_fine_tuned_here_picks_its_own_variant_and_defaults(tmp_path):
@@ -257,10 +203,10 @@ def test_a_model_fine_tuned_here_picks_its_own_variant_and_defaults(tmp_path):
     from corefbert.tasks.heads import write_head_config
 
     write_head_config(str(tmp_path), "fever", {"model_type": "kgat", "num_kernels": 21})
-    assert FeverTask.variant("concat", str(tmp_path)) is KgatFeverTask
-    assert FeverTask.defaults_for(["--model_name_or_path", str(tmp_path)]) == KgatFeverTask.training_defaults
+    assert FeverTask.variant_for(["--model_type", "concat", "--model_name_or_path", str(tmp_path)]) is KgatFeverTask
+    assert FeverTask.variant_for(["--model_name_or_path", str(tmp_path)]) is KgatFeverTask
     args = FinetuningArguments(model_name_or_path=str(tmp_path), output_dir="unused", do_train=True)
     with pytest.raises(CorefBertError, match="holds a kgat model, not a concat one"):
         ConcatFeverTask(FeverArguments(train_file=str(FEVER / "pairs.jsonl")), args)
-    with pytest.raises(TypeError, match="FeverTask is the family"):
+    with pytest.raises(TypeError, match="FeverTask is a family of variants"):
         FeverTask(FeverArguments(train_file=str(FEVER / "pairs.jsonl")), args)

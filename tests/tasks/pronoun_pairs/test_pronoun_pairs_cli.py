@@ -282,8 +282,8 @@ def test_each_classifier_recipe_is_a_class_whose_defaults_a_flag_and_a_config_gi
     from corefbert.tasks.base import parse_task_arguments
     from corefbert.tasks.pronoun_pairs.task import BertPairsTask, PronounPairsTask, ScratchPairsTask
 
-    variant = PronounPairsTask.variant(model)
-    assert variant is (BertPairsTask if model == "bert" else ScratchPairsTask)
+    variant = PronounPairsTask.variant_for(["--model", model])
+    assert issubclass(variant, BertPairsTask if model == "bert" else ScratchPairsTask) and variant.models == (model,)
     config = tmp_path / "pairs.yaml"
     config.write_text(f"model: {model}\n")
     base = ["--output_dir", str(tmp_path)]
@@ -301,6 +301,7 @@ def test_the_family_is_not_a_task_and_a_variant_refuses_the_other_recipe(tmp_pat
     from corefbert.tasks.base import FinetuningArguments
     from corefbert.tasks.pronoun_pairs.task import (
         BertPairsTask,
+        LstmnPairsTask,
         PronounPairsArguments,
         PronounPairsTask,
         ScratchPairsTask,
@@ -309,12 +310,14 @@ def test_the_family_is_not_a_task_and_a_variant_refuses_the_other_recipe(tmp_pat
     pairs = tmp_path / "pairs.jsonl"
     pairs.write_text('{"label": 1, "source": "he sat", "target": "Tom sat", "type": "correct"}\n')
     args = FinetuningArguments(output_dir=str(tmp_path / "out"), do_train=True)
-    with pytest.raises(TypeError, match="PronounPairsTask is the family"):
+    with pytest.raises(TypeError, match="PronounPairsTask is a family of variants"):
         PronounPairsTask(PronounPairsArguments(train_file=str(pairs)), args)
-    with pytest.raises(CorefBertError, match="BertPairsTask fine-tunes bert"):
+    with pytest.raises(CorefBertError, match="--model da is not BertPairsTask's, which fine-tunes bert"):
         BertPairsTask(PronounPairsArguments(model="da", train_file=str(pairs)), args)
-    with pytest.raises(CorefBertError, match="--model bert is BertPairsTask's"):
+    with pytest.raises(CorefBertError, match="--model bert is not ScratchPairsTask's"):
         ScratchPairsTask(PronounPairsArguments(model="bert", train_file=str(pairs)), args)
+    with pytest.raises(CorefBertError, match="--model da is not LstmnPairsTask's, which trains lstmn"):
+        LstmnPairsTask(PronounPairsArguments(model="da", train_file=str(pairs)), args)
     assert ScratchPairsTask(PronounPairsArguments(model="da", train_file=str(pairs)), args).train_dataset()
 
 
@@ -366,10 +369,10 @@ def test_an_evaluation_on_a_full_disk_is_one_line(tmp_path, fresh_accelerate_sta
     assert done.returncode == 2, done.stderr[-3000:]
     assert "Traceback" not in done.stderr
     last = done.stderr.strip().splitlines()[-1]
-    if free_kib == 4:  # the log line
-        assert last == (f"error: {mount}/out: could not write the run's results (disk full); checkpoints and model "
-                        "folders written before are intact. Free space or choose another --output_dir, then rerun "
-                        "the evaluation")
+    if free_kib == 4:  # the log line, appended by the run log's one writer (issue 34.3), as in training
+        assert last == (f"error: {mount}/out/log.jsonl: could not append to the log (disk full); no checkpoint was "
+                        "written yet. Free space or choose another --output_dir, then rerun with "
+                        "--resume_from_checkpoint latest")
     else:  # a result file, named by the one writer (corefbert.text.durable.output_file)
         assert last.startswith(f"error: {mount}/out/") and ": could not write the " in last, last
         assert "(disk full); nothing was written there and an earlier copy, if any, is intact" in last, last

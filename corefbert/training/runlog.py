@@ -1,0 +1,96 @@
+"""``log.jsonl``, the event log of a training run: its one writer (:class:`RunLog`) and its one reader
+(:func:`read_log`), which every part that reads a run's log goes through (the resume's truncation, the
+pretraining report, the curves, the ablation study). ``tests/system/test_one_home_io.py`` holds them to it.
+
+A record is one JSON object on one line (docs/contracts.md, "The training core"). A run killed in the middle of
+an append, or stopped by a full disk, leaves its last line cut short: the reader leaves that line out, and the
+resume rewrites the log without it (:func:`truncate_log`). An unreadable line anywhere else is refused in one
+line: such a file is no log a run wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from corefbert.errors import CorefBertError
+from corefbert.text.durable import append_file, os_error_reason, replace_file
+from corefbert.text.jsonio import json_safe
+from corefbert.training.checkpointing import any_process, list_checkpoints
+
+LOG_FILE = "log.jsonl"
+
+
+def log_path(output_dir: str | os.PathLike) -> Path:
+    """The log of the run in ``output_dir``."""
+    return Path(output_dir) / LOG_FILE
+
+
+class RunLog:
+    """``log.jsonl`` of a run (written by the main process, each record with a wall-clock ``time``): a failed
+    append (disk full, ...) stops every process with one line naming the checkpoint that is intact, as a failed
+    checkpoint save does.
+
+    Every process must call :meth:`log` at the same point (they agree on the failure)."""
+
+    def __init__(self, output_dir: str | os.PathLike, accelerator):
+        self.output_dir, self.accelerator = Path(output_dir), accelerator
+        self.path = str(log_path(self.output_dir))
+
+    def log(self, record: dict) -> None:
+        error = None
+        if self.accelerator.is_main_process:
+            try:
+                with append_file(self.path) as handle:
+                    handle.write(json.dumps({"time": round(time.time(), 3), **json_safe(record)}) + "\n")
+            except OSError as err:
+                error = err
+        if any_process(self.accelerator, error is not None, if_peer_gone=True):
+            found = list_checkpoints(self.output_dir)
+            intact = f"the last complete checkpoint is {found[-1][1]}" if found else "no checkpoint was written yet"
+            reason = os_error_reason(error) if error is not None else "failed on the main process"
+            raise CorefBertError(f"could not append to the log ({reason}); {intact}. Free space or choose another "
+                                 "--output_dir, then rerun with --resume_from_checkpoint latest", path=self.path)
+
+
+def read_log(path: str | os.PathLike) -> list[dict]:
+    """The records of the run log ``path``, in order. Its last line, when cut short (a run killed while it
+    appended), is left out; any other line that is not a JSON object is one ``CorefBertError`` line."""
+    path = Path(path)
+    if not path.is_file():
+        raise CorefBertError("log file not found; pass the log.jsonl of a run's --output_dir", path=path)
+    try:
+        lines = path.read_bytes().splitlines()
+    except OSError as err:
+        raise CorefBertError(f"cannot read the log ({os_error_reason(err)})", path=path) from None
+    records = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            record = None
+        if isinstance(record, dict):
+            records.append(record)
+        elif number < len(lines):  # the last line may be the torn end of a killed run's append
+            raise CorefBertError("not a record of a run's log (one JSON object per line); is this a log.jsonl?",
+                                 path=path, position=number)
+    return records
+
+
+def truncate_log(path: str | os.PathLike, step: int, evaluated: bool = True) -> None:
+    """After a resume from ``step``, drop the log records the killed run wrote past it (so every step is
+    logged once, as in an uninterrupted run), and a last line the kill cut short. ``evaluated=False``: the
+    checkpoint was saved before the evaluation of its step (the last one), which the resumed run repeats, so
+    those records go too."""
+    if not Path(path).is_file():
+        return
+    kept = [record for record in read_log(path)
+            if record.get("step", 0) < step or (record.get("step", 0) == step and (
+                evaluated or record.get("split") in ("train", "resume", "signal")))]
+    # Rewritten beside and renamed: a kill right after a resume must not cost the log of the whole run. The
+    # writer's records are json.dumps of a dict, so writing the parsed records again gives the same lines.
+    replace_file(path, "".join(json.dumps(record) + "\n" for record in kept))
