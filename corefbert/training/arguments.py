@@ -120,11 +120,7 @@ class TrainingArguments:
             raise CorefBertError("--output_dir is empty; pass the folder the run should write to")
         if self.seed < 0:
             raise CorefBertError(f"--seed must be >= 0 (got {self.seed})")
-        if self.num_workers != "auto":
-            if not self.num_workers.strip().lstrip("+-").isdigit():
-                raise CorefBertError(f"--num_workers must be auto or a number (got {self.num_workers!r})")
-            if int(self.num_workers) < 0:
-                raise CorefBertError(f"--num_workers must be >= 0 (got {int(self.num_workers)})")
+        _check_num_workers(self.num_workers)
         _check_choice("torch_compile_scope", self.torch_compile_scope, COMPILE_SCOPES)
         for name in ("adam_beta1", "adam_beta2"):
             if not 0.0 <= getattr(self, name) < 1.0:
@@ -177,6 +173,16 @@ class TrainingArguments:
         from corefbert.training.hub import check_hub_arguments
 
         check_hub_arguments(self)
+
+
+def _check_num_workers(value: str) -> None:
+    """``--num_workers``: ``auto`` or a count >= 0."""
+    if value == "auto":
+        return
+    if not value.strip().lstrip("+-").isdigit():
+        raise CorefBertError(f"--num_workers must be auto or a number (got {value!r})")
+    if int(value) < 0:
+        raise CorefBertError(f"--num_workers must be >= 0 (got {int(value)})")
 
 
 _SCALARS = {int, float, str, bool, type(None)}
