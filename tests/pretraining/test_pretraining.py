@@ -168,6 +168,33 @@ def test_resume_after_sigterm_repeats_the_uninterrupted_losses(
         assert int(expected[-1]["epoch"]) == 2  # 14 micro-batches over 5-batch epochs: the run crossed two boundaries
 
 
+@pytest.mark.filterwarnings("ignore:This DataLoader will create")  # 2 workers on a small machine
+def test_a_run_with_workers_stopped_mid_epoch_resumes_with_the_losses_of_a_run_without(tmp_path, tiny_bert_dir,
+                                                                                       corpus, monkeypatch):
+    """Issue 36: the training loader's workers are persistent and read the epoch from shared memory. A run with 2
+    workers that crosses an epoch with the same workers (5 batches per epoch), is stopped by SIGTERM at step 7
+    (mid-epoch 1) and resumed with 2 workers into epoch 2 logs the losses, learning rates and epochs of an
+    uninterrupted run without workers: the batches (ids, masks, MRP targets) were the same at every step."""
+    args = _args(tiny_bert_dir, tmp_path / "none", max_steps=12, num_workers="0")
+    run_pretraining(args, splits=corpus)
+    expected = _records(args.output_dir)
+    _reset_accelerate()
+    stopped = replace(args, output_dir=str(tmp_path / "workers"), num_workers="2")
+    with monkeypatch.context() as patch:
+        _stop_at(patch, 7)
+        with pytest.raises(SystemExit):
+            run_pretraining(stopped, splits=corpus)
+    assert [s for s, _ in list_checkpoints(stopped.output_dir)] == [7]
+    _reset_accelerate()
+    run_pretraining(replace(stopped, resume_from_checkpoint="latest"), splits=corpus)
+    got = _records(stopped.output_dir)
+    assert [r["step"] for r in got] == list(range(1, 13)) and int(got[-1]["epoch"]) == 2
+    for want, have in zip(expected, got):
+        for key in ("loss", "mlm_loss", "mrp_loss"):
+            assert have[key] == pytest.approx(want[key], abs=1e-6), (want["step"], key)
+        assert (have["lr"], have["epoch"], have["tokens"]) == (want["lr"], want["epoch"], want["tokens"])
+
+
 def test_final_checkpoint_loads_with_auto_classes_and_has_a_card(tmp_path, tiny_bert_dir, corpus):
     from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer
 
