@@ -67,10 +67,10 @@ def _collate(indices: list[int]) -> DeviceBatch:
     return _batch(indices[0])
 
 
-def test_batches_from_workers_equal_those_of_no_workers_without_a_shared_memory_file_per_tensor():
-    """Issue 36: pickled by a worker, each tensor of a batch became a shared-memory file that the training process
-    fetched, opened and closed (about 5 ms of its thread per 12-tensor batch on a loaded 2-core machine). Packed,
-    the batch travels as the bytes of one buffer through the result pipe."""
+def test_batches_from_workers_equal_those_of_no_workers_in_one_shared_memory_file_each():
+    """Issue 36: pickled by a worker, each tensor of a batch became a shared-memory file whose descriptor the
+    training process fetched from the worker (a round trip each; about 5 ms of its thread per 12-tensor batch on
+    a loaded 2-core machine). Packed, the batch travels as one shared buffer whose views are the tensors."""
     batches = {}
     for workers in (0, 2):
         loader = torch.utils.data.DataLoader(_Batches(), batch_size=1, num_workers=workers, collate_fn=_collate)
@@ -78,7 +78,9 @@ def test_batches_from_workers_equal_those_of_no_workers_without_a_shared_memory_
     assert len(batches[2]) == len(batches[0]) == 6
     for got, want in zip(batches[2], batches[0]):
         _assert_same(got, want)
-        assert not any(value.is_shared() for value in got.values() if torch.is_tensor(value))
+        storages = {value.untyped_storage().data_ptr() for value in got.values() if torch.is_tensor(value)
+                    and value.numel()}
+        assert len(storages) == 1 and got._packed[0].is_shared()
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="pinned memory and a device copy need CUDA")
