@@ -98,7 +98,43 @@ def run_trainer(args, model: str, dataset_dir: str, output_dir: Path) -> list[di
         torch_compile=args.torch_compile, disable_tqdm=True, seed=0, num_workers=args.num_workers)
     run_pretraining(train_args)
     records = [json.loads(line) for line in (output_dir / "log.jsonl").read_text().splitlines()]
-    return [r for r in records if r.get("split") == "train"]
+    return [r for r in records if r.get("split") in ("train", "compile")]
+
+
+def profile_one_step(args, model: str, dataset_dir: str, output_dir: Path) -> str:
+    """A torch.profiler table of one late optimizer step of a short trainer run (from the start of one training
+    step to the start of the next: data, forward, backward, clipping, optimizer): on CUDA the kernels by their own
+    device time, on CPU the host operators by their own CPU time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from corefbert.pretraining.run import PretrainingJob
+
+    steps = max(3, min(args.steps, 12))
+    at = steps - 1  # a late step: compiled and warm
+    cuda = torch.cuda.is_available()
+    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]
+    real, state = PretrainingJob.training_step, {"n": 0, "profiler": None}
+
+    def training_step(self, model, batch):
+        if model.training:
+            state["n"] += 1
+            if state["n"] == at:
+                _sync(torch.device("cuda") if cuda else torch.device("cpu"))
+                state["profiler"] = profile(activities=activities)
+                state["profiler"].__enter__()
+            elif state["n"] == at + 1:
+                _sync(torch.device("cuda") if cuda else torch.device("cpu"))
+                state["profiler"].__exit__(None, None, None)
+        return real(self, model, batch)
+
+    PretrainingJob.training_step = training_step
+    try:
+        short = argparse.Namespace(**{**vars(args), "steps": steps, "logging_steps": steps})
+        run_trainer(short, model, dataset_dir, output_dir)
+    finally:
+        PretrainingJob.training_step = real
+    sort_by = "self_device_time_total" if cuda else "self_cpu_time_total"
+    return state["profiler"].key_averages().table(sort_by=sort_by, row_limit=25)
 
 
 class SimulatedStep(torch.nn.Module):
@@ -208,7 +244,11 @@ def model_only_seconds(args, model_dir: str, dataset_dir: str, device: torch.dev
                for k in range(4)]
     batches = [{k: v.to(device) for k, v in b.items()} for b in batches]
     model = load_pretraining_model(model_dir).to(device).train()
-    step_model = torch.compile(model, dynamic=True) if args.torch_compile else model
+    if args.torch_compile:  # as the trainer's --torch_compile: the repeated layer, in place
+        from corefbert.training.compiling import compile_repeated_layers
+
+        compile_repeated_layers(model)
+    step_model = model
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4,
                                   fused=True if device.type == "cuda" else None)
     bf16 = device.type == "cuda"
@@ -231,6 +271,7 @@ def model_only_seconds(args, model_dir: str, dataset_dir: str, device: torch.dev
 def trainer_seconds(records: list[dict]) -> tuple[float, int, int, list[dict]]:
     """``(seconds, steps, non-pad tokens, timed records)`` of a run's log after its first logging window,
     which holds warm-up (and compilation)."""
+    records = [r for r in records if r.get("split", "train") == "train"]
     first, timed = (records[0], records[1:]) if len(records) > 1 else ({"step": 0, "tokens": 0}, records)
     seconds = sum((r["tokens"] - p["tokens"]) / r["tokens_per_s"] for p, r in zip([first, *timed], timed))
     return seconds, timed[-1]["step"] - first["step"], timed[-1]["tokens"] - first["tokens"], timed
@@ -288,9 +329,10 @@ def main() -> None:
         started = time.perf_counter()
         trainer_s = model_s = 0.0
         trainer_steps = tokens = 0
-        fills, mfu, ratios = [], [], []
+        fills, mfu, ratios, compiles = [], [], [], []
         for block in range(args.blocks):
             records = run_trainer(args, model, dataset_dir, work / f"run_{block}")
+            compiles += [r for r in records if r.get("split") == "compile"]
             seconds, steps, block_tokens, timed = trainer_seconds(records)
             # The model-only side right after, over exactly as many timed steps.
             step_s, batch, length = model_only_seconds(args, model, dataset_dir, device, steps)
@@ -300,6 +342,7 @@ def main() -> None:
             fills += [r.get("slot_fill", float("nan")) for r in timed]
             mfu += [r["mfu"] for r in timed if "mfu" in r]
         trainer_wall = time.perf_counter() - started
+        table = profile_one_step(args, model, dataset_dir, work / "profiled") if args.profile_table else None
         step_seconds, model_seconds = trainer_s / max(trainer_steps, 1), model_s / max(trainer_steps, 1)
         seconds, fill = trainer_s, statistics.mean(fills)
 
@@ -316,6 +359,9 @@ def main() -> None:
         "ratio_trainer_to_model_only": round(step_seconds / model_seconds, 3), "block_ratios": ratios,
         "timed_steps_per_side": trainer_steps,
     }
+    if compiles:  # each block's run compiled afresh in this process: the first pays the compilation
+        figures["compile_first_step_s"] = [r["first_step_s"] for r in compiles]
+        figures["compile_graphs"] = [r["graphs"] for r in compiles]
     peak = peak_flops(device)
     if peak and config is not None:
         figures["model_only_mfu"] = round(transformer_training_flops(config, batch, length) / model_seconds / peak, 4)
@@ -326,6 +372,12 @@ def main() -> None:
           + (f", MFU {figures['model_only_mfu']:.1%}" if "model_only_mfu" in figures else ""))
     print(f"ratio trainer / model-only step: {figures['ratio_trainer_to_model_only']:.3f} ({trainer_steps} timed "
           f"steps per side in {args.blocks} alternating blocks; per block {', '.join(map(str, ratios))})")
+    if compiles:
+        print(f"compiled (repeated layer): first step {figures['compile_first_step_s']} s per run, graphs "
+              f"{figures['compile_graphs']}")
+    if table is not None:
+        Path(args.profile_table).write_text(table)
+        print(f"profile of one step: {args.profile_table}")
     if args.output_json:
         Path(args.output_json).write_text(json.dumps(figures, indent=2))
 
