@@ -23,9 +23,9 @@ if ! python -c "import datasets" 2>/dev/null; then
 fi
 scale=${GPU_CHECK_SCALE:-full}
 if [ "$scale" = smoke ]; then
-    batch=2; steps=6; every=3; bench_args=(--seq_len 64 --steps 2 --warmup 1); model=bert-tiny
+    batch=2; steps=6; every=3; bench_args=(--seq_len 64 --steps 2 --warmup 1); model=bert-tiny; blocks=1; cblocks=1
 else
-    batch=32; steps=60; every=30; bench_args=(--batch_size 32 --steps 20 --warmup 5); model=bert-base
+    batch=32; steps=60; every=30; bench_args=(--batch_size 32 --steps 20 --warmup 5); model=bert-base; blocks=3; cblocks=2
 fi
 corpus=.gpu_check/corpus512
 summary="$out/gpu_check.md"
@@ -44,9 +44,9 @@ part() {  # part NAME COMMAND...: run, keep the log, put its last lines in the s
 
 part bench_step python benchmarks/bench_step.py "${bench_args[@]}"
 part bench_trainer_eager python benchmarks/bench_trainer.py --model $model --tokenizer .gpu_check/tokenizer \
-    --dataset_dir $corpus --batch_size $batch --steps $steps --output_json "$out/bench_trainer_eager.json"
+    --dataset_dir $corpus --batch_size $batch --steps $steps --blocks $blocks --output_json "$out/bench_trainer_eager.json"
 part bench_trainer_compiled python benchmarks/bench_trainer.py --model $model --tokenizer .gpu_check/tokenizer \
-    --dataset_dir $corpus --batch_size $batch --steps $steps --torch_compile --blocks 2 \
+    --dataset_dir $corpus --batch_size $batch --steps $steps --torch_compile --blocks $cblocks \
     --profile_table "$out/profile_compiled_step.txt" --output_json "$out/bench_trainer_compiled.json"
 { echo; echo "## torch.profiler: one compiled trainer step, top operators by own device (CPU: host) time"
   echo '```'; head -n 32 "$out/profile_compiled_step.txt" 2>/dev/null || echo "(no table)"; echo '```'; } >> "$summary"
