@@ -16,6 +16,19 @@ trainer / model-only step time (1.00 = the trainer adds nothing). The two sides 
 blocks (trainer, model-only, trainer, ...), each block timing the same number of steps on both sides, so that
 a drift of the machine's speed (a neighbour's load, clocks) enters both sides alike instead of the ratio;
 the ratio of the summed times and the per-block ratios are printed. Kept out of the test suite's pass/fail.
+
+Whether the data path hides behind the step, on CPU (issue 36):
+
+    python benchmarks/bench_trainer.py --simulated_step_ms 60 --batch_size 32 --dataset_dir .gpu_check/corpus512 \
+        --data_path cuda [--num_workers 0]
+
+``--simulated_step_ms T``: the real corpus, collator, DataLoader and loop, with the model step replaced by a
+stand-in that holds for T ms without using the CPU (``time.sleep`` releases the GIL: from the host's side a GPU
+step, which the host only waits for). It prints the loop's time per step against T and writes that ratio as
+``simulated_ratio``; 1.00 means the loop and the data path add nothing to the step. ``--data_path cuda`` gives the
+loop the data-path defaults of a CUDA run (``--num_workers auto``: loader workers, persistent, prefetching) while
+the stand-in runs on CPU; pinned memory needs CUDA and stays off. ``--profile_table FILE``: a torch.profiler table
+of one late trainer step (the kernels by device time on a GPU, host operators by CPU time on CPU).
 """
 
 from __future__ import annotations
@@ -82,10 +95,137 @@ def run_trainer(args, model: str, dataset_dir: str, output_dir: Path) -> list[di
         model_name_or_path=model, dataset_dir=dataset_dir, output_dir=str(output_dir), max_steps=args.steps,
         per_device_train_batch_size=args.batch_size, per_device_eval_batch_size=args.batch_size,
         logging_steps=args.logging_steps, max_eval_samples=args.batch_size, learning_rate=1e-4, warmup_ratio=0.1,
-        torch_compile=args.torch_compile, disable_tqdm=True, seed=0)
+        torch_compile=args.torch_compile, disable_tqdm=True, seed=0, num_workers=args.num_workers)
     run_pretraining(train_args)
     records = [json.loads(line) for line in (output_dir / "log.jsonl").read_text().splitlines()]
+    return [r for r in records if r.get("split") in ("train", "compile")]
+
+
+def profile_one_step(args, model: str, dataset_dir: str, output_dir: Path) -> str:
+    """A torch.profiler table of one late optimizer step of a short trainer run (from the start of one training
+    step to the start of the next: data, forward, backward, clipping, optimizer): on CUDA the kernels by their own
+    device time, on CPU the host operators by their own CPU time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from corefbert.pretraining.run import PretrainingJob
+
+    steps = max(3, min(args.steps, 12))
+    at = steps - 1  # a late step: compiled and warm
+    cuda = torch.cuda.is_available()
+    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]
+    real, state = PretrainingJob.training_step, {"n": 0, "profiler": None}
+
+    def training_step(self, model, batch):
+        if model.training:
+            state["n"] += 1
+            if state["n"] == at:
+                _sync(torch.device("cuda") if cuda else torch.device("cpu"))
+                state["profiler"] = profile(activities=activities)
+                state["profiler"].__enter__()
+            elif state["n"] == at + 1:
+                _sync(torch.device("cuda") if cuda else torch.device("cpu"))
+                state["profiler"].__exit__(None, None, None)
+        return real(self, model, batch)
+
+    PretrainingJob.training_step = training_step
+    try:
+        short = argparse.Namespace(**{**vars(args), "steps": steps, "logging_steps": steps})
+        run_trainer(short, model, dataset_dir, output_dir)
+    finally:
+        PretrainingJob.training_step = real
+    sort_by = "self_device_time_total" if cuda else "self_cpu_time_total"
+    return state["profiler"].key_averages().table(sort_by=sort_by, row_limit=25)
+
+
+class SimulatedStep(torch.nn.Module):
+    """A model whose step holds for ``seconds`` without using the CPU: ``time.sleep`` releases the GIL, as a
+    host waiting on a GPU does; one parameter, so the loop's backward, clipping and optimizer step run as usual."""
+
+    def __init__(self, seconds: float):
+        super().__init__()
+        self.seconds = seconds
+        self.weight = torch.nn.Parameter(torch.zeros(()))
+
+    def forward(self, input_ids, **batch):
+        from types import SimpleNamespace
+
+        time.sleep(self.seconds)
+        loss = (self.weight - 1.0) ** 2  # [] a loss with a gradient
+        return SimpleNamespace(loss=loss, mlm_loss=loss.detach(), mrp_loss=loss.detach())
+
+
+def simulated_run(args, tokenizer_dir: str, dataset_dir: str, output_dir: Path) -> list[dict]:
+    """The real data path and loop of ``run_pretraining`` around :class:`SimulatedStep`: ``pretraining_loaders`` (the
+    collator, seeded masks, length-grouped batches, the ``--data_path`` device's worker defaults), accelerate's
+    prepared loader, ``train`` with the pretraining job (its evaluations left out). Returns the train records."""
+    from corefbert.pretraining.arguments import PretrainingArguments
+    from corefbert.pretraining.data import load_prepared_corpus
+    from corefbert.pretraining.run import PretrainingJob, pretraining_loaders
+    from corefbert.text.tokenizers import load_tokenizer
+    from corefbert.training import lock as run_lock
+    from corefbert.training.loop import build_accelerator, prepare_output_dir, train
+    from corefbert.training.optimization import build_optimizer, build_scheduler
+
+    class Job(PretrainingJob):  # the pretraining job without its evaluations and final save
+        def on_train_begin(self, model, step: int) -> None:
+            pass
+
+        def evaluate(self, model, step: int, epoch: float) -> None:
+            pass
+
+    train_args = PretrainingArguments(
+        model_name_or_path=tokenizer_dir, dataset_dir=dataset_dir, output_dir=str(output_dir), max_steps=args.steps,
+        per_device_train_batch_size=args.batch_size, logging_steps=args.logging_steps, learning_rate=1e-4,
+        warmup_ratio=0.1, num_workers=args.num_workers, mixed_precision="no", disable_tqdm=True, seed=0)
+    train_args.validate()
+    accelerator = build_accelerator(train_args)
+    prepare_output_dir(train_args, accelerator)
+    try:
+        splits = load_prepared_corpus(dataset_dir)
+        if len(splits["train"]) < args.batch_size:
+            sys.exit(f"{dataset_dir}: {len(splits['train'])} training rows, fewer than one batch of "
+                     f"{args.batch_size}; pass a larger corpus (--dataset_dir, e.g. .gpu_check/corpus512)")
+        collate, train_dl, _ = pretraining_loaders(train_args, splits["train"], splits["validation"],
+                                                   load_tokenizer(tokenizer_dir), accelerator, args.data_path)
+        print(f"data path of a {args.data_path or accelerator.device.type} run: {train_dl.num_workers} loader "
+              f"worker(s){', persistent' if train_dl.persistent_workers else ''}, pinned {train_dl.pin_memory}")
+        model = SimulatedStep(args.simulated_step_ms / 1000)
+        optimizer = build_optimizer(model, train_args)
+        model, optimizer, train_dl = accelerator.prepare(model, optimizer, train_dl)
+        scheduler = build_scheduler(optimizer, train_args, args.steps)
+        job = Job(collate, None, accelerator, output_dir, False)
+        train(job, train_args, accelerator, model, optimizer, scheduler, train_dl, args.steps)
+    finally:
+        run_lock.release(output_dir)
+    records = [json.loads(line) for line in (output_dir / "log.jsonl").read_text().splitlines()]
     return [r for r in records if r.get("split") == "train"]
+
+
+def simulated_main(args) -> None:
+    """``--simulated_step_ms``: the loop's time per step against the stand-in step's, over ``--blocks`` runs."""
+    with tempfile.TemporaryDirectory(prefix="bench_trainer_") as tmp:
+        work = Path(tmp)
+        tokenizer = args.tokenizer or model_folder("minilm", work)
+        dataset_dir = args.dataset_dir or demo_corpus(tokenizer, work, args.max_seq_length)
+        per_step = []
+        for block in range(args.blocks):
+            seconds, steps, _, timed = trainer_seconds(simulated_run(args, tokenizer, dataset_dir, work / f"run_{block}"))
+            per_step.append(seconds / steps)
+            fill = statistics.mean(r.get("slot_fill", float("nan")) for r in timed)
+    step = args.simulated_step_ms / 1000
+    ratios = [round(s / step, 3) for s in per_step]
+    figures = {"simulated_step_ms": args.simulated_step_ms, "data_path": args.data_path or "this machine's",
+               "num_workers": args.num_workers, "batch_size": args.batch_size, "trainer_steps": args.steps,
+               "loop_step_ms": round(statistics.median(per_step) * 1000, 2), "block_ratios": ratios,
+               "simulated_ratio": round(statistics.median(per_step) / step, 3), "slot_fill": round(fill, 4),
+               "load_average": [round(x, 2) for x in os.getloadavg()]}
+    print(f"stand-in step {args.simulated_step_ms:g} ms, batch {args.batch_size}, {args.steps} steps, "
+          f"--num_workers {args.num_workers} ({figures['data_path']} defaults); load average "
+          f"{', '.join(map(str, figures['load_average']))}")
+    print(f"loop: {figures['loop_step_ms']} ms per step (median of {args.blocks} runs, first logging window left "
+          f"out): simulated_ratio {figures['simulated_ratio']:.3f} (per run {', '.join(map(str, ratios))})")
+    if args.output_json:
+        Path(args.output_json).write_text(json.dumps(figures, indent=2))
 
 
 def model_only_seconds(args, model_dir: str, dataset_dir: str, device: torch.device,
@@ -104,7 +244,11 @@ def model_only_seconds(args, model_dir: str, dataset_dir: str, device: torch.dev
                for k in range(4)]
     batches = [{k: v.to(device) for k, v in b.items()} for b in batches]
     model = load_pretraining_model(model_dir).to(device).train()
-    step_model = torch.compile(model, dynamic=True) if args.torch_compile else model
+    if args.torch_compile:  # as the trainer's --torch_compile: the repeated layer, in place
+        from corefbert.training.compiling import compile_repeated_layers
+
+        compile_repeated_layers(model)
+    step_model = model
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4,
                                   fused=True if device.type == "cuda" else None)
     bf16 = device.type == "cuda"
@@ -127,6 +271,7 @@ def model_only_seconds(args, model_dir: str, dataset_dir: str, device: torch.dev
 def trainer_seconds(records: list[dict]) -> tuple[float, int, int, list[dict]]:
     """``(seconds, steps, non-pad tokens, timed records)`` of a run's log after its first logging window,
     which holds warm-up (and compilation)."""
+    records = [r for r in records if r.get("split", "train") == "train"]
     first, timed = (records[0], records[1:]) if len(records) > 1 else ({"step": 0, "tokens": 0}, records)
     seconds = sum((r["tokens"] - p["tokens"]) / r["tokens_per_s"] for p, r in zip([first, *timed], timed))
     return seconds, timed[-1]["step"] - first["step"], timed[-1]["tokens"] - first["tokens"], timed
@@ -153,10 +298,23 @@ def main() -> None:
     parser.add_argument("--torch_compile", action="store_true")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--output_json", default=None, help="also write the figures here")
+    parser.add_argument("--simulated_step_ms", type=float, default=None,
+                        help="replace the model step by a stand-in holding this long without the CPU (see above)")
+    parser.add_argument("--data_path", choices=["cuda", "cpu"], default=None,
+                        help="whose data-path defaults the loop takes (default: this machine's device)")
+    parser.add_argument("--num_workers", default="auto", help="the trainer's --num_workers (default auto)")
+    parser.add_argument("--profile_table", default=None,
+                        help="write a torch.profiler table of one late step of a last, short trainer run here")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.simulated_step_ms is not None:
+        args.batch_size = args.batch_size or 32
+        args.steps = args.steps or 60
+        args.logging_steps = args.logging_steps or max(1, args.steps // 6)
+        simulated_main(args)
+        return
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     cuda = device.type == "cuda"
     args.batch_size = args.batch_size or (32 if cuda else 8)
@@ -171,9 +329,10 @@ def main() -> None:
         started = time.perf_counter()
         trainer_s = model_s = 0.0
         trainer_steps = tokens = 0
-        fills, mfu, ratios = [], [], []
+        fills, mfu, ratios, compiles = [], [], [], []
         for block in range(args.blocks):
             records = run_trainer(args, model, dataset_dir, work / f"run_{block}")
+            compiles += [r for r in records if r.get("split") == "compile"]
             seconds, steps, block_tokens, timed = trainer_seconds(records)
             # The model-only side right after, over exactly as many timed steps.
             step_s, batch, length = model_only_seconds(args, model, dataset_dir, device, steps)
@@ -183,6 +342,7 @@ def main() -> None:
             fills += [r.get("slot_fill", float("nan")) for r in timed]
             mfu += [r["mfu"] for r in timed if "mfu" in r]
         trainer_wall = time.perf_counter() - started
+        table = profile_one_step(args, model, dataset_dir, work / "profiled") if args.profile_table else None
         step_seconds, model_seconds = trainer_s / max(trainer_steps, 1), model_s / max(trainer_steps, 1)
         seconds, fill = trainer_s, statistics.mean(fills)
 
@@ -199,6 +359,9 @@ def main() -> None:
         "ratio_trainer_to_model_only": round(step_seconds / model_seconds, 3), "block_ratios": ratios,
         "timed_steps_per_side": trainer_steps,
     }
+    if compiles:  # each block's run compiled afresh in this process: the first pays the compilation
+        figures["compile_first_step_s"] = [r["first_step_s"] for r in compiles]
+        figures["compile_graphs"] = [r["graphs"] for r in compiles]
     peak = peak_flops(device)
     if peak and config is not None:
         figures["model_only_mfu"] = round(transformer_training_flops(config, batch, length) / model_seconds / peak, 4)
@@ -209,6 +372,12 @@ def main() -> None:
           + (f", MFU {figures['model_only_mfu']:.1%}" if "model_only_mfu" in figures else ""))
     print(f"ratio trainer / model-only step: {figures['ratio_trainer_to_model_only']:.3f} ({trainer_steps} timed "
           f"steps per side in {args.blocks} alternating blocks; per block {', '.join(map(str, ratios))})")
+    if compiles:
+        print(f"compiled (repeated layer): first step {figures['compile_first_step_s']} s per run, graphs "
+              f"{figures['compile_graphs']}")
+    if table is not None:
+        Path(args.profile_table).write_text(table)
+        print(f"profile of one step: {args.profile_table}")
     if args.output_json:
         Path(args.output_json).write_text(json.dumps(figures, indent=2))
 

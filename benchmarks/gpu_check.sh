@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# The whole GPU story of issue 14 in one short run (<= 8 minutes with loading), on a bare single-GPU machine:
-# bench_step (model-only, ours vs BertForMaskedLM), bench_trainer eager and compiled (the real trainer on the
-# shared Wikipedia prepared at 512, random-init BERT-base), and a 60-step run_mrp with a checkpoint at step 30,
-# killed there and resumed, checked against an uninterrupted run. One summary file: $OUT/gpu_check.md (or
-# ./gpu_check_out/gpu_check.md), beside each part's log.
+# The GPU story of issues 14 and 36 in one short run (<= 8 minutes with loading), on a bare single-GPU machine:
+# bench_step (model-only, ours vs BertForMaskedLM); bench_trainer eager with the trainer's defaults
+# (--num_workers auto: persistent loader workers, pinned batches in one host-to-device copy) against the
+# model-only step on the same batches; bench_trainer with --torch_compile (the repeated encoder layer compiled
+# once, its first-step time and graph count) and a torch.profiler table of one compiled step (the top kernels by
+# device time); and a 60-step run_mrp with a checkpoint at step 30, killed there and resumed, checked against an
+# uninterrupted run. One summary file: $OUT/gpu_check.md (or ./gpu_check_out/gpu_check.md), beside each part's log.
 # Prepare first on CPU: bash benchmarks/gpu_check_prepare.sh; then carry .gpu_check and .whl:
 #   device run, carry [".gpu_check", ".whl"]: bash benchmarks/gpu_check.sh
-# GPU_CHECK_SCALE=smoke runs every part at toy sizes (a CPU check of this script; figures meaningless).
-# Measured on an H100 80GB HBM3 (docs/gpu_check.md): bench_step 30 s, eager 54 s, compiled over 250 s (two
-# compilations; cut by a 340 s cap), resume 95 s: give the whole script 8 minutes.
+# GPU_CHECK_SCALE=smoke runs every part at toy sizes (random 2-layer BERT, batch 2; a CPU check of this script
+# that runs end to end in a few minutes; figures meaningless):
+#   GPU_CHECK_SCALE=smoke OUT=/tmp/gpu_check_smoke bash benchmarks/gpu_check.sh
+# Measured on an H100 80GB (docs/gpu_check.md, before issue 36): bench_step 30 s, eager 54 s, whole-model
+# compiled over 250 s, resume 95 s; the regional compile of issue 36 is expected well under a minute.
 set -uo pipefail
 out=${OUT:-gpu_check_out}
 mkdir -p "$out"
@@ -19,9 +23,9 @@ if ! python -c "import datasets" 2>/dev/null; then
 fi
 scale=${GPU_CHECK_SCALE:-full}
 if [ "$scale" = smoke ]; then
-    batch=2; steps=6; every=3; bench_args=(--seq_len 64 --steps 2 --warmup 1); model=bert-tiny
+    batch=2; steps=6; every=3; bench_args=(--seq_len 64 --steps 2 --warmup 1); model=bert-tiny; blocks=1; cblocks=1
 else
-    batch=32; steps=60; every=30; bench_args=(--batch_size 32 --steps 20 --warmup 5); model=bert-base
+    batch=32; steps=60; every=30; bench_args=(--batch_size 32 --steps 20 --warmup 5); model=bert-base; blocks=3; cblocks=2
 fi
 corpus=.gpu_check/corpus512
 summary="$out/gpu_check.md"
@@ -40,10 +44,12 @@ part() {  # part NAME COMMAND...: run, keep the log, put its last lines in the s
 
 part bench_step python benchmarks/bench_step.py "${bench_args[@]}"
 part bench_trainer_eager python benchmarks/bench_trainer.py --model $model --tokenizer .gpu_check/tokenizer \
-    --dataset_dir $corpus --batch_size $batch --steps $steps --output_json "$out/bench_trainer_eager.json"
+    --dataset_dir $corpus --batch_size $batch --steps $steps --blocks $blocks --output_json "$out/bench_trainer_eager.json"
 part bench_trainer_compiled python benchmarks/bench_trainer.py --model $model --tokenizer .gpu_check/tokenizer \
-    --dataset_dir $corpus --batch_size $batch --steps $steps --torch_compile \
-    --output_json "$out/bench_trainer_compiled.json"
+    --dataset_dir $corpus --batch_size $batch --steps $steps --torch_compile --blocks $cblocks \
+    --profile_table "$out/profile_compiled_step.txt" --output_json "$out/bench_trainer_compiled.json"
+{ echo; echo "## torch.profiler: one compiled trainer step, top operators by own device (CPU: host) time"
+  echo '```'; head -n 32 "$out/profile_compiled_step.txt" 2>/dev/null || echo "(no table)"; echo '```'; } >> "$summary"
 part resume python benchmarks/resume_check.py --model $model --tokenizer .gpu_check/tokenizer --dataset_dir $corpus \
     --batch_size $batch --steps $steps --checkpointing_steps $every --work /tmp/gpu_check_resume
 cat "$summary"

@@ -39,6 +39,10 @@ class PretrainingArguments(TrainingArguments):
     group_by_length: bool = field(
         default=True, metadata={"help": "Batch rows of similar length (seeded per epoch; resumes exactly), so the "
                                         "rows short_seq_prob shortens are not padded to full ones."})
+    num_workers: str = field(
+        default="auto", metadata={"help": "DataLoader worker processes per training process: a number, or auto (up to "
+                                          "4 on a GPU, persistent, so collation overlaps the step; 0 on CPU, where "
+                                          "workers would take cores from the step). Masks do not depend on it."})
     plot: bool = field(default=False, metadata={"help": "Write curves.png from log.jsonl at the end (matplotlib)."})
 
     def validate(self) -> None:

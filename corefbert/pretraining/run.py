@@ -25,6 +25,7 @@ from corefbert.pretraining.families import load_pretraining_model
 from corefbert.pretraining.report import evaluate
 from corefbert.text.tokenizers import load_tokenizer
 from corefbert.training import lock as run_lock
+from corefbert.training.arguments import resolve_num_workers
 from corefbert.training.hub import push_pretrained
 from corefbert.training.loop import (
     StepOutput,
@@ -109,7 +110,6 @@ def run_pretraining(args: PretrainingArguments, data_args=None, splits=None) -> 
 def _run(args: PretrainingArguments, data_args, splits, accelerator) -> dict[str, float]:
     from accelerate.utils import set_seed
 
-    from corefbert.pretraining.collator import DataCollatorForMentionReferencePrediction
     from corefbert.pretraining.report import final_save, print_summary
 
     set_seed(args.seed)
@@ -123,16 +123,7 @@ def _run(args: PretrainingArguments, data_args, splits, accelerator) -> dict[str
     train_rows, eval_rows, where = _corpus(args, data_args, splits, tokenizer, accelerator)
     # The corpus' ids must be this model's: same tokenizer, ids below its vocabulary, rows within its positions.
     check_corpus_tokenizer({"train": train_rows, "validation": eval_rows}, tokenizer, model.config, where)
-    # Batches padded to their own longest row, rounded up to a multiple of 8 (tensor-core friendly shapes).
-    collator = DataCollatorForMentionReferencePrediction(
-        tokenizer, mlm_probability=args.mlm_probability, mrp_ratio=args.mrp_ratio, pad_to_multiple_of=8)
-    train_collate, eval_collate = SeededCollate(collator, args.seed), SeededCollate(collator, args.seed)
-    eval_collate.epoch = "eval"  # fixed eval masks: before and after are comparable
-    train_dl = pretraining_dataloader(train_rows, train_collate, args.per_device_train_batch_size, train=True,
-                                      num_workers=args.num_workers, group_by_length=args.group_by_length,
-                                      seed=args.seed)
-    eval_dl = pretraining_dataloader(eval_rows, eval_collate, _eval_batch_size(args, eval_rows, accelerator),
-                                     train=False, num_workers=args.num_workers)
+    train_collate, train_dl, eval_dl = pretraining_loaders(args, train_rows, eval_rows, tokenizer, accelerator)
     if len(train_rows) < args.per_device_train_batch_size * accelerator.num_processes:
         raise CorefBertError(
             f"the train split has {len(train_rows)} sequences, fewer than one batch ({args.per_device_train_batch_size}"
@@ -160,6 +151,31 @@ def _run(args: PretrainingArguments, data_args, splits, accelerator) -> dict[str
     print_summary(accelerator, args, job.before, metrics, job.final_dir)
     push_pretrained(args, job.final_dir, accelerator)  # --push_to_hub: stage output_dir/hub and upload it
     return metrics
+
+
+def pretraining_loaders(args: PretrainingArguments, train_rows, eval_rows, tokenizer, accelerator,
+                        device_type: str | None = None) -> tuple[SeededCollate, object, object]:
+    """``(train collate, train loader, evaluation loader)`` of a run, not yet prepared. ``device_type``: whose
+    data-path defaults apply (``--num_workers auto``, pinned batches); default the accelerator's device (a
+    benchmark simulates a GPU's on CPU)."""
+    import torch
+
+    from corefbert.pretraining.collator import DataCollatorForMentionReferencePrediction
+
+    device_type = device_type or accelerator.device.type
+    workers = resolve_num_workers(args.num_workers, device_type)
+    pin = device_type == "cuda" and torch.cuda.is_available()
+    # Batches padded to their own longest row, rounded up to a multiple of 8 (tensor-core friendly shapes).
+    collator = DataCollatorForMentionReferencePrediction(
+        tokenizer, mlm_probability=args.mlm_probability, mrp_ratio=args.mrp_ratio, pad_to_multiple_of=8)
+    train_collate, eval_collate = SeededCollate(collator, args.seed), SeededCollate(collator, args.seed)
+    eval_collate.epoch = "eval"  # fixed eval masks: before and after are comparable
+    train_dl = pretraining_dataloader(train_rows, train_collate, args.per_device_train_batch_size, train=True,
+                                      num_workers=workers, group_by_length=args.group_by_length, seed=args.seed,
+                                      pin_memory=pin)
+    eval_dl = pretraining_dataloader(eval_rows, eval_collate, _eval_batch_size(args, eval_rows, accelerator),
+                                     train=False, num_workers=workers, pin_memory=pin)
+    return train_collate, train_dl, eval_dl
 
 
 #: Pretraining flags that decide the result besides the shared ones (docs: "Resume checks what it resumes").

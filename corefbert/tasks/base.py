@@ -35,7 +35,7 @@ from corefbert.tasks.heads import load_weights
 from corefbert.text.durable import check_writable, write_failure
 from corefbert.text.jsonio import json_value
 from corefbert.training import lock as run_lock
-from corefbert.training.arguments import TrainingArguments
+from corefbert.training.arguments import TrainingArguments, resolve_num_workers
 from corefbert.training.checkpointing import resolve_checkpoint
 from corefbert.training.hub import public_settings, push_finetuned
 from corefbert.training.loop import (
@@ -334,7 +334,7 @@ def _run(task: FinetuningTask, args: FinetuningArguments, accelerator) -> dict[s
         if dataset is None:
             return None
         return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, collate_fn=task.collate,
-                          num_workers=args.num_workers)
+                          num_workers=resolve_num_workers(args.num_workers, accelerator.device.type))
 
     eval_loader = loader(eval_set, args.per_device_eval_batch_size, False)
     evaluator = Evaluator(task, args, accelerator, logger)

@@ -21,6 +21,10 @@ from corefbert.training.lock import is_empty_output
 MIXED_PRECISION = ("auto", "no", "bf16", "fp16")
 ON_NONFINITE = ("stop", "skip")
 REPORT_TO = ("tensorboard", "wandb", "all")
+#: ``--torch_compile_scope``: the repeated encoder layers (regional compilation) or the whole model.
+COMPILE_SCOPES = ("layers", "model")
+#: ``--num_workers auto`` on an accelerator: at most this many loader workers per training process.
+AUTO_WORKERS = 4
 #: ``--optim``, Hugging Face's names: AdamW (every recipe but one) and Adagrad (Parikh et al.'s Decomposable
 #: Attention, the pronoun-pair classifier's paper setting).
 OPTIMIZERS = ("adamw_torch", "adagrad")
@@ -60,9 +64,15 @@ class TrainingArguments:
     max_grad_norm: float = field(default=1.0, metadata={"help": "Gradient clipping norm; 0 turns clipping off."})
     gradient_checkpointing: bool = field(default=False, metadata={"help": "Trade compute for activation memory."})
     torch_compile: bool = field(
-        default=False, metadata={"help": "Compile the model (torch.compile, inductor, dynamic shapes): faster steps "
-                                         "on a GPU after a first step of ~1-2 minutes; pays off beyond a few "
-                                         "hundred steps. Off on CPU, where it rarely pays."})
+        default=False, metadata={"help": "Compile the model (torch.compile, dynamic shapes; --torch_compile_scope): "
+                                         "faster steps on a GPU after a first step that compiles; the log's compile "
+                                         "record gives that time and the graphs compiled."})
+    torch_compile_scope: str = field(
+        default="layers", metadata={"help": "What --torch_compile compiles: layers (each repeated encoder layer, one "
+                                            "compiled graph shared by all of them; the rest runs eager) or model "
+                                            "(the whole model at once: several times the compile time)."})
+    torch_compile_backend: str = field(
+        default="inductor", metadata={"help": "torch.compile backend (inductor; aot_eager and eager for debugging)."})
     torch_compile_mode: str | None = field(
         default=None, metadata={"help": "torch.compile mode: default | reduce-overhead | max-autotune."})
     mixed_precision: str = field(
@@ -83,7 +93,10 @@ class TrainingArguments:
     ignore_changed_settings: bool = field(
         default=False, metadata={"help": "Resume although a setting that decides the result (batch size, seed, "
                                          "learning rate, corpus, model, ...) differs from the checkpoint's."})
-    num_workers: int = field(default=0, metadata={"help": "DataLoader worker processes."})
+    num_workers: str = field(
+        default="0", metadata={"help": "DataLoader worker processes per training process: a number, or auto (a few "
+                                       "on a GPU, where collation then overlaps the step; 0 on CPU, where workers "
+                                       "would take cores from the step)."})
     with_tracking: bool = field(default=False, metadata={"help": "Also log to a tracker (see --report_to)."})
     report_to: str = field(default="tensorboard", metadata={"help": "tensorboard | wandb | all."})
     disable_tqdm: bool = field(default=False, metadata={"help": "No progress bars."})
@@ -105,9 +118,10 @@ class TrainingArguments:
         _check_types(self)
         if self.output_dir is not None and not self.output_dir.strip():
             raise CorefBertError("--output_dir is empty; pass the folder the run should write to")
-        for name in ("seed", "num_workers"):
-            if getattr(self, name) < 0:
-                raise CorefBertError(f"--{name} must be >= 0 (got {getattr(self, name)})")
+        if self.seed < 0:
+            raise CorefBertError(f"--seed must be >= 0 (got {self.seed})")
+        _check_num_workers(self.num_workers)
+        _check_choice("torch_compile_scope", self.torch_compile_scope, COMPILE_SCOPES)
         for name in ("adam_beta1", "adam_beta2"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise CorefBertError(f"--{name} must be within [0, 1) (got {getattr(self, name)})")
@@ -159,6 +173,16 @@ class TrainingArguments:
         from corefbert.training.hub import check_hub_arguments
 
         check_hub_arguments(self)
+
+
+def _check_num_workers(value: str) -> None:
+    """``--num_workers``: ``auto`` or a count >= 0."""
+    if value == "auto":
+        return
+    if not value.strip().lstrip("+-").isdigit():
+        raise CorefBertError(f"--num_workers must be auto or a number (got {value!r})")
+    if int(value) < 0:
+        raise CorefBertError(f"--num_workers must be >= 0 (got {int(value)})")
 
 
 _SCALARS = {int, float, str, bool, type(None)}
@@ -213,6 +237,20 @@ def tracking_backends(report_to: str) -> list[str]:
             f"pip install {' '.join(wanted)}, or drop --with_tracking (log.jsonl is written either way)"
         )
     return found
+
+
+def resolve_num_workers(value: str | int, device_type: str) -> int:
+    """``--num_workers`` as a count. ``auto``: 0 on CPU (workers would take cores from the step itself); on an
+    accelerator :data:`AUTO_WORKERS` per training process of this machine (``$LOCAL_WORLD_SIZE``, which the
+    launchers set), fewer when it has fewer cores than that (a core per process stays with the process that
+    drives the device), at least 1."""
+    if value != "auto":
+        return int(value)
+    if device_type == "cpu":
+        return 0
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    local_processes = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    return max(1, min(AUTO_WORKERS, cores // local_processes - 1))
 
 
 def resolve_mixed_precision(value: str) -> str | None:

@@ -25,13 +25,14 @@ CLI; the resume position is ``(epoch, batches_in_epoch)`` in micro-batches.
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 import signal
 import sys
 import time
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -62,6 +63,7 @@ from corefbert.training.checkpointing import (
     resolve_checkpoint,
     save_checkpoint,
 )
+from corefbert.training.compiling import CompileWatch, compile_repeated_layers
 from corefbert.training.extension_locks import check_extension_locks, deepspeed_requested
 from corefbert.training.hub import public_settings
 from corefbert.training.loop_state import LoopState, new_window
@@ -134,12 +136,15 @@ def build_accelerator(args: TrainingArguments):
 
     AcceleratorState._reset_state(reset_partial_state=False)
     GradientState._reset_state()
+    _cache_lomo_lookup()
     if deepspeed_requested():  # building the Accelerator builds DeepSpeed's ops: not behind a dead build's lock
         check_extension_locks()
-    # Compiled at prepare(). Dynamic shapes: a batch's length and its MRP mention / referent counts change from
-    # batch to batch, and a static compile recompiles on each new shape (docs/design.md, "Known pitfalls").
-    compile_plugin = (TorchDynamoPlugin(backend="inductor", dynamic=True, mode=args.torch_compile_mode)
-                      if getattr(args, "torch_compile", False) else None)
+    # --torch_compile_scope model: compiled at prepare(). Dynamic shapes: a batch's length and its MRP mention /
+    # referent counts change from batch to batch, and a static compile recompiles on each new shape
+    # (docs/design.md, "Known pitfalls"). The default scope, the repeated layers, is compiled by train()
+    # (corefbert.training.compiling).
+    compile_plugin = (TorchDynamoPlugin(backend=args.torch_compile_backend, dynamic=True, mode=args.torch_compile_mode)
+                      if getattr(args, "torch_compile", False) and args.torch_compile_scope == "model" else None)
     return Accelerator(
         dynamo_plugin=compile_plugin,
         mixed_precision=resolve_mixed_precision(args.mixed_precision),
@@ -154,6 +159,17 @@ def build_accelerator(args: TrainingArguments):
         log_with=tracking_backends(args.report_to) if args.with_tracking else None,
         project_dir=args.output_dir,
     )
+
+
+def _cache_lomo_lookup() -> None:
+    """accelerate 1.15's optimizer step asks twice per step whether the ``lomo_optim`` package is installed
+    (``importlib.util.find_spec`` over ``sys.path``: about 0.5 ms of the training thread per step on a loaded
+    2-core machine, issue 36); the answer cannot change during a run, so it is looked up once."""
+    import accelerate.optimizer
+
+    lookup = accelerate.optimizer.is_lomo_available
+    if not hasattr(lookup, "cache_info"):
+        accelerate.optimizer.is_lomo_available = functools.lru_cache(maxsize=1)(lookup)
 
 
 def prepare_output_dir(args: TrainingArguments, accelerator) -> Path:
@@ -197,6 +213,8 @@ def train(job: TrainingJob, args: TrainingArguments, accelerator, model, optimiz
           total_steps: int, project: str = "corefbert") -> dict[str, float]:
     """Run the optimizer steps ``job`` needs on the prepared ``model``/``optimizer``/``train_loader``;
     ``scheduler`` is built on the prepared optimizer and not itself prepared. Returns train metrics."""
+    if getattr(args, "torch_compile", False) and args.torch_compile_scope == "layers":
+        compile_repeated_layers(accelerator.unwrap_model(model), args.torch_compile_backend, args.torch_compile_mode)
     loop = _Loop(job, args, accelerator, model, optimizer, scheduler, train_loader, total_steps)
     if args.with_tracking:
         accelerator.init_trackers(project, config=_flat(public_settings(args)))  # no --hub_token
@@ -234,9 +252,15 @@ class _Loop:
         self.step = 0
         self.state = LoopState()
         self.started = self.window_started = time.perf_counter()
-        self.bad_loss, self.nonfinite, self.grad_norm = False, False, None
+        self.bad_loss, self.nonfinite, self.grad_norm, self.overflowed = False, False, None, False
         self.flops_per_batch = training_flops_counter(accelerator.unwrap_model(model))
         self.peak_flops = peak_flops(accelerator.device)
+        # Deferred non-finite check (see _defer_nonfinite): the optimizer skips updates on a device flag, and the
+        # host reads the flags of the steps since the last read only where it has to wait on the device anyway.
+        self.deferred = defers_nonfinite_check(args, accelerator, optimizer)
+        self.pending: list[tuple[torch.Tensor, tuple]] = []  # (flag [], snapshot) per step since the last read
+        self.skip_updates = None  # [] float32 on the device: 1 once a step since the last read was non-finite
+        self.compile_watch = CompileWatch(accelerator.device) if getattr(args, "torch_compile", False) else None
 
     def resume(self) -> None:
         args = self.args
@@ -285,6 +309,7 @@ class _Loop:
     def _evaluate(self) -> None:
         """The job's evaluation of this step, RNG-neutral. ``evaluation_pending`` stays set in the state when a
         signal abandons it, so the checkpoint saved at the signal says that the resume has to repeat it."""
+        self._read_deferred()
         self.state.evaluation_pending = True
         if not self._stopped_evaluation(lambda: self.job.evaluate(self.model, self.step, self._epoch_float())):
             self.state.evaluation_pending = False
@@ -325,6 +350,8 @@ class _Loop:
     def _micro_batch(self, batch: dict) -> bool:
         """Forward/backward one micro-batch; True when it completed an optimizer step (or a skipped one)."""
         accelerator, window = self.accelerator, self.state.window
+        if self.compile_watch is not None:
+            self.compile_watch.step_begins()
         # A failed allocation ends the run in one line naming the flag that bounds a step's memory; the newest
         # checkpoint stays the one to resume from.
         with out_of_memory_as_error(f"in training step {self.step + 1}", self.job.memory_advice()), \
@@ -334,20 +361,21 @@ class _Loop:
             self.nonfinite = ~torch.isfinite(out.loss.detach()) | self.nonfinite
             accelerator.backward(out.loss)
             self.grad_norm = None
-            if accelerator.sync_gradients:
+            if accelerator.sync_gradients and self.deferred:
+                self._defer_nonfinite()
+                if self.args.max_grad_norm > 0:  # no fp16 scaler, no DeepSpeed or FSDP here: torch's own clip
+                    self.grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.args.max_grad_norm)
+            elif accelerator.sync_gradients:
                 self.bad_loss = any_process(accelerator, self.bad_loss or bool(self.nonfinite))
                 self.nonfinite = False
                 if self.bad_loss and self.args.on_nonfinite == "stop":
-                    self._save_and_stop(
-                        f"non-finite loss at step {self.step + 1} (epoch {self.state.epoch}, batch "
-                        f"{self.state.batches_in_epoch}); saved the last good weights at "
-                        f"{checkpoints_root(self.output_dir)}/step_{self.step}, positioned after the bad batch. "
-                        "Lower --learning_rate, use bf16, or pass --on_nonfinite skip")
+                    self._stop_nonfinite()
                 if not self.bad_loss and self.args.max_grad_norm > 0:
                     self.grad_norm = accelerator.clip_grad_norm_(self.model.parameters(), self.args.max_grad_norm)
             if not self.bad_loss:
-                self.optimizer.step()
-            self.optimizer.zero_grad(set_to_none=True)
+                self._optimizer_step()
+            if accelerator.sync_gradients:
+                _zero_grad(self.optimizer)
         window["loss"] = window["loss"] + out.loss.detach().float()
         for name, value in out.logs.items():
             value = value.detach().float() if torch.is_tensor(value) else float(value)
@@ -360,6 +388,74 @@ class _Loop:
             window["flops"] += self.flops_per_batch(mask.shape) if number == 0 else 0.0
         return accelerator.sync_gradients
 
+    def _optimizer_step(self) -> None:
+        """The optimizer step; under fp16 loss scaling also whether the scaler skipped it (``overflowed``).
+        accelerate tells a skip by the optimizer's ``step`` not being called, but a fused optimizer is always
+        called and skips on the device: a step count that did not advance tells it for both (one host read, and
+        the scaler reads its scale every step anyway)."""
+        if self.accelerator.scaler is None or not self.accelerator.sync_gradients:
+            self.optimizer.step()
+            return
+        inner = _inner_optimizer(self.optimizer)
+        probe = next((p for group in inner.param_groups for p in group["params"] if p.grad is not None), None)
+        before = _update_count(inner, probe)
+        self.optimizer.step()
+        after = _update_count(inner, probe)
+        self.overflowed = self.accelerator.optimizer_step_was_skipped or (after is not None and after == before)
+
+    def _defer_nonfinite(self) -> None:
+        """At an optimizer step in deferred mode: note this step's flag and what the step would stop at, and let
+        the fused optimizer skip its update (and every later one until the next read) on the device when a loss
+        since the last read was non-finite. Nothing here waits on the device."""
+        flag = self.nonfinite  # [] bool: a micro-batch of this step had a non-finite loss
+        self.nonfinite = False
+        if self.accelerator.num_processes > 1:  # every process skips alike (no host read: a collective)
+            flag = self.accelerator.reduce(flag.float(), reduction="sum") > 0
+        self.pending.append((flag, self._snapshot()))
+        if self.skip_updates is None:
+            self.skip_updates = torch.zeros((), dtype=torch.float32, device=self.accelerator.device)
+        self.skip_updates = torch.maximum(self.skip_updates, flag.float())
+        _inner_optimizer(self.optimizer).found_inf = self.skip_updates
+
+    def _snapshot(self) -> tuple:
+        """What :meth:`_stop_nonfinite` saves had it stopped here: step, loop state, schedule, learning rates, the
+        RNG a training step draws from and accelerate's micro-batch count (the window's tensors are replaced,
+        never changed in place)."""
+        window = {**self.state.window, "logs": dict(self.state.window["logs"])}
+        cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+        return (self.step, replace(self.state, window=window), self.scheduler.state_dict(),
+                [group["lr"] for group in self.optimizer.param_groups], torch.get_rng_state(), cuda,
+                self.accelerator.step)  # accelerate's micro-batch count: which micro-batch ends an accumulation
+
+    def _read_deferred(self) -> None:
+        """The non-finite flags of the steps since the last read (one host read): on a non-finite one, the loop
+        goes back to where that step would have stopped (the fused optimizer updated nothing since) and stops
+        there, saving and naming it as the per-step check does. Called before anything leaves the loop: a log
+        record, an evaluation, a checkpoint, a signal's exit."""
+        if not self.pending:
+            return
+        pending, self.pending = self.pending, []
+        flags = torch.stack([flag for flag, _ in pending]).tolist()
+        if not any(flags):
+            self.skip_updates.zero_()
+            return
+        step, state, schedule, rates, cpu_rng, cuda_rng, micro_batches = pending[flags.index(True)][1]
+        self.step, self.state, self.accelerator.step = step, state, micro_batches
+        self.scheduler.load_state_dict(schedule)
+        for group, rate in zip(self.optimizer.param_groups, rates):
+            group["lr"] = rate
+        torch.set_rng_state(cpu_rng)
+        if cuda_rng is not None:
+            torch.cuda.set_rng_state_all(cuda_rng)
+        self._stop_nonfinite()
+
+    def _stop_nonfinite(self) -> None:
+        self._save_and_stop(
+            f"non-finite loss at step {self.step + 1} (epoch {self.state.epoch}, batch "
+            f"{self.state.batches_in_epoch}); saved the last good weights at "
+            f"{checkpoints_root(self.output_dir)}/step_{self.step}, positioned after the bad batch. "
+            "Lower --learning_rate, use bf16, or pass --on_nonfinite skip")
+
     def _after_update(self) -> bool:
         """Bookkeeping after an optimizer step (or a skipped one); True when training is over."""
         state, args = self.state, self.args
@@ -370,7 +466,7 @@ class _Loop:
             self._count_skip(lambda n: f"the loss was non-finite in {n} optimizer steps in a row (up to step "
                                        f"{self.step + 1})")
             return self._signal_or_periodic(periodic=False)
-        if self.accelerator.optimizer_step_was_skipped:
+        if self.overflowed:
             # fp16: the loss scaler found inf/NaN gradients, skipped the update and halved the scale.
             state.overflow_steps += 1
             self._count_skip(lambda n: f"fp16 gradients overflowed in {n} optimizer steps in a row (up to step "
@@ -380,6 +476,8 @@ class _Loop:
             self.scheduler.step()
         self.step += 1
         self.bar.update(1)
+        if self.compile_watch is not None and self.compile_watch.step_ended():
+            self._log_compile()
         if self.step % args.logging_steps == 0 or self.step == self.total_steps:
             self._log()
         epoch_end = state.epoch_end_pending
@@ -413,12 +511,15 @@ class _Loop:
     def _signal_or_periodic(self, periodic: bool) -> bool:
         """Save when due or asked to stop; a received SIGTERM/SIGINT ends the run (SystemExit 128+signal)."""
         stopping = self.stop.requested()
+        if stopping:
+            self._read_deferred()  # a non-finite step before the signal stops the run as it would have
         # Before a fresh run has drawn its first batch (pretraining's evaluation of the starting weights) there
         # is nothing to keep: exit at once; the rerun starts afresh, as this run did.
         untouched = self.saved_at is None and self._position() == (0, 0, 0)
         saving = periodic or (stopping and self.saved_at != self._position() and not untouched)
-        path = self._checkpoint() if saving else checkpoints_root(self.output_dir) / f"step_{self.step}"
+        path = self._checkpoint() if saving else None
         if stopping:
+            path = path or checkpoints_root(self.output_dir) / f"step_{self.step}"
             name = signal.Signals(self.stop.received or signal.SIGTERM).name
             if self.saved_at is None:
                 done, path = "nothing to save before the first batch", None
@@ -437,6 +538,7 @@ class _Loop:
         return self.step, self.state.epoch, self.state.batches_in_epoch
 
     def _checkpoint(self) -> Path:
+        self._read_deferred()
         if self.saved_at == self._position():  # this very position is saved (the last step's save, a resume)
             return checkpoints_root(self.output_dir) / f"step_{self.step}"
         trainer_state = {**self.state.to_checkpoint(), "job": self.job.state_dict(), "settings": self.settings}
@@ -453,6 +555,7 @@ class _Loop:
         return round(self.state.epoch + self.state.batches_in_epoch / max(len(self.train_loader), 1), 4)
 
     def _log(self) -> None:
+        self._read_deferred()
         accelerator, window, state = self.accelerator, self.state.window, self.state
         micro = max(window["micro"], 1)
         names = sorted(window["logs"])
@@ -477,6 +580,8 @@ class _Loop:
             record["mfu"] = round(flops / seconds / (self.peak_flops * accelerator.num_processes), 4)
         if self.grad_norm is not None:
             record["grad_norm"] = float(self.grad_norm)
+        if self.compile_watch is not None:
+            record["graphs"] = self.compile_watch.graphs()  # grows only when something compiled again
         if accelerator.scaler is not None:  # fp16: the loss scale tells whether steps are being skipped
             record["loss_scale"] = float(accelerator.scaler.get_scale())
             record["overflow_steps"] = state.overflow_steps
@@ -486,6 +591,16 @@ class _Loop:
         self.bar.set_postfix(loss=f"{record['loss']:.4f}")
         state.window = new_window()
         self.window_started = time.perf_counter()
+
+    def _log_compile(self) -> None:
+        """One record after the first optimizer step of a compiled run: that step's wall time (the compilation of
+        the training graph) and the graphs compiled so far (an evaluation before it compiles its own)."""
+        watch = self.compile_watch
+        record = {"split": "compile", "step": self.step, "scope": self.args.torch_compile_scope,
+                  "first_step_s": round(watch.first_step_s, 2), "graphs": watch.graphs()}
+        self.accelerator.print(f"compiled ({record['scope']}): first step {record['first_step_s']} s, "
+                               f"{record['graphs']} graph(s) so far")
+        self.logger.log(record)
 
     def results(self) -> dict[str, float]:
         window = self.state.host_window()
@@ -498,6 +613,50 @@ class _Loop:
             results["train_fp16_skipped_updates"] = self.state.overflow_steps
             results["train_fp16_loss_scale"] = self.accelerator.scaler.get_scale()
         return results
+
+
+def defers_nonfinite_check(args: TrainingArguments, accelerator, optimizer) -> bool:
+    """Whether the loop reads its non-finite flags only at log, evaluation, checkpoint and signal points instead of
+    at every optimizer step: with ``--on_nonfinite stop`` and a fused optimizer that skips an update on a device
+    flag (AdamW on CUDA and CPU), without fp16 loss scaling (the scaler reads its own flag every step), on one
+    process or plain data parallelism (DeepSpeed and FSDP step and shard the optimizer themselves). Otherwise one
+    flag per step."""
+    from accelerate.utils import DistributedType
+
+    inner = _inner_optimizer(optimizer)
+    plain = (DistributedType.NO, DistributedType.MULTI_CPU, DistributedType.MULTI_GPU)
+    return (args.on_nonfinite == "stop" and accelerator.scaler is None and accelerator.distributed_type in plain
+            and bool(getattr(inner, "_step_supports_amp_scaling", False)) and bool(inner.defaults.get("fused")))
+
+
+def _update_count(optimizer, parameter) -> float | None:
+    """The update count ``optimizer`` keeps for ``parameter`` (0 before its first update; None for an optimizer
+    that keeps none)."""
+    if parameter is None:
+        return None
+    state = optimizer.state.get(parameter, {})
+    if "step" not in state:
+        return 0.0 if getattr(optimizer, "defaults", {}).get("fused") else None
+    return float(state["step"])
+
+
+def _zero_grad(optimizer) -> None:
+    """``optimizer.zero_grad(set_to_none=True)`` at the end of an accumulation. A plain torch optimizer's gradients
+    are dropped directly: accelerate's wrapper looks up the inner method's signature on every call, and torch's
+    ``zero_grad`` opens a profiler range, a GIL hand-off that costs the training thread up to milliseconds when
+    the machine is loaded (issue 36). Other optimizers (DeepSpeed's, which manages its own gradients) are asked."""
+    inner = _inner_optimizer(optimizer)
+    if type(inner).zero_grad is not torch.optim.Optimizer.zero_grad:
+        optimizer.zero_grad(set_to_none=True)
+        return
+    for group in inner.param_groups:
+        for parameter in group["params"]:
+            parameter.grad = None
+
+
+def _inner_optimizer(optimizer):
+    """The torch optimizer inside accelerate's wrapper."""
+    return getattr(optimizer, "optimizer", optimizer)
 
 
 @contextmanager

@@ -168,6 +168,33 @@ def test_resume_after_sigterm_repeats_the_uninterrupted_losses(
         assert int(expected[-1]["epoch"]) == 2  # 14 micro-batches over 5-batch epochs: the run crossed two boundaries
 
 
+@pytest.mark.filterwarnings("ignore:This DataLoader will create")  # 2 workers on a small machine
+def test_a_run_with_workers_stopped_mid_epoch_resumes_with_the_losses_of_a_run_without(tmp_path, tiny_bert_dir,
+                                                                                       corpus, monkeypatch):
+    """Issue 36: the training loader's workers are persistent and read the epoch from shared memory. A run with 2
+    workers that crosses an epoch with the same workers (5 batches per epoch), is stopped by SIGTERM at step 7
+    (mid-epoch 1) and resumed with 2 workers into epoch 2 logs the losses, learning rates and epochs of an
+    uninterrupted run without workers: the batches (ids, masks, MRP targets) were the same at every step."""
+    args = _args(tiny_bert_dir, tmp_path / "none", max_steps=12, num_workers="0")
+    run_pretraining(args, splits=corpus)
+    expected = _records(args.output_dir)
+    _reset_accelerate()
+    stopped = replace(args, output_dir=str(tmp_path / "workers"), num_workers="2")
+    with monkeypatch.context() as patch:
+        _stop_at(patch, 7)
+        with pytest.raises(SystemExit):
+            run_pretraining(stopped, splits=corpus)
+    assert [s for s, _ in list_checkpoints(stopped.output_dir)] == [7]
+    _reset_accelerate()
+    run_pretraining(replace(stopped, resume_from_checkpoint="latest"), splits=corpus)
+    got = _records(stopped.output_dir)
+    assert [r["step"] for r in got] == list(range(1, 13)) and int(got[-1]["epoch"]) == 2
+    for want, have in zip(expected, got):
+        for key in ("loss", "mlm_loss", "mrp_loss"):
+            assert have[key] == pytest.approx(want[key], abs=1e-6), (want["step"], key)
+        assert (have["lr"], have["epoch"], have["tokens"]) == (want["lr"], want["epoch"], want["tokens"])
+
+
 def test_final_checkpoint_loads_with_auto_classes_and_has_a_card(tmp_path, tiny_bert_dir, corpus):
     from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer
 
@@ -600,3 +627,135 @@ def test_a_corpus_whose_ids_do_not_fit_the_model_is_refused_before_training(tmp_
     with pytest.raises(CorefBertError, match=rf"token id {top_id}, outside the model's vocabulary of {top_id}"):
         run_pretraining(_args(small, tmp_path / "run"), splits=corpus)
     assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+#: Tensor methods that hand a value to Python: on a GPU each waits until the device has computed it.
+HOST_READS = ("item", "tolist", "numpy", "cpu", "__bool__", "__float__", "__int__", "__index__")
+
+
+#: Code that reads tensors it made on the host itself: a DataLoader iterator's base seed and the samplers' orders.
+HOST_ONLY_READERS = ("torch/utils/data/", "corefbert/pretraining/length_grouping.py")
+
+
+def _count_host_reads(monkeypatch) -> dict:
+    """Count every tensor-to-Python read from here on (``counts["n"]``), but those of the data order's own host
+    tensors (:data:`HOST_ONLY_READERS`, once per epoch), which never live on a device."""
+    counts = {"n": 0}
+    for name in HOST_READS:
+        real = getattr(torch.Tensor, name)
+
+        def counted(self, *args, _real=real, **kwargs):
+            caller = sys._getframe(1).f_code.co_filename.replace("\\", "/")
+            counts["n"] += not any(part in caller for part in HOST_ONLY_READERS)
+            return _real(self, *args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    return counts
+
+
+def test_the_loop_reads_nothing_from_the_device_between_logging_steps(tmp_path, tiny_bert_dir, corpus, monkeypatch):
+    """Issue 36: the non-finite check read one flag per optimizer step (``bool(tensor)``), so on a GPU the host
+    waited for every step's backward before it could queue the next step. 20 steps logged every 10: the loop
+    reads the device at the log step (and the evaluations before and after), never between. The model's forward
+    is not counted: transformers' attention-mask builder reads whether a batch has padding
+    (``padding_mask.all()``) there, in the model-only benchmark alike."""
+    from corefbert.pretraining.modeling import CorefBertForPreTraining
+
+    real_forward = CorefBertForPreTraining.forward
+    at_step = []  # reads counted when each training forward began and ended
+
+    def forward(self, **batch):
+        begin = counts["n"]
+        out = real_forward(self, **batch)
+        if self.training:
+            at_step.append((begin, counts["n"]))
+        return out
+
+    monkeypatch.setattr(CorefBertForPreTraining, "forward", forward)
+    counts = _count_host_reads(monkeypatch)
+    run_pretraining(_args(tiny_bert_dir, tmp_path / "run", max_steps=20, logging_steps=10), splits=corpus)
+    assert len(at_step) == 20
+    between = [at_step[k + 1][0] - at_step[k][1] for k in range(19)]  # from the end of step k+1 to step k+2's start
+    assert between[9] > 0, between  # the log record of step 10
+    assert [n for k, n in enumerate(between) if k != 9] == [0] * 18, between
+
+
+@pytest.mark.parametrize("accumulation", [1, 2])
+def test_a_nonfinite_loss_found_at_a_later_log_step_stops_where_the_per_step_check_stops(tmp_path, tiny_bert_dir,
+                                                                                         corpus, monkeypatch,
+                                                                                         accumulation):
+    """Issue 36: the loop reads the non-finite flags only at log steps; a NaN in the third micro-batch of a run
+    logged every 10 steps is read at step 10. The run must stop as the per-step check stopped it: the same one
+    line, and a checkpoint whose every file (weights, optimizer, RNG, schedule, data position, log window,
+    accelerate's micro-batch count) is the per-step run's, although later steps ran meanwhile (the fused
+    optimizer skipped their updates). With accumulation 2 the bad micro-batch is the first of step 2."""
+    from corefbert.pretraining.modeling import CorefBertForPreTraining
+    from corefbert.training import loop
+
+    real_forward = CorefBertForPreTraining.forward
+    calls = {"n": 0}
+
+    def forward(self, **batch):
+        out = real_forward(self, **batch)
+        if self.training:
+            calls["n"] += 1
+            if calls["n"] == 3:
+                out.loss = out.loss * float("nan")
+        return out
+
+    monkeypatch.setattr(CorefBertForPreTraining, "forward", forward)
+    real_defers = loop.defers_nonfinite_check
+    outcome = {}
+    for mode in ("deferred", "per_step"):
+        calls["n"] = 0
+        monkeypatch.setattr(loop, "defers_nonfinite_check",
+                            real_defers if mode == "deferred" else lambda *args: False)
+        args = _args(tiny_bert_dir, tmp_path / mode, max_steps=12, logging_steps=10,
+                     gradient_accumulation_steps=accumulation)
+        with pytest.raises(CorefBertError) as error:
+            run_pretraining(args, splits=corpus)
+        checkpoints = list_checkpoints(args.output_dir)
+        files = {path.relative_to(checkpoints[-1][1]): path.read_bytes()
+                 for path in sorted(checkpoints[-1][1].rglob("*")) if path.is_file()}
+        outcome[mode] = (str(error.value).replace(mode, "RUN"), [s for s, _ in checkpoints], files, calls["n"])
+        _reset_accelerate()
+    deferred, per_step = outcome["deferred"], outcome["per_step"]
+    # The per-step run stopped at the end of the bad step; the other read at step 10.
+    assert (per_step[3], deferred[3]) == ((3, 10) if accumulation == 1 else (4, 20))
+    want = "non-finite loss at step 3 (epoch 0, batch 3)" if accumulation == 1 else "non-finite loss at step 2 (epoch 0, batch 4)"
+    assert deferred[0] == per_step[0] and deferred[0].startswith(want)
+    assert deferred[1] == per_step[1] == [3 - accumulation]
+    assert deferred[2].keys() == per_step[2].keys()
+    for name in per_step[2]:
+        assert deferred[2][name] == per_step[2][name], name
+
+
+@pytest.mark.slow  # dynamo traces the layer for training and evaluation: 127 s measured on the loaded 2-core machine
+def test_a_compiled_run_compiles_its_repeated_layer_a_bounded_number_of_times(tmp_path, tiny_bert_dir, corpus):
+    """Issue 36: ``--torch_compile`` compiles the repeated encoder layer in place (one graph shared by the layers),
+    with shapes marked dynamic: batches of other lengths, an evaluation whose last batch is smaller and the
+    switches between training and evaluation compile at most one graph per (training or evaluation) x (padded
+    batch or not: transformers drops the attention mask of a batch without padding). The log says what it cost.
+    aot_eager: dynamo's graphs and guards without inductor's code generation, whose minutes a unit test cannot
+    afford; the graphs are dynamo's either way. Hidden size 36: a dimension of the hidden states that a padded
+    length (a multiple of 8) can never equal (dynamo would give equal sizes one symbol, a tiny model's artefact)."""
+    from helpers import tiny_config
+    from transformers import AutoTokenizer, BertModel
+
+    config = tiny_config("bert", AutoTokenizer.from_pretrained(tiny_bert_dir))
+    config.hidden_size, config.intermediate_size = 36, 72
+    model_dir = tmp_path / "model"
+    torch.manual_seed(0)
+    BertModel(config).save_pretrained(model_dir)
+    AutoTokenizer.from_pretrained(tiny_bert_dir).save_pretrained(model_dir)
+    args = _args(model_dir, tmp_path / "run", max_steps=10, eval_steps=5, per_device_eval_batch_size=3,
+                 logging_steps=2, torch_compile=True, torch_compile_backend="aot_eager")
+    run_pretraining(args, splits=corpus)
+    records = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    assert len({-(-len(ids) // 8) * 8 for ids in corpus["train"]["input_ids"]}) >= 3  # batches of several lengths
+    compiled = [r for r in records if r["split"] == "compile"]
+    assert len(compiled) == 1 and compiled[0]["step"] == 1 and compiled[0]["scope"] == "layers"
+    assert compiled[0]["first_step_s"] > 0
+    graphs = [r["graphs"] for r in records if r["split"] == "train"]
+    assert len(graphs) == 5 and 2 <= compiled[0]["graphs"] <= graphs[-1] <= 4, (compiled, graphs)
+    assert len([r for r in records if r["split"] == "eval"]) == 3  # before, at step 5, at the end: 8 rows as 3, 3, 2
