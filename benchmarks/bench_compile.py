@@ -46,7 +46,7 @@ def child(mode: str, model_dir: str, dataset_dir: str, batch_size: int, steps: i
 
     from corefbert.pretraining.collator import DataCollatorForMentionReferencePrediction
     from corefbert.pretraining.data import load_prepared_corpus
-    from corefbert.pretraining.modeling import load_pretraining_model
+    from corefbert.pretraining.families import load_pretraining_model
     from corefbert.text.tokenizers import load_tokenizer
     from corefbert.training.compiling import compile_repeated_layers, compiled_graphs
 
