@@ -72,9 +72,27 @@ def build_optimizer(model: torch.nn.Module, args: TrainingArguments,
         # default) with the Decomposable Attention's N(0, 0.01) weights kept it at the label prior on 16 pairs for 800
         # steps, where 0 fits them in 400 (docs/guides/pronoun_pairs.md, paper <-> code).
         return torch.optim.Adagrad(groups, lr=args.learning_rate)
-    return torch.optim.AdamW(groups, lr=args.learning_rate,
-                             betas=(args.adam_beta1, args.adam_beta2), eps=args.adam_epsilon,
-                             fused=True if fused_adamw_supported() else None)
+    optimizer = torch.optim.AdamW(groups, lr=args.learning_rate,
+                                  betas=(args.adam_beta1, args.adam_beta2), eps=args.adam_epsilon,
+                                  fused=True if fused_adamw_supported() else None)
+    optimizer.register_load_state_dict_pre_hook(keep_implementation)
+    return optimizer
+
+
+#: Settings of a param group that choose how the update is computed, not what it is: this machine's, never a
+#: checkpoint's.
+IMPLEMENTATION_KEYS = ("fused", "foreach")
+
+
+def keep_implementation(optimizer: torch.optim.Optimizer, state_dict: dict) -> dict:
+    """Before a saved optimizer state is loaded: keep this optimizer's kernel choice (:data:`IMPLEMENTATION_KEYS`).
+    torch copies every saved group setting, so a checkpoint of a run without the fused kernel (an earlier version,
+    another machine) turned it off, and the loop, which hands the fused kernel its skip flag, then failed in the
+    per-tensor kernel at the first step of the resume. Loading with the current choice also places each ``step``
+    count where that kernel keeps it."""
+    groups = [{**saved, **{key: current[key] for key in IMPLEMENTATION_KEYS if key in current}}
+              for saved, current in zip(state_dict["param_groups"], optimizer.param_groups)]
+    return {**state_dict, "param_groups": groups}
 
 
 def fused_adamw_supported() -> bool:

@@ -168,6 +168,37 @@ def test_resume_after_sigterm_repeats_the_uninterrupted_losses(
         assert int(expected[-1]["epoch"]) == 2  # 14 micro-batches over 5-batch epochs: the run crossed two boundaries
 
 
+def test_a_checkpoint_of_the_per_tensor_optimizer_resumes_under_the_fused_one(tmp_path, tiny_bert_dir, corpus,
+                                                                              monkeypatch):
+    """A checkpoint written by a run without the fused AdamW (an earlier version of this toolkit, or a machine
+    without the kernel) resumes with it: torch copied the saved group's ``fused: None`` over the optimizer's, and
+    the loop's skip flag then failed the per-tensor kernel at the first step ("Expected grad_scale and found_inf to
+    be None", found resuming the CPU ablation curve). The resumed losses are the unfused run's up to rounding."""
+    from accelerate.state import AcceleratorState, GradientState
+
+    import corefbert.training.optimization as optimization
+
+    args = _args(tiny_bert_dir, tmp_path / "full", max_steps=7)
+    with monkeypatch.context() as patch:
+        patch.setattr(optimization, "fused_adamw_supported", lambda: False)
+        run_pretraining(args, splits=corpus)
+        expected = _records(args.output_dir)
+        AcceleratorState._reset_state(True)
+        GradientState._reset_state()
+        stopped = replace(args, output_dir=str(tmp_path / "stopped"))
+        _stop_at(patch, 4)
+        with pytest.raises(SystemExit):
+            run_pretraining(stopped, splits=corpus)
+    AcceleratorState._reset_state(True)
+    GradientState._reset_state()
+    assert optimization.fused_adamw_supported()  # the resume runs the fused kernel
+    run_pretraining(replace(stopped, resume_from_checkpoint="latest"), splits=corpus)
+    got = _records(stopped.output_dir)
+    assert [r["step"] for r in got] == list(range(1, 8))
+    for want, have in zip(expected, got):
+        assert have["loss"] == pytest.approx(want["loss"], abs=1e-4), want["step"]
+
+
 @pytest.mark.filterwarnings("ignore:This DataLoader will create")  # 2 workers on a small machine
 def test_a_run_with_workers_stopped_mid_epoch_resumes_with_the_losses_of_a_run_without(tmp_path, tiny_bert_dir,
                                                                                        corpus, monkeypatch):
