@@ -17,7 +17,7 @@ from corefbert.ablation import curve
 from corefbert.ablation.curve import REFERENCE, ROW_KINDS, START, point_dir, saved_point, token_label
 from corefbert.ablation.report import ARM_LABELS
 from corefbert.ablation.study import ARMS, run_dir
-from corefbert.errors import CorefBertError
+from corefbert.pretraining.plotting import pyplot
 from corefbert.text.durable import output_path, replace_file
 from corefbert.text.jsonio import read_json
 
@@ -197,13 +197,7 @@ def plot_curve(result: dict, out_path: Path) -> Path | None:
                 panels.setdefault(reference_row(row), []).append((label, arm, sorted(series)))
     if not panels:
         return None
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise CorefBertError("the curve plot needs matplotlib: pip install 'corefbert[plot]'") from None
+    plt = pyplot("the curve plot")
     columns = min(3, len(panels))
     rows = -(-len(panels) // columns)
     fig, axes = plt.subplots(rows, columns, figsize=(5 * columns, 3.6 * rows), squeeze=False)

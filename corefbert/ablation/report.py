@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from corefbert.errors import CorefBertError
+from corefbert.pretraining.plotting import pyplot
 from corefbert.text.durable import output_path, replace_file
 from corefbert.training.runlog import read_log
 
@@ -90,13 +90,7 @@ def plot_study(logs: dict[tuple[str, int], os.PathLike], out_path: Path, copy_tr
     then count on from the base's last one."""
     if not logs:
         return None
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise CorefBertError("the study plot needs matplotlib: pip install 'corefbert[plot]'") from None
+    plt = pyplot("the study plot")
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     colours = {}
     runs = sorted(logs.items())

@@ -15,15 +15,22 @@ from corefbert.text.durable import output_path
 from corefbert.training.runlog import read_log
 
 
-def plot_curves(log_path: str | os.PathLike, out_path: str | os.PathLike, title: str | None = None) -> Path:
-    """Plot held-out MRP and MLM accuracy (left) and losses (right) against the optimizer step."""
+def pyplot(what: str):
+    """``matplotlib.pyplot`` on the file-only Agg backend (no display needed), or one line naming ``what`` needs it
+    and how to install it."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise CorefBertError("plotting needs matplotlib: pip install 'corefbert[plot]'") from None
+        raise CorefBertError(f"{what} needs matplotlib: pip install 'corefbert[plot]'") from None
+    return plt
+
+
+def plot_curves(log_path: str | os.PathLike, out_path: str | os.PathLike, title: str | None = None) -> Path:
+    """Plot held-out MRP and MLM accuracy (left) and losses (right) against the optimizer step."""
+    plt = pyplot("plotting")
     evals = [r for r in read_log(log_path) if r.get("split") == "eval"]
     if not evals:
         raise CorefBertError("no evaluation records to plot; run with --eval_steps", path=log_path)

@@ -307,7 +307,9 @@ def test_the_papers_copy_candidates_reach_the_checkpoint_and_survive_a_resume(tm
     assert config["mrp_copy_candidates"] == "sequence"
 
 
-def test_nonfinite_loss_stops_naming_the_step_after_saving(tmp_path, tiny_bert_dir, corpus, monkeypatch):
+def _nan_loss_at_training_call(monkeypatch, call: int) -> dict:
+    """The ``call``-th training forward of CorefBertForPreTraining returns a NaN loss (a real bad micro-batch);
+    returns the counter of training forwards, ``{"n": ...}``."""
     from corefbert.pretraining.modeling import CorefBertForPreTraining
 
     real_forward = CorefBertForPreTraining.forward
@@ -317,11 +319,17 @@ def test_nonfinite_loss_stops_naming_the_step_after_saving(tmp_path, tiny_bert_d
         out = real_forward(self, **batch)
         if self.training:
             calls["n"] += 1
-            if calls["n"] == 3:
+            if calls["n"] == call:
                 out.loss = out.loss * float("nan")
         return out
 
     monkeypatch.setattr(CorefBertForPreTraining, "forward", forward)
+    return calls
+
+
+def test_nonfinite_loss_stops_naming_the_step_after_saving(tmp_path, tiny_bert_dir, corpus, monkeypatch):
+
+    calls = _nan_loss_at_training_call(monkeypatch, 3)  # {'n': training forwards so far}; a test may reset it
     args = _args(tiny_bert_dir, tmp_path / "stop", max_steps=5)
     with pytest.raises(CorefBertError, match=r"non-finite loss at step 3 \(epoch 0, batch 3\)"):
         run_pretraining(args, splits=corpus)
@@ -720,21 +728,9 @@ def test_a_nonfinite_loss_found_at_a_later_log_step_stops_where_the_per_step_che
     line, and a checkpoint whose every file (weights, optimizer, RNG, schedule, data position, log window,
     accelerate's micro-batch count) is the per-step run's, although later steps ran meanwhile (the fused
     optimizer skipped their updates). With accumulation 2 the bad micro-batch is the first of step 2."""
-    from corefbert.pretraining.modeling import CorefBertForPreTraining
     from corefbert.training import loop
 
-    real_forward = CorefBertForPreTraining.forward
-    calls = {"n": 0}
-
-    def forward(self, **batch):
-        out = real_forward(self, **batch)
-        if self.training:
-            calls["n"] += 1
-            if calls["n"] == 3:
-                out.loss = out.loss * float("nan")
-        return out
-
-    monkeypatch.setattr(CorefBertForPreTraining, "forward", forward)
+    calls = _nan_loss_at_training_call(monkeypatch, 3)  # {'n': training forwards so far}; a test may reset it
     real_defers = loop.defers_nonfinite_check
     outcome = {}
     for mode in ("deferred", "per_step"):
