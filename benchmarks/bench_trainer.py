@@ -277,6 +277,20 @@ def trainer_seconds(records: list[dict]) -> tuple[float, int, int, list[dict]]:
     return seconds, timed[-1]["step"] - first["step"], timed[-1]["tokens"] - first["tokens"], timed
 
 
+def window_figures(records: list[dict]) -> list[list]:
+    """``[step, ms per step, graphs]`` of every logging window of a run (the first included: its warm-up shows),
+    ``graphs`` (compiled so far) only when the run compiled: a window slower than its neighbours with the same
+    graphs is not a recompilation."""
+    records = [r for r in records if r.get("split", "train") == "train"]
+    out, previous = [], {"step": 0, "tokens": 0}
+    for r in records:
+        seconds = (r["tokens"] - previous["tokens"]) / r["tokens_per_s"]
+        out.append([r["step"], round(seconds / max(r["step"] - previous["step"], 1) * 1e3, 1),
+                    *([r["graphs"]] if "graphs" in r else [])])
+        previous = r
+    return out
+
+
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -329,10 +343,11 @@ def main() -> None:
         started = time.perf_counter()
         trainer_s = model_s = 0.0
         trainer_steps = tokens = 0
-        fills, mfu, ratios, compiles = [], [], [], []
+        fills, mfu, ratios, compiles, windows = [], [], [], [], []
         for block in range(args.blocks):
             records = run_trainer(args, model, dataset_dir, work / f"run_{block}")
             compiles += [r for r in records if r.get("split") == "compile"]
+            windows.append(window_figures(records))
             seconds, steps, block_tokens, timed = trainer_seconds(records)
             # The model-only side right after, over exactly as many timed steps.
             step_s, batch, length = model_only_seconds(args, model, dataset_dir, device, steps)
@@ -358,6 +373,7 @@ def main() -> None:
         "model_only_step_s": round(model_seconds, 5), "model_only_shape": [batch, length],
         "ratio_trainer_to_model_only": round(step_seconds / model_seconds, 3), "block_ratios": ratios,
         "timed_steps_per_side": trainer_steps,
+        "windows": windows,  # per block: [step, ms per step, graphs compiled so far (compiled runs)] per window
     }
     if compiles:  # each block's run compiled afresh in this process: the first pays the compilation
         figures["compile_first_step_s"] = [r["first_step_s"] for r in compiles]
@@ -372,6 +388,11 @@ def main() -> None:
           + (f", MFU {figures['model_only_mfu']:.1%}" if "model_only_mfu" in figures else ""))
     print(f"ratio trainer / model-only step: {figures['ratio_trainer_to_model_only']:.3f} ({trainer_steps} timed "
           f"steps per side in {args.blocks} alternating blocks; per block {', '.join(map(str, ratios))})")
+    # Each run's windows, the first (warm-up, compilation) included: whether a slow block is slow throughout or
+    # pays once (new shapes, a recompilation: the graph count rises) shows here.
+    for block, figures_of in enumerate(windows):
+        print(f"trainer run {block}, ms per step by window (step" + (", graphs" if compiles else "") + "): "
+              + "; ".join(f"{w[0]}: {w[1]}" + (f" ({w[2]})" if len(w) > 2 else "") for w in figures_of))
     if compiles:
         print(f"compiled (repeated layer): first step {figures['compile_first_step_s']} s per run, graphs "
               f"{figures['compile_graphs']}")

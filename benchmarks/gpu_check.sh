@@ -27,6 +27,8 @@ if [ "$scale" = smoke ]; then
 else
     batch=32; steps=60; every=30; bench_args=(--batch_size 32 --steps 20 --warmup 5); model=bert-base; blocks=3; cblocks=2
 fi
+# Each part's cap in s (bench_step, eager, compiled, resume): GPU_CHECK_CAPS="60 90 150 120"; 0 = none.
+read -r -a caps <<< "${GPU_CHECK_CAPS:-0 0 0 0}"
 corpus=.gpu_check/corpus512
 summary="$out/gpu_check.md"
 {
@@ -34,22 +36,24 @@ summary="$out/gpu_check.md"
     python -c "import torch, transformers, accelerate; print('-', torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no CUDA', '| torch', torch.__version__, '| transformers', transformers.__version__, '| accelerate', accelerate.__version__)"
 } > "$summary"
 
-part() {  # part NAME COMMAND...: run, keep the log, put its last lines in the summary
-    local name=$1; shift
+part() {  # part NAME CAP COMMAND...: run (stopped after CAP s, so that one slow part leaves the later ones their
+    # time; 0 = no cap), keep the log, put its last lines in the summary; a name in GPU_CHECK_SKIP is not run
+    local name=$1 cap=$2; shift 2
+    case " ${GPU_CHECK_SKIP:-} " in *" $name "*) { echo; echo "## $name (skipped: GPU_CHECK_SKIP)"; } >> "$summary"; return;; esac
     local started=$SECONDS
-    "$@" > "$out/$name.log" 2>&1
+    timeout -k 10 "$cap" "$@" > "$out/$name.log" 2>&1
     local rc=$?
-    { echo; echo "## $name (exit $rc, $((SECONDS - started)) s)"; echo '```'; tail -n 8 "$out/$name.log"; echo '```'; } >> "$summary"
+    { echo; echo "## $name (exit $rc, $((SECONDS - started)) s)"; echo '```'; tail -n 12 "$out/$name.log"; echo '```'; } >> "$summary"
 }
 
-part bench_step python benchmarks/bench_step.py "${bench_args[@]}"
-part bench_trainer_eager python benchmarks/bench_trainer.py --model $model --tokenizer .gpu_check/tokenizer \
+part bench_step "${caps[0]}" python benchmarks/bench_step.py "${bench_args[@]}"
+part bench_trainer_eager "${caps[1]}" python benchmarks/bench_trainer.py --model $model --tokenizer .gpu_check/tokenizer \
     --dataset_dir $corpus --batch_size $batch --steps $steps --blocks $blocks --output_json "$out/bench_trainer_eager.json"
-part bench_trainer_compiled python benchmarks/bench_trainer.py --model $model --tokenizer .gpu_check/tokenizer \
+part bench_trainer_compiled "${caps[2]}" python benchmarks/bench_trainer.py --model $model --tokenizer .gpu_check/tokenizer \
     --dataset_dir $corpus --batch_size $batch --steps $steps --torch_compile --blocks $cblocks \
     --profile_table "$out/profile_compiled_step.txt" --output_json "$out/bench_trainer_compiled.json"
 { echo; echo "## torch.profiler: one compiled trainer step, top operators by own device (CPU: host) time"
   echo '```'; head -n 32 "$out/profile_compiled_step.txt" 2>/dev/null || echo "(no table)"; echo '```'; } >> "$summary"
-part resume python benchmarks/resume_check.py --model $model --tokenizer .gpu_check/tokenizer --dataset_dir $corpus \
+part resume "${caps[3]}" python benchmarks/resume_check.py --model $model --tokenizer .gpu_check/tokenizer --dataset_dir $corpus \
     --batch_size $batch --steps $steps --checkpointing_steps $every --work /tmp/gpu_check_resume
 cat "$summary"
