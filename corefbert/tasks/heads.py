@@ -4,8 +4,11 @@ task heads in a sidecar ``<task>_head.safetensors`` (weights, keys as in the tas
 
 ``AutoModel.from_pretrained(folder)`` therefore loads every such folder with no missing encoder key. Tasks
 whose model is a standard Hugging Face head class (GLUE and FEVER-concat: sequence classification; MRQA:
-question answering) save that class instead, with the backbone's pooler carried frozen
-(:func:`frozen_pooler`) where the class has none, so both ``AutoModel`` and the head class load the folder.
+question answering) save that class instead. The QA class has no pooler, so MRQA carries the backbone's frozen
+(:func:`frozen_pooler`) and ``AutoModel`` loads its folder with no key missing. The sequence classifiers are saved
+as Hugging Face saves them: BERT's carries its pooler; RoBERTa's has none (its head reads the first token through
+its own dense layer), so ``AutoModel`` of a RoBERTa classification folder draws a fresh pooler, as it does for any
+RoBERTa classifier on the Hub; every other encoder weight is there (``tests/tasks/test_glue.py``).
 
 Here too is the one weight loader (:func:`load_weights`: safetensors only, every mismatch one
 :class:`CorefBertError` line) and the check of a config's sizes against the stored weights before a model is built
