@@ -15,7 +15,9 @@ precision, over real collated batches of the same corpus already on the device, 
 trainer / model-only step time (1.00 = the trainer adds nothing). The two sides alternate in ``--blocks``
 blocks (trainer, model-only, trainer, ...), each block timing the same number of steps on both sides, so that
 a drift of the machine's speed (a neighbour's load, clocks) enters both sides alike instead of the ratio;
-the ratio of the summed times and the per-block ratios are printed. Kept out of the test suite's pass/fail.
+the ratio of the summed times and the per-block ratios are printed, and with two blocks or more the ratio without
+the first (``ratio_after_first_block``: a process's first run pays one-time costs, its first shapes and, compiled,
+its compilations) and every run's ms/step per logging window. Kept out of the test suite's pass/fail.
 
 Whether the data path hides behind the step, on CPU (issue 36):
 
@@ -343,7 +345,7 @@ def main() -> None:
         started = time.perf_counter()
         trainer_s = model_s = 0.0
         trainer_steps = tokens = 0
-        fills, mfu, ratios, compiles, windows = [], [], [], [], []
+        fills, mfu, ratios, compiles, windows, warm = [], [], [], [], [], []
         for block in range(args.blocks):
             records = run_trainer(args, model, dataset_dir, work / f"run_{block}")
             compiles += [r for r in records if r.get("split") == "compile"]
@@ -354,6 +356,7 @@ def main() -> None:
             trainer_s, model_s, trainer_steps, tokens = (trainer_s + seconds, model_s + step_s * steps,
                                                          trainer_steps + steps, tokens + block_tokens)
             ratios.append(round(seconds / steps / step_s, 3))
+            warm.append((seconds, step_s * steps))  # this block's trainer and model-only seconds
             fills += [r.get("slot_fill", float("nan")) for r in timed]
             mfu += [r["mfu"] for r in timed if "mfu" in r]
         trainer_wall = time.perf_counter() - started
@@ -375,6 +378,8 @@ def main() -> None:
         "timed_steps_per_side": trainer_steps,
         "windows": windows,  # per block: [step, ms per step, graphs compiled so far (compiled runs)] per window
     }
+    if len(warm) > 1:  # the blocks after the process's first run: one-time costs (first shapes, compilation) left out
+        figures["ratio_after_first_block"] = round(sum(t for t, _ in warm[1:]) / sum(m for _, m in warm[1:]), 3)
     if compiles:  # each block's run compiled afresh in this process: the first pays the compilation
         figures["compile_first_step_s"] = [r["first_step_s"] for r in compiles]
         figures["compile_graphs"] = [r["graphs"] for r in compiles]
@@ -388,6 +393,8 @@ def main() -> None:
           + (f", MFU {figures['model_only_mfu']:.1%}" if "model_only_mfu" in figures else ""))
     print(f"ratio trainer / model-only step: {figures['ratio_trainer_to_model_only']:.3f} ({trainer_steps} timed "
           f"steps per side in {args.blocks} alternating blocks; per block {', '.join(map(str, ratios))})")
+    if "ratio_after_first_block" in figures:
+        print(f"ratio after the first block (the process's first run left out): {figures['ratio_after_first_block']:.3f}")
     # Each run's windows, the first (warm-up, compilation) included: whether a slow block is slow throughout or
     # pays once (new shapes, a recompilation: the graph count rises) shows here.
     for block, figures_of in enumerate(windows):
