@@ -100,6 +100,18 @@ def load_cli(script: str):
     return sys.modules[name]
 
 
+def run_cli_main(script: str, argv: list[str]):
+    """``main(argv)`` of a CLI script in this process (:func:`load_cli`), with accelerate's process-wide state
+    reset afterwards, so the next in-process run builds its own accelerator."""
+    from accelerate.state import AcceleratorState, GradientState
+
+    try:
+        return load_cli(script).main(argv)
+    finally:
+        AcceleratorState._reset_state(True)
+        GradientState._reset_state()
+
+
 def shared_data(*parts: str) -> Path:
     """Path under ../shared/data; the calling test is skipped when it is absent."""
     import pytest  # here, not at the top: benchmarks import this module without pytest

@@ -17,8 +17,8 @@ from corefbert.ablation import curve
 from corefbert.ablation.curve import REFERENCE, ROW_KINDS, START, point_dir, saved_point, token_label
 from corefbert.ablation.report import ARM_LABELS
 from corefbert.ablation.study import ARMS, run_dir
-from corefbert.pretraining.plotting import pyplot
-from corefbert.text.durable import output_path, replace_file
+from corefbert.pretraining.plotting import pyplot, save_figure
+from corefbert.text.durable import replace_file
 from corefbert.text.jsonio import read_json
 
 #: The copy head's zero-shot rows are compared with WWM's masked-LM scoring of the same problems.
@@ -219,11 +219,7 @@ def plot_curve(result: dict, out_path: Path) -> Path | None:
         ax.axis("off")
     fig.suptitle("Each arm − WWM, paired 95% bootstrap interval", fontsize=11)
     fig.tight_layout()
-    out_path = Path(out_path)
-    with output_path(out_path, "the curve plot") as fresh:
-        fig.savefig(fresh, dpi=100, format=out_path.suffix.lstrip(".") or "png")
-    plt.close(fig)
-    return out_path
+    return save_figure(fig, out_path, "the curve plot", dpi=100)
 
 
 def _plotted_tokens(result: dict, tokens: int) -> float:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from corefbert.pretraining.plotting import pyplot
-from corefbert.text.durable import output_path, replace_file
+from corefbert.pretraining.plotting import pyplot, save_figure
+from corefbert.text.durable import replace_file
 from corefbert.training.runlog import read_log
 
 ARM_LABELS = {"base": "base (whole-word MLM, shared start)", "backbone": "backbone (start)", "corefbert": "CorefBERT (MLM+MRP)", "mrm": "MRM (no copy loss)",
@@ -126,8 +126,4 @@ def plot_study(logs: dict[tuple[str, int], os.PathLike], out_path: Path, copy_tr
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
     fig.tight_layout()
-    out_path = Path(out_path)
-    with output_path(out_path, "the plot") as fresh:
-        fig.savefig(fresh, dpi=110, format=out_path.suffix.lstrip(".") or "png")
-    plt.close(fig)
-    return out_path
+    return save_figure(fig, out_path, "the plot", dpi=110)

@@ -28,6 +28,18 @@ def pyplot(what: str):
     return plt
 
 
+def save_figure(fig, out_path: str | os.PathLike, what: str, dpi: int) -> Path:
+    """Write ``fig`` to ``out_path`` (format from its suffix, png by default) durably, then close it."""
+    import matplotlib.pyplot as plt
+
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    with output_path(out_path, what) as fresh:
+        fig.savefig(fresh, dpi=dpi, format=out_path.suffix.lstrip(".") or "png")
+    plt.close(fig)
+    return out_path
+
+
 def plot_curves(log_path: str | os.PathLike, out_path: str | os.PathLike, title: str | None = None) -> Path:
     """Plot held-out MRP and MLM accuracy (left) and losses (right) against the optimizer step."""
     plt = pyplot("plotting")
@@ -48,12 +60,7 @@ def plot_curves(log_path: str | os.PathLike, out_path: str | os.PathLike, title:
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    out_path = Path(out_path)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    with output_path(out_path, "the plot") as fresh:
-        fig.savefig(fresh, dpi=120, format=out_path.suffix.lstrip(".") or "png")
-    plt.close(fig)
-    return out_path
+    return save_figure(fig, out_path, "the plot", dpi=120)
 
 
 @dataclass

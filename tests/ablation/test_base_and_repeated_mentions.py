@@ -9,7 +9,7 @@ import shutil
 
 import numpy as np
 import pytest
-from helpers import FIXTURES, load_cli
+from helpers import FIXTURES, load_cli, run_cli_main
 
 from corefbert.ablation.probes import repeated_mention_tokens, statistic
 
@@ -33,13 +33,7 @@ def _argv(model_dir, corpus_dir, out, *extra) -> list[str]:
 
 
 def _run(argv):
-    from accelerate.state import AcceleratorState, GradientState
-
-    try:
-        return load_cli("pretrain/run_ablation.py").main(argv)
-    finally:
-        AcceleratorState._reset_state(True)
-        GradientState._reset_state()
+    return run_cli_main("pretrain/run_ablation.py", argv)
 
 
 def _digest(model) -> str:

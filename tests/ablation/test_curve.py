@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import FIXTURES, load_cli
+from helpers import FIXTURES, run_cli_main
 
 from corefbert.ablation import curve
 from corefbert.ablation.curve import (
@@ -42,13 +42,7 @@ def _argv(model_dir, corpus_dir, out, points, *extra) -> list[str]:
 
 
 def _run(argv):
-    from accelerate.state import AcceleratorState, GradientState
-
-    try:
-        return load_cli("pretrain/run_ablation.py").main(argv)
-    finally:
-        AcceleratorState._reset_state(True)
-        GradientState._reset_state()
+    return run_cli_main("pretrain/run_ablation.py", argv)
 
 
 def _points(corpus_dir, *steps: int) -> str:
