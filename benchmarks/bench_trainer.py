@@ -29,7 +29,9 @@ stand-in that holds for T ms without using the CPU (``time.sleep`` releases the 
 step, which the host only waits for). It prints the loop's time per step against T and writes that ratio as
 ``simulated_ratio``; 1.00 means the loop and the data path add nothing to the step. ``--data_path cuda`` gives the
 loop the data-path defaults of a CUDA run (``--num_workers auto``: loader workers, persistent, prefetching) while
-the stand-in runs on CPU; pinned memory needs CUDA and stays off. ``--profile_table FILE``: a torch.profiler table
+the stand-in runs on CPU; pinned memory needs CUDA and stays off, so the loop's receiving thread
+(``corefbert.training.transfer.receive_ahead``) receives the workers' batches, the role torch's pinning thread has on
+CUDA; ``--receive_on_training_thread``: the training thread receives them instead (the alternative, compared). ``--profile_table FILE``: a torch.profiler table
 of one late trainer step (the kernels by device time on a GPU, host operators by CPU time on CPU).
 """
 
@@ -43,6 +45,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 
@@ -141,7 +144,9 @@ def profile_one_step(args, model: str, dataset_dir: str, output_dir: Path) -> st
 
 class SimulatedStep(torch.nn.Module):
     """A model whose step holds for ``seconds`` without using the CPU: ``time.sleep`` releases the GIL, as a
-    host waiting on a GPU does; one parameter, so the loop's backward, clipping and optimizer step run as usual."""
+    host waiting on a GPU does; one parameter, so the loop's backward, clipping and optimizer step run as usual.
+    The ``seconds`` count from the call: the stand-in's own loss and outputs are made within them (they are the
+    model step's), so only the sleep's overshoot (0.1 ms or so) is added to them."""
 
     def __init__(self, seconds: float):
         super().__init__()
@@ -149,11 +154,11 @@ class SimulatedStep(torch.nn.Module):
         self.weight = torch.nn.Parameter(torch.zeros(()))
 
     def forward(self, input_ids, **batch):
-        from types import SimpleNamespace
-
-        time.sleep(self.seconds)
+        held_until = time.perf_counter() + self.seconds
         loss = (self.weight - 1.0) ** 2  # [] a loss with a gradient
-        return SimpleNamespace(loss=loss, mlm_loss=loss.detach(), mrp_loss=loss.detach())
+        out = SimpleNamespace(loss=loss, mlm_loss=loss.detach(), mrp_loss=loss.detach())
+        time.sleep(max(0.0, held_until - time.perf_counter()))
+        return out
 
 
 def simulated_run(args, tokenizer_dir: str, dataset_dir: str, output_dir: Path) -> list[dict]:
@@ -165,8 +170,10 @@ def simulated_run(args, tokenizer_dir: str, dataset_dir: str, output_dir: Path) 
     from corefbert.pretraining.run import PretrainingJob, pretraining_loaders
     from corefbert.text.tokenizers import load_tokenizer
     from corefbert.training import lock as run_lock
+    from corefbert.training import loop as loop_module
     from corefbert.training.loop import build_accelerator, prepare_output_dir, train
     from corefbert.training.optimization import build_optimizer, build_scheduler
+    from corefbert.training.transfer import receive_ahead
 
     class Job(PretrainingJob):  # the pretraining job without its evaluations and final save
         def on_train_begin(self, model, step: int) -> None:
@@ -196,8 +203,11 @@ def simulated_run(args, tokenizer_dir: str, dataset_dir: str, output_dir: Path) 
         model, optimizer, train_dl = accelerator.prepare(model, optimizer, train_dl)
         scheduler = build_scheduler(optimizer, train_args, args.steps)
         job = Job(collate, None, accelerator, output_dir, False)
+        if args.receive_on_training_thread:  # the alternative the receiving thread replaced, for the comparison
+            loop_module.receive_ahead = lambda loader: False
         train(job, train_args, accelerator, model, optimizer, scheduler, train_dl, args.steps)
     finally:
+        loop_module.receive_ahead = receive_ahead
         run_lock.release(output_dir)
     records = [json.loads(line) for line in (output_dir / "log.jsonl").read_text().splitlines()]
     return [r for r in records if r.get("split") == "train"]
@@ -217,12 +227,13 @@ def simulated_main(args) -> None:
     step = args.simulated_step_ms / 1000
     ratios = [round(s / step, 3) for s in per_step]
     figures = {"simulated_step_ms": args.simulated_step_ms, "data_path": args.data_path or "this machine's",
-               "num_workers": args.num_workers, "batch_size": args.batch_size, "trainer_steps": args.steps,
+               "num_workers": args.num_workers, "receiving_thread": not args.receive_on_training_thread, "batch_size": args.batch_size, "trainer_steps": args.steps,
                "loop_step_ms": round(statistics.median(per_step) * 1000, 2), "block_ratios": ratios,
                "simulated_ratio": round(statistics.median(per_step) / step, 3), "slot_fill": round(fill, 4),
                "load_average": [round(x, 2) for x in os.getloadavg()]}
     print(f"stand-in step {args.simulated_step_ms:g} ms, batch {args.batch_size}, {args.steps} steps, "
-          f"--num_workers {args.num_workers} ({figures['data_path']} defaults); load average "
+          f"--num_workers {args.num_workers} ({figures['data_path']} defaults"
+          f"{', received on the training thread' if args.receive_on_training_thread else ''}); load average "
           f"{', '.join(map(str, figures['load_average']))}")
     print(f"loop: {figures['loop_step_ms']} ms per step (median of {args.blocks} runs, first logging window left "
           f"out): simulated_ratio {figures['simulated_ratio']:.3f} (per run {', '.join(map(str, ratios))})")
@@ -319,6 +330,9 @@ def main() -> None:
     parser.add_argument("--data_path", choices=["cuda", "cpu"], default=None,
                         help="whose data-path defaults the loop takes (default: this machine's device)")
     parser.add_argument("--num_workers", default="auto", help="the trainer's --num_workers (default auto)")
+    parser.add_argument("--receive_on_training_thread", action="store_true",
+                        help="with --simulated_step_ms: workers' batches received on the training thread, as before "
+                             "the loop's receiving thread (corefbert.training.transfer.receive_ahead)")
     parser.add_argument("--profile_table", default=None,
                         help="write a torch.profiler table of one late step of a last, short trainer run here")
     args = parser.parse_args()

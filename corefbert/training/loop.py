@@ -69,6 +69,7 @@ from corefbert.training.hub import public_settings
 from corefbert.training.loop_state import LoopState, new_window
 from corefbert.training.runlog import RunLog, log_path, truncate_log
 from corefbert.training.throughput import peak_flops, training_flops_counter
+from corefbert.training.transfer import receive_ahead
 
 
 @dataclass
@@ -336,9 +337,7 @@ class _Loop:
             self.train_loader.set_epoch(state.epoch)
             if hasattr(self.train_loader.dataset, "set_epoch"):  # accelerate skips the dataset on N processes
                 self.train_loader.dataset.set_epoch(state.epoch)
-            skip = state.batches_in_epoch
-            batches = self.accelerator.skip_first_batches(self.train_loader, skip) if skip else self.train_loader
-            for batch in PreservedRng(batches):
+            for batch in epoch_batches(self.accelerator, self.train_loader, state.batches_in_epoch):
                 state.batches_in_epoch += 1
                 state.epoch_end_pending |= state.batches_in_epoch >= len(self.train_loader)
                 if self._micro_batch(batch) and self._after_update():
@@ -676,6 +675,15 @@ def rng_untouched():
         torch.set_rng_state(states[2])
         if states[3] is not None:
             torch.cuda.set_rng_state_all(states[3])
+
+
+def epoch_batches(accelerator, loader, skip: int = 0) -> PreservedRng:
+    """An epoch's batches of a prepared ``loader`` as the training loop iterates them: after the ``skip`` batches
+    already trained on (a resume mid-epoch), received from the loader's workers by a thread where no pinning
+    thread does it (:func:`corefbert.training.transfer.receive_ahead`), without consuming the global RNG."""
+    batches = accelerator.skip_first_batches(loader, skip) if skip else loader
+    receive_ahead(batches)
+    return PreservedRng(batches)
 
 
 class PreservedRng:

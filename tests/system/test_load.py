@@ -4,7 +4,8 @@ duplicate, drop nor leak (issue 7, item 6).
 The memory test runs each corpus size in a fresh interpreter (``python tests/system/test_load.py --child ...``)
 so that peak RSS is that run's own; the worker tests go through the trainer's own data path:
 ``pretraining_dataloader`` + ``SeededCollate`` + ``accelerator.prepare`` (seedable sampler, ``set_epoch``,
-``skip_first_batches``) + ``PreservedRng``, and one test runs ``run_pretraining`` itself.
+``skip_first_batches``) + the loop's ``epoch_batches`` (a receiving thread for workers' batches where none pins
+them, ``PreservedRng``), and one test runs ``run_pretraining`` itself.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 import random
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -27,7 +29,8 @@ sys.path.insert(0, str(ROOT / "tests"))  # the shared builders, also when run as
 from helpers import synthetic_corpus  # noqa: E402
 
 from corefbert.pretraining.data import PREFETCH_BATCHES, SeededCollate, pretraining_dataloader  # noqa: E402
-from corefbert.training.loop import PreservedRng  # noqa: E402
+from corefbert.training.loop import PreservedRng, epoch_batches  # noqa: E402
+from corefbert.training.transfer import RECEIVE_AHEAD  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("fresh_accelerate_state")
 
@@ -62,6 +65,10 @@ def _reset_peak() -> bool:
     except OSError:
         return False
     return True
+
+
+def _receiving_threads() -> int:
+    return sum(thread.name == "corefbert-receive" and thread.is_alive() for thread in threading.enumerate())
 
 
 def _children() -> set[int]:
@@ -215,8 +222,7 @@ def _epoch(accelerator, loader, collate, epoch: int, skip: int = 0) -> list[dict
     """One epoch's batches, as the trainer's loop iterates them (``skip``: batches already trained on)."""
     loader.set_epoch(epoch)
     collate.epoch = epoch
-    batches = accelerator.skip_first_batches(loader, skip) if skip else loader
-    return [dict(batch) for batch in PreservedRng(batches)]
+    return [dict(batch) for batch in epoch_batches(accelerator, loader, skip)]
 
 
 def _row_of(rows):
@@ -285,7 +291,7 @@ def test_repeated_epochs_and_early_stops_leak_no_workers_fds_or_memory(rows, ber
     for epoch in range(8):
         loader.set_epoch(epoch)
         collate.epoch = epoch
-        for n, _batch in enumerate(PreservedRng(loader)):
+        for n, _batch in enumerate(epoch_batches(accelerator, loader)):
             if epoch % 2 and n == 3:
                 break  # the trainer stops mid-epoch at max_steps: the next epoch must reuse the same workers
         del _batch
@@ -293,10 +299,12 @@ def test_repeated_epochs_and_early_stops_leak_no_workers_fds_or_memory(rows, ber
         started = _children() - children
         workers = workers or started
         assert len(workers) == 2 and started == workers, f"epoch {epoch}: workers {started}, first {workers}"
+        assert _receiving_threads() <= 1, f"epoch {epoch}: receiving threads of earlier epochs still run"
         fds = fds or _open_fds()  # the workers' pipes and queues, opened once with them
         # A batch from a worker is one shared-memory file, open while the batch lives. After a whole epoch none
         # is; an abandoned epoch's prefetched batches wait in the iterator until the next epoch starts.
-        in_flight = 0 if epoch % 2 == 0 else PREFETCH_BATCHES * 2
+        # The receiving thread holds up to RECEIVE_AHEAD more, and one it is handing over.
+        in_flight = 0 if epoch % 2 == 0 else PREFETCH_BATCHES * 2 + RECEIVE_AHEAD + 1
         assert fds <= _open_fds() <= fds + in_flight, f"epoch {epoch}: file descriptors leaked"
         rss.append(_status_mb("VmRSS"))
     # After a first epoch that warms allocator pools up, the main process must not grow per epoch:
@@ -306,17 +314,28 @@ def test_repeated_epochs_and_early_stops_leak_no_workers_fds_or_memory(rows, ber
     del loader, accelerator  # the accelerator keeps the loaders it prepared
     gc.collect()
     assert not _children() - children, "the loader's persistent workers outlived it"
+    assert _receiving_threads() == 0, "the loader's receiving thread outlived it"
     assert _open_fds() < fds
     assert not set(multiprocessing.active_children()) - processes
 
 
 @pytest.mark.slow
-def test_run_pretraining_with_two_workers_repeats_the_losses_of_none(tmp_path, rows, bert_tokenizer, tiny_bert_dir):
+def test_run_pretraining_with_two_workers_repeats_the_losses_of_none(tmp_path, rows, bert_tokenizer, tiny_bert_dir,
+                                                                     monkeypatch):
+    """Also: on CPU with workers the loop's batches come through the receiving thread (no pinning thread here)."""
     import datasets
 
     from corefbert.pretraining.arguments import PretrainingArguments
     from corefbert.pretraining.run import run_pretraining
+    from corefbert.training import transfer
 
+    receive, received = transfer._receive, []
+
+    def counted(*args):
+        received.append(threading.current_thread().name)
+        return receive(*args)
+
+    monkeypatch.setattr(transfer, "_receive", counted)
     splits = datasets.DatasetDict(train=rows.select(range(24)), validation=rows.select(range(24, 32)))
     children = _children()
     records = {}
@@ -330,6 +349,8 @@ def test_run_pretraining_with_two_workers_repeats_the_losses_of_none(tmp_path, r
         final = run_pretraining(args, splits=splits)
         log = [json.loads(line) for line in (tmp_path / f"w{workers}" / "log.jsonl").read_text().splitlines()]
         records[workers] = (final, log)
+        # One receiving thread per training epoch (two), none for evaluations or without workers.
+        assert received == ([] if workers == 0 else ["corefbert-receive"] * 2), workers
         from accelerate.state import AcceleratorState, GradientState
 
         AcceleratorState._reset_state(True)

@@ -1,15 +1,19 @@
 """A collated batch as one buffer (issue 36): :class:`corefbert.training.transfer.DeviceBatch` through pickling,
 DataLoader workers and the move to a device keeps every tensor's values, dtype and shape, and a batch from a worker
-arrives without a shared-memory file per tensor."""
+arrives without a shared-memory file per tensor. Where no pinning thread receives workers' batches,
+:func:`~corefbert.training.transfer.receive_ahead`'s thread does, in the loader's order, with the loader's errors."""
 
 from __future__ import annotations
 
+import gc
 import pickle
+import threading
+import time
 
 import pytest
 import torch
 
-from corefbert.training.transfer import DeviceBatch
+from corefbert.training.transfer import DeviceBatch, ReceivingDataLoader, receive_ahead
 
 
 def _batch(seed: int) -> DeviceBatch:
@@ -91,3 +95,148 @@ def test_a_pinned_batch_goes_to_the_gpu_in_one_copy_with_its_values():
     moved = pinned.to("cuda", non_blocking=True)
     assert moved["input_ids"].untyped_storage().data_ptr() == moved["half"].untyped_storage().data_ptr()
     _assert_same({k: v.cpu() if torch.is_tensor(v) else v for k, v in moved.items()}, batch)
+
+
+# --- receive_ahead: a thread receives workers' batches where no pinning thread does (issue 36) -------------------
+
+RECEIVED_ON: list[str] = []  # threads that rebuilt a _Noted batch, in the training process
+
+
+class _Noted(dict):
+    """A batch that notes which thread of the receiving process unpickles it."""
+
+    def __reduce__(self):
+        return _rebuild_noted, (dict(self),)
+
+
+def _rebuild_noted(items: dict) -> _Noted:
+    RECEIVED_ON.append(threading.current_thread().name)
+    return _Noted(items)
+
+
+def _noted(indices: list[int]) -> _Noted:
+    return _Noted(index=torch.tensor(indices))
+
+
+class _EpochShuffled(torch.utils.data.Sampler):
+    """The 6 indices in an order seeded by the epoch (the trainer's samplers are)."""
+
+    epoch = 0
+
+    def __len__(self) -> int:
+        return 6
+
+    def __iter__(self):
+        return iter(torch.randperm(6, generator=torch.Generator().manual_seed(self.epoch)).tolist())
+
+
+class _FailsAt(torch.utils.data.Dataset):
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, index: int) -> int:
+        if index == 7:
+            raise ValueError("row 7 is broken")
+        return index
+
+
+def _loader(workers: int, dataset=None, **kwargs) -> torch.utils.data.DataLoader:
+    return torch.utils.data.DataLoader(dataset or _Batches(), batch_size=1, num_workers=workers, collate_fn=_noted,
+                                       **kwargs)
+
+
+def _indices(batches) -> list[int]:
+    return [int(batch["index"][0]) for batch in batches]
+
+
+def _receiving_threads() -> int:
+    return sum(thread.name == "corefbert-receive" and thread.is_alive() for thread in threading.enumerate())
+
+
+def test_receive_ahead_unpickles_workers_batches_on_its_thread_in_the_loaders_order():
+    RECEIVED_ON.clear()
+    loader = _loader(2)
+    assert receive_ahead(loader) and isinstance(loader, ReceivingDataLoader)
+    assert receive_ahead(loader)  # again: already receiving, nothing added
+    assert _indices(loader) == list(range(6))
+    assert RECEIVED_ON == ["corefbert-receive"] * 6  # not the caller's thread: the point of it
+    assert _receiving_threads() == 0  # a whole epoch ends its thread
+
+
+def test_receive_ahead_leaves_a_loader_without_workers_or_of_another_class_as_it_is():
+    plain = _loader(0)
+    assert not receive_ahead(plain) and type(plain) is torch.utils.data.DataLoader
+
+    class Own(torch.utils.data.DataLoader):
+        pass
+
+    own = Own(_Batches(), num_workers=1, collate_fn=_noted)
+    assert not receive_ahead(own) and type(own) is Own
+    RECEIVED_ON.clear()
+    assert _indices(plain) == list(range(6)) and RECEIVED_ON == []  # collated on this thread, never pickled
+
+
+def test_persistent_workers_through_the_receiving_thread_give_the_batches_of_the_same_loader_without_it():
+    """Epochs on the same persistent workers, every other one left after 2 batches (max_steps): each epoch's
+    batches are those of the same loader without the thread. The sampler is seeded per epoch, as the trainer's are
+    (see :class:`~corefbert.training.transfer.ReceivingIterator` on one whose next epoch depends on how far the
+    last went)."""
+    samplers = [_EpochShuffled(), _EpochShuffled()]
+    loaders = [_loader(2, persistent_workers=True, sampler=sampler) for sampler in samplers]
+    receive_ahead(loaders[1])
+    whole = []
+    for epoch in range(4):
+        orders = []
+        for loader, sampler in zip(loaders, samplers):
+            sampler.epoch = epoch
+            got = []
+            for batch in loader:
+                got.append(batch)
+                if epoch % 2 and len(got) == 2:
+                    break  # the next epoch starts afresh on the same workers
+            orders.append(_indices(got))
+        assert orders[1] == orders[0], epoch
+        assert sorted(orders[0]) == list(range(6)) if epoch % 2 == 0 else len(orders[0]) == 2, epoch
+        whole += [] if epoch % 2 else [orders[0]]
+        # A left epoch's thread waits, holding what it received, until the next epoch or the loader's end.
+        assert _receiving_threads() == epoch % 2, epoch
+    assert whole[0] != whole[1]  # epochs 0 and 2: reshuffled
+    del loaders, loader
+    gc.collect()
+    assert _receiving_threads() == 0
+
+
+def test_a_workers_error_reaches_the_caller_after_the_batches_before_it():
+    loader = _loader(1, dataset=_FailsAt())
+    receive_ahead(loader)
+    got = []
+    with pytest.raises(ValueError, match="row 7 is broken"):
+        for batch in loader:
+            got.append(batch)
+    assert _indices(got) == list(range(7))
+    assert _receiving_threads() == 0
+
+
+def test_accelerates_prepared_loader_receives_ahead_and_keeps_its_end_of_epoch_flag_on_the_callers_thread():
+    """accelerate iterates its own DataLoader (``base_dataloader``) one batch ahead to know the last one: that
+    knowledge (``end_of_dataloader``, which ends a gradient accumulation early at an epoch's end) must come when
+    the caller reaches the last batch, not when the receiving thread does."""
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState, GradientState
+
+    accelerator = Accelerator(cpu=True)
+    try:
+        prepared = accelerator.prepare(_loader(2))
+        assert receive_ahead(prepared) and isinstance(prepared.base_dataloader, ReceivingDataLoader)
+        ends, got = [], []
+        for batch in prepared:
+            time.sleep(0.02)  # a step: the receiving thread is at the epoch's end long before the caller
+            ends.append(accelerator.gradient_state.end_of_dataloader)
+            got.append(batch)
+        assert ends == [False] * 5 + [True] and _indices(got) == list(range(6))
+        skipped = accelerator.skip_first_batches(prepared, 4)
+        assert receive_ahead(skipped)
+        assert _indices(skipped) == [4, 5]
+    finally:
+        AcceleratorState._reset_state(True)
+        GradientState._reset_state()
