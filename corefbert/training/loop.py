@@ -356,8 +356,10 @@ class _Loop:
         with out_of_memory_as_error(f"in training step {self.step + 1}", self.job.memory_advice()), \
                 accelerator.accumulate(self.model):
             out = self.job.training_step(self.model, batch)
-            # A device flag; read once per optimizer step, not once per micro-batch.
-            self.nonfinite = ~torch.isfinite(out.loss.detach()) | self.nonfinite
+            # A device flag; read once per optimizer step, not once per micro-batch (two operations: each is host
+            # time of every step).
+            flag = torch.isfinite(out.loss).logical_not_()  # [] bool
+            self.nonfinite = flag if self.nonfinite is False else flag.logical_or_(self.nonfinite)
             accelerator.backward(out.loss)
             self.grad_norm = None
             if accelerator.sync_gradients and self.deferred:

@@ -98,7 +98,7 @@ class DeviceBatch(dict):
     def to(self, device, non_blocking: bool = False) -> DeviceBatch:
         """This batch on ``device``: one copy of the packed buffer when pinned, else one per tensor."""
         device = torch.device(device)
-        if not self._views_of_buffer() or device.type == "cpu":
+        if device.type == "cpu" or not self._views_of_buffer():
             if all(value.device == device for value in self.values() if torch.is_tensor(value)):
                 return self
             return DeviceBatch({name: value.to(device, non_blocking=non_blocking) if torch.is_tensor(value) else value
