@@ -27,7 +27,8 @@ Whether the data path hides behind the step, on CPU (issue 36):
 ``--simulated_step_ms T``: the real corpus, collator, DataLoader and loop, with the model step replaced by a
 stand-in that holds for T ms without using the CPU (``time.sleep`` releases the GIL: from the host's side a GPU
 step, which the host only waits for). It prints the loop's time per step against T and writes that ratio as
-``simulated_ratio``; 1.00 means the loop and the data path add nothing to the step. ``--data_path cuda`` gives the
+``simulated_ratio``; 1.00 means the loop and the data path add nothing to the step. ``batch_wait_ms``: the part
+of each step the loop waited for its next batch (the data path's share; the rest is the loop's own host work). ``--data_path cuda`` gives the
 loop the data-path defaults of a CUDA run (``--num_workers auto``: loader workers, persistent, prefetching) while
 the stand-in runs on CPU; pinned memory needs CUDA and stays off, so the loop's receiving thread
 (``corefbert.training.transfer.receive_ahead``) receives the workers' batches, the role torch's pinning thread has on
@@ -161,19 +162,22 @@ class SimulatedStep(torch.nn.Module):
         return out
 
 
-def simulated_run(args, tokenizer_dir: str, dataset_dir: str, output_dir: Path) -> list[dict]:
+def simulated_run(args, tokenizer_dir: str, dataset_dir: str, output_dir: Path) -> tuple[list[dict], list[float]]:
     """The real data path and loop of ``run_pretraining`` around :class:`SimulatedStep`: ``pretraining_loaders`` (the
     collator, seeded masks, length-grouped batches, the ``--data_path`` device's worker defaults), accelerate's
-    prepared loader, ``train`` with the pretraining job (its evaluations left out). Returns the train records."""
+    prepared loader, ``train`` with the pretraining job (its evaluations left out). Returns the train records and
+    the seconds the loop waited for each batch (its ``next`` on the loop's ``epoch_batches``)."""
     from corefbert.pretraining.arguments import PretrainingArguments
     from corefbert.pretraining.data import load_prepared_corpus
     from corefbert.pretraining.run import PretrainingJob, pretraining_loaders
     from corefbert.text.tokenizers import load_tokenizer
     from corefbert.training import lock as run_lock
     from corefbert.training import loop as loop_module
-    from corefbert.training.loop import build_accelerator, prepare_output_dir, train
+    from corefbert.training.loop import build_accelerator, epoch_batches, prepare_output_dir, train
     from corefbert.training.optimization import build_optimizer, build_scheduler
     from corefbert.training.transfer import receive_ahead
+
+    waits: list[float] = []
 
     class Job(PretrainingJob):  # the pretraining job without its evaluations and final save
         def on_train_begin(self, model, step: int) -> None:
@@ -205,12 +209,26 @@ def simulated_run(args, tokenizer_dir: str, dataset_dir: str, output_dir: Path) 
         job = Job(collate, None, accelerator, output_dir, False)
         if args.receive_on_training_thread:  # the alternative the receiving thread replaced, for the comparison
             loop_module.receive_ahead = lambda loader: False
+        loop_module.epoch_batches = lambda *a, **k: _timed(epoch_batches(*a, **k), waits)
         train(job, train_args, accelerator, model, optimizer, scheduler, train_dl, args.steps)
     finally:
-        loop_module.receive_ahead = receive_ahead
+        loop_module.receive_ahead, loop_module.epoch_batches = receive_ahead, epoch_batches
         run_lock.release(output_dir)
     records = [json.loads(line) for line in (output_dir / "log.jsonl").read_text().splitlines()]
-    return [r for r in records if r.get("split") == "train"]
+    return [r for r in records if r.get("split") == "train"], waits
+
+
+def _timed(batches, waits: list[float]):
+    """``batches``, noting in ``waits`` how long each ``next`` took."""
+    iterator = iter(batches)
+    while True:
+        started = time.perf_counter()
+        try:
+            batch = next(iterator)
+        except StopIteration:
+            return
+        waits.append(time.perf_counter() - started)
+        yield batch
 
 
 def simulated_main(args) -> None:
@@ -219,16 +237,21 @@ def simulated_main(args) -> None:
         work = Path(tmp)
         tokenizer = args.tokenizer or model_folder("minilm", work)
         dataset_dir = args.dataset_dir or demo_corpus(tokenizer, work, args.max_seq_length)
-        per_step = []
+        per_step, waited = [], []
         for block in range(args.blocks):
-            seconds, steps, _, timed = trainer_seconds(simulated_run(args, tokenizer, dataset_dir, work / f"run_{block}"))
+            records, waits = simulated_run(args, tokenizer, dataset_dir, work / f"run_{block}")
+            seconds, steps, _, timed = trainer_seconds(records)
             per_step.append(seconds / steps)
+            waited.append(sum(waits[-steps:]) / steps)  # the timed steps' waits for their batches
             fill = statistics.mean(r.get("slot_fill", float("nan")) for r in timed)
     step = args.simulated_step_ms / 1000
     ratios = [round(s / step, 3) for s in per_step]
     figures = {"simulated_step_ms": args.simulated_step_ms, "data_path": args.data_path or "this machine's",
-               "num_workers": args.num_workers, "receiving_thread": not args.receive_on_training_thread, "batch_size": args.batch_size, "trainer_steps": args.steps,
+               "num_workers": args.num_workers, "receiving_thread": not args.receive_on_training_thread,
+               "batch_size": args.batch_size, "trainer_steps": args.steps,
                "loop_step_ms": round(statistics.median(per_step) * 1000, 2), "block_ratios": ratios,
+               # Of the loop's time per step beyond the stand-in's: waiting for the next batch (the data path).
+               "batch_wait_ms": round(statistics.median(waited) * 1000, 2),
                "simulated_ratio": round(statistics.median(per_step) / step, 3), "slot_fill": round(fill, 4),
                "load_average": [round(x, 2) for x in os.getloadavg()]}
     print(f"stand-in step {args.simulated_step_ms:g} ms, batch {args.batch_size}, {args.steps} steps, "
@@ -236,7 +259,8 @@ def simulated_main(args) -> None:
           f"{', received on the training thread' if args.receive_on_training_thread else ''}); load average "
           f"{', '.join(map(str, figures['load_average']))}")
     print(f"loop: {figures['loop_step_ms']} ms per step (median of {args.blocks} runs, first logging window left "
-          f"out): simulated_ratio {figures['simulated_ratio']:.3f} (per run {', '.join(map(str, ratios))})")
+          f"out): simulated_ratio {figures['simulated_ratio']:.3f} (per run {', '.join(map(str, ratios))}); of it "
+          f"{figures['batch_wait_ms']} ms waiting for the next batch (median of the runs' means)")
     if args.output_json:
         Path(args.output_json).write_text(json.dumps(figures, indent=2))
 
