@@ -14,6 +14,7 @@ import re
 import shlex
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -110,6 +111,11 @@ def run_cli_main(script: str, argv: list[str]):
     finally:
         AcceleratorState._reset_state(True)
         GradientState._reset_state()
+
+
+def receiving_threads() -> int:
+    """Live threads of :class:`corefbert.training.transfer.ReceivingIterator` in this process."""
+    return sum(thread.name == "corefbert-receive" and thread.is_alive() for thread in threading.enumerate())
 
 
 def shared_data(*parts: str) -> Path:

@@ -121,7 +121,6 @@ def _view(buffer: torch.Tensor, offset: int, dtype: torch.dtype, shape: tuple) -
     return buffer[offset:offset + nbytes].view(dtype).view(shape)
 
 
-
 #: Batches the receiving thread holds ready beyond the one it is handing over (on top of the workers' own
 #: ``prefetch_factor`` batches each in flight).
 RECEIVE_AHEAD = 1

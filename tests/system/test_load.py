@@ -26,7 +26,7 @@ import torch
 FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures"
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))  # the shared builders, also when run as a script (``--child``)
-from helpers import synthetic_corpus  # noqa: E402
+from helpers import receiving_threads, synthetic_corpus  # noqa: E402
 
 from corefbert.pretraining.data import PREFETCH_BATCHES, SeededCollate, pretraining_dataloader  # noqa: E402
 from corefbert.training.loop import PreservedRng, epoch_batches  # noqa: E402
@@ -65,10 +65,6 @@ def _reset_peak() -> bool:
     except OSError:
         return False
     return True
-
-
-def _receiving_threads() -> int:
-    return sum(thread.name == "corefbert-receive" and thread.is_alive() for thread in threading.enumerate())
 
 
 def _children() -> set[int]:
@@ -299,7 +295,7 @@ def test_repeated_epochs_and_early_stops_leak_no_workers_fds_or_memory(rows, ber
         started = _children() - children
         workers = workers or started
         assert len(workers) == 2 and started == workers, f"epoch {epoch}: workers {started}, first {workers}"
-        assert _receiving_threads() <= 1, f"epoch {epoch}: receiving threads of earlier epochs still run"
+        assert receiving_threads() <= 1, f"epoch {epoch}: receiving threads of earlier epochs still run"
         fds = fds or _open_fds()  # the workers' pipes and queues, opened once with them
         # A batch from a worker is one shared-memory file, open while the batch lives. After a whole epoch none
         # is; an abandoned epoch's prefetched batches wait in the iterator until the next epoch starts.
@@ -314,7 +310,7 @@ def test_repeated_epochs_and_early_stops_leak_no_workers_fds_or_memory(rows, ber
     del loader, accelerator  # the accelerator keeps the loaders it prepared
     gc.collect()
     assert not _children() - children, "the loader's persistent workers outlived it"
-    assert _receiving_threads() == 0, "the loader's receiving thread outlived it"
+    assert receiving_threads() == 0, "the loader's receiving thread outlived it"
     assert _open_fds() < fds
     assert not set(multiprocessing.active_children()) - processes
 

@@ -12,6 +12,7 @@ import time
 
 import pytest
 import torch
+from helpers import receiving_threads
 
 from corefbert.training.transfer import DeviceBatch, ReceivingDataLoader, receive_ahead
 
@@ -149,10 +150,6 @@ def _indices(batches) -> list[int]:
     return [int(batch["index"][0]) for batch in batches]
 
 
-def _receiving_threads() -> int:
-    return sum(thread.name == "corefbert-receive" and thread.is_alive() for thread in threading.enumerate())
-
-
 def test_receive_ahead_unpickles_workers_batches_on_its_thread_in_the_loaders_order():
     RECEIVED_ON.clear()
     loader = _loader(2)
@@ -160,7 +157,7 @@ def test_receive_ahead_unpickles_workers_batches_on_its_thread_in_the_loaders_or
     assert receive_ahead(loader)  # again: already receiving, nothing added
     assert _indices(loader) == list(range(6))
     assert RECEIVED_ON == ["corefbert-receive"] * 6  # not the caller's thread: the point of it
-    assert _receiving_threads() == 0  # a whole epoch ends its thread
+    assert receiving_threads() == 0  # a whole epoch ends its thread
 
 
 def test_receive_ahead_leaves_a_loader_without_workers_or_of_another_class_as_it_is():
@@ -199,11 +196,11 @@ def test_persistent_workers_through_the_receiving_thread_give_the_batches_of_the
         assert sorted(orders[0]) == list(range(6)) if epoch % 2 == 0 else len(orders[0]) == 2, epoch
         whole += [] if epoch % 2 else [orders[0]]
         # A left epoch's thread waits, holding what it received, until the next epoch or the loader's end.
-        assert _receiving_threads() == epoch % 2, epoch
+        assert receiving_threads() == epoch % 2, epoch
     assert whole[0] != whole[1]  # epochs 0 and 2: reshuffled
     del loaders, loader
     gc.collect()
-    assert _receiving_threads() == 0
+    assert receiving_threads() == 0
 
 
 def test_a_workers_error_reaches_the_caller_after_the_batches_before_it():
@@ -214,7 +211,7 @@ def test_a_workers_error_reaches_the_caller_after_the_batches_before_it():
         for batch in loader:
             got.append(batch)
     assert _indices(got) == list(range(7))
-    assert _receiving_threads() == 0
+    assert receiving_threads() == 0
 
 
 def test_accelerates_prepared_loader_receives_ahead_and_keeps_its_end_of_epoch_flag_on_the_callers_thread():
