@@ -28,11 +28,12 @@ Whether the data path hides behind the step, on CPU (issue 36):
 stand-in that holds for T ms without using the CPU (``time.sleep`` releases the GIL: from the host's side a GPU
 step, which the host only waits for). It prints the loop's time per step against T and writes that ratio as
 ``simulated_ratio``; 1.00 means the loop and the data path add nothing to the step. ``batch_wait_ms``: the part
-of each step the loop waited for its next batch (the data path's share; the rest is the loop's own host work). ``--data_path cuda`` gives the
-loop the data-path defaults of a CUDA run (``--num_workers auto``: loader workers, persistent, prefetching) while
-the stand-in runs on CPU; pinned memory needs CUDA and stays off, so the loop's receiving thread
-(``corefbert.training.transfer.receive_ahead``) receives the workers' batches, the role torch's pinning thread has on
-CUDA; ``--receive_on_training_thread``: the training thread receives them instead (the alternative, compared). ``--profile_table FILE``: a torch.profiler table
+of each step the loop waited for its next batch (the data path's share; the rest is the loop's own host work).
+``--data_path cuda`` gives the loop the data-path defaults of a CUDA run (``--num_workers auto``: loader workers,
+persistent, prefetching) while the stand-in runs on CPU; pinned memory needs CUDA and stays off, so the loop's
+receiving thread (``corefbert.training.transfer.receive_ahead``) receives the workers' batches, the role torch's
+pinning thread has on CUDA; ``--receive_on_training_thread``: the training thread receives them instead (the
+alternative, compared). ``--profile_table FILE``: a torch.profiler table
 of one late trainer step (the kernels by device time on a GPU, host operators by CPU time on CPU).
 """
 
