@@ -8,7 +8,8 @@ depends on how fast that work runs right after the host waited T ms. This times 
 stand-in with the trainer's optimizer, schedule and accelerate wrappers: back to back (the obvious measure), then
 after a ``time.sleep`` of ``--pause_ms`` (what the stand-in does) and after spinning as long (the core stays busy,
 so a slowdown there is not the core's sleep state). Prints the median per step of each and the ratios to back to
-back. Kept out of the test suite's pass/fail.
+back; then the same for one operation alone (a scalar add: torch's dispatch and nothing else). Kept out of the test
+suite's pass/fail.
 """
 
 from __future__ import annotations
@@ -64,19 +65,23 @@ def main() -> None:
 
         waits = {"back to back": lambda: None, f"after sleep({args.pause_ms:g} ms)": lambda: time.sleep(pause),
                  f"after spinning {args.pause_ms:g} ms": spin}
-        medians = {}
-        for name, wait in waits.items():
-            times = []
-            for n in range(args.steps + 5):  # 5 untimed
-                wait()
-                started = time.perf_counter()
-                step()
-                if n >= 5:
-                    times.append(time.perf_counter() - started)
-            medians[name] = statistics.median(times) * 1e6
-        base = medians["back to back"]
-        for name, median in medians.items():
-            print(f"{name:28s} {median:7.0f} us per step  ({median / base:.2f}x back to back)")
+        one = torch.zeros(())  # [] for the single operation
+        works = {"the loop's step": step, "one scalar add": lambda: one + 1.0}
+        for what, work in works.items():
+            medians = {}
+            for name, wait in waits.items():
+                times = []
+                for n in range(args.steps + 5):  # 5 untimed
+                    wait()
+                    started = time.perf_counter()
+                    work()
+                    if n >= 5:
+                        times.append(time.perf_counter() - started)
+                medians[name] = statistics.median(times) * 1e6
+            base = medians["back to back"]
+            print(what)
+            for name, median in medians.items():
+                print(f"  {name:28s} {median:7.0f} us  ({median / base:.2f}x back to back)")
 
 
 if __name__ == "__main__":
