@@ -32,7 +32,7 @@ if [ "${GPU_CURVE_SCALE:-full}" = smoke ]; then
     points=${GPU_CURVE_POINTS:-200,400}
     scale=(--per_device_train_batch_size 4 --per_device_eval_batch_size 8 --mixed_precision no --num_workers 0
            --eval_steps 2 --checkpointing_steps 2 --logging_steps 1 --max_eval_samples 6 --probe_sequences 6
-           --curve_warmup_steps 2 --bootstrap_samples 100)
+           --curve_warmup_steps 0 --bootstrap_samples 100)
 else
     # 256 rows of 128 (~31k non-padding tokens) a step: 100M tokens are ~3,200 steps. bf16; workers keep the
     # masking (Python, per row) off the GPU's critical path; evaluations and periodic saves are rare (every

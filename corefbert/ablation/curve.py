@@ -77,6 +77,7 @@ from corefbert.training.runlog import log_path, read_log
 #: The schedule of the curve's arms: warm-up, then constant (a value at a step that does not depend on the budget).
 CURVE_SCHEDULE = "constant_with_warmup"
 POINTS = "points"
+COOLDOWN = "cooldown"
 POINT_RECORD = "point.json"
 #: Where the probes of the study's start (the base) are kept: the single-point study's folder for it.
 START = "backbone"
@@ -120,6 +121,8 @@ def check_curve_flags(study) -> None:
     parse_tokens(study.curve_tokens)
     if study.curve_warmup_steps < 0:
         raise CorefBertError(f"--curve_warmup_steps must be 0 or more (got {study.curve_warmup_steps})")
+    if not 0.0 <= study.curve_cooldown < 1.0:
+        raise CorefBertError(f"--curve_cooldown must be within [0, 1) (got {study.curve_cooldown})")
     if study.curve_slow_probes not in ("last", "all"):
         parse_tokens(study.curve_slow_probes, "--curve_slow_probes")
 
@@ -152,8 +155,18 @@ def point_steps(points: list[int], tokens_per_step: float) -> dict[int, int]:
     return steps
 
 
+def cooldown_steps(steps: int, share: float) -> int:
+    """The steps of a point's cooldown (``--curve_cooldown`` of the point's ``steps``, at least one; 0 without)."""
+    return 0 if share <= 0 else min(steps - 1, max(1, round(share * steps))) if steps > 1 else 0
+
+
 def point_dir(run: Path, tokens: int) -> Path:
     return Path(run) / POINTS / f"tokens_{tokens}"
+
+
+def cooldown_dir(run: Path, tokens: int) -> Path:
+    """The run folder of a point's cooldown branch (a run of its own, forked off the trunk ``run``)."""
+    return Path(run) / COOLDOWN / f"tokens_{tokens}"
 
 
 def saved_point(folder: Path) -> dict | None:
@@ -164,15 +177,18 @@ def saved_point(folder: Path) -> dict | None:
     return read_json(str(path))
 
 
-def save_point(run: Path, tokens: int, steps: int) -> dict:
-    """Copy the run's ``final/`` (the weights at ``steps``) to the point's folder with its record: the step, the
-    nominal tokens and the tokens the run's log counted by then. The folder appears whole or not at all."""
-    train = [r for r in read_log(log_path(run)) if r.get("split") == "train" and r["step"] == steps]
-    record = {"tokens": tokens, "step": steps, "trained_tokens": train[-1].get("tokens") if train else None}
+def save_point(run: Path, tokens: int, steps: int, source: Path | None = None, cooldown: int = 0) -> dict:
+    """Copy ``final/`` of ``source`` (the trunk ``run`` itself, or the point's cooldown branch; the weights at
+    ``steps``) to the point's folder of ``run`` with its record: the step, the nominal tokens, the tokens the log
+    counted by then and the cooldown's steps. The folder appears whole or not at all."""
+    source = Path(source or run)
+    train = [r for r in read_log(log_path(source)) if r.get("split") == "train" and r["step"] == steps]
+    record = {"tokens": tokens, "step": steps, "trained_tokens": train[-1].get("tokens") if train else None,
+              "cooldown_steps": cooldown}
     folder = point_dir(run, tokens)
     partial = folder.with_name(folder.name + ".partial")
     remove_folder(partial)
-    shutil.copytree(Path(run) / "final", partial)
+    shutil.copytree(source / "final", partial)
     replace_file(partial / POINT_RECORD, json.dumps(record, indent=2), "the point's record")
     replace_folder(partial, folder)
     return record

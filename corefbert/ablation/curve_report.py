@@ -105,6 +105,9 @@ def _counts(kind: str, seeds: list) -> list[float] | None:
 def collect_curve(root: Path, study, seeds: list[int], points: list[int], plot: bool = True) -> dict:
     """Write ``curve.json`` and ``curve.md`` (and with ``plot`` ``curve.png``) from what ``root`` holds."""
     root = Path(root)
+    # Seeds that run in processes of their own on this folder write one table: every seed found is in it.
+    seeds = sorted(set(seeds) | {int(p.name[len("seed_"):]) for p in root.glob("*/seed_*")
+                                 if p.is_dir() and p.name[len("seed_"):].isdigit() and p.parent.name in ARMS})
     table, trained, missing = read_curve(root, study, seeds, points)
     result = {"points": points, "seeds": seeds, "trained_tokens": {str(t): v for t, v in trained.items()},
               "rows": summarize_curve(table, study), "missing": missing, "study": dataclasses.asdict(study)}

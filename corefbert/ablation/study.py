@@ -116,6 +116,15 @@ class AblationArguments:
     curve_warmup_steps: int = field(default=30, metadata={
         "help": "The curve's LR schedule: linear warm-up over N optimizer steps, then constant at --learning_rate, "
                 "so the weights at a point do not depend on how far the curve goes."})
+    curve_cooldown: float = field(default=0.2, metadata={
+        "help": "The curve's points are annealed: each is a branch off the constant-LR run (the trunk) at this share "
+                "of the point's steps before it, whose LR decays linearly to 0 at the point (warmup-stable-decay); "
+                "the trunk goes on at its constant LR, so the curve still extends without training again. 0: the "
+                "points are the trunk's own weights (constant LR, nothing annealed)."})
+    base_seed: int | None = field(default=None, metadata={
+        "help": "The seed the base (--base_mlm_steps) trains with: --seed when not given. Give the first process's "
+                "--seed to the others when seeds run in separate processes on one --output_dir (--seed 43 "
+                "--base_seed 42), so every seed continues the same base."})
     curve_slow_probes: str = field(default="last", metadata={
         "help": "Where the curve runs the fine-tuning probes (QUOREF, --finetune): last (the largest point of "
                 "--curve_tokens and the start), all, or a list of token counts."})
@@ -266,7 +275,8 @@ def check_study_settings(root: Path, study: AblationArguments, train_args) -> No
 def base_args(study: AblationArguments, train_args):
     """The base run's flags: the WWM arm's objective for ``--base_mlm_steps`` steps at the study's first seed,
     in ``output_dir/base``."""
-    return dataclasses.replace(train_args, output_dir=str(Path(train_args.output_dir) / BASE),
+    seed = train_args.seed if study.base_seed is None else study.base_seed
+    return dataclasses.replace(train_args, output_dir=str(Path(train_args.output_dir) / BASE), seed=seed,
                                max_steps=study.base_mlm_steps, plot=False, **ARMS["wwm"])
 
 

@@ -57,7 +57,9 @@ class TrainingArguments:
                                                                        "every --lr_decay_steps) or a transformers scheduler name (linear, "
                                                                        "cosine, constant_with_warmup, ...)."})
     lr_decay_steps: int = field(default=0, metadata={"help": "--lr_scheduler_type step: optimizer steps between "
-                                                             "two decays of the learning rate."})
+                                                             "two decays of the learning rate; warmup_stable_decay: "
+                                                             "the last steps, over which the LR decays linearly "
+                                                             "to 0 (before them it is constant after warm-up)."})
     lr_decay_factor: float = field(default=0.5, metadata={"help": "--lr_scheduler_type step: the factor of each decay."})
     warmup_ratio: float = field(default=0.0, metadata={"help": "Share of the optimizer steps for warm-up."})
     warmup_steps: int = field(default=0, metadata={"help": "Warm-up steps; overrides --warmup_ratio if > 0."})
@@ -156,8 +158,9 @@ class TrainingArguments:
         from transformers import SchedulerType
 
         _check_choice("lr_scheduler_type", self.lr_scheduler_type, ["step", *(s.value for s in SchedulerType)])
-        if self.lr_scheduler_type == "step" and self.lr_decay_steps < 1:
-            raise CorefBertError(f"--lr_scheduler_type step needs --lr_decay_steps >= 1 (got {self.lr_decay_steps})")
+        if self.lr_scheduler_type in ("step", "warmup_stable_decay") and self.lr_decay_steps < 1:
+            raise CorefBertError(f"--lr_scheduler_type {self.lr_scheduler_type} needs --lr_decay_steps >= 1 (got "
+                                 f"{self.lr_decay_steps})")
         if not 0.0 < self.lr_decay_factor <= 1.0:
             raise CorefBertError(f"--lr_decay_factor must be within (0, 1] (got {self.lr_decay_factor})")
         if self.mixed_precision == "fp16":

@@ -67,6 +67,7 @@ from corefbert.training.compiling import CompileWatch, compile_repeated_layers
 from corefbert.training.extension_locks import check_extension_locks, deepspeed_requested
 from corefbert.training.hub import public_settings
 from corefbert.training.loop_state import LoopState, new_window
+from corefbert.training.optimization import SCHEDULE_SETTINGS, same_schedule_until
 from corefbert.training.runlog import RunLog, log_path, truncate_log
 from corefbert.training.throughput import peak_flops, training_flops_counter
 from corefbert.training.transfer import receive_ahead
@@ -272,8 +273,17 @@ class _Loop:
             if self.accelerator.is_main_process:  # a fresh run starts a fresh log (a run killed before its
                 Path(self.logger.path).unlink(missing_ok=True)  # first checkpoint may have left one)
             return
-        refuse_changed_settings(changed_settings(read_trainer_state(checkpoint).get("settings"), self.settings),
-                                checkpoint, args.ignore_changed_settings, self.accelerator.print)
+        recorded = read_trainer_state(checkpoint)
+        changed = changed_settings(recorded.get("settings"), self.settings)
+        if changed and all(name in SCHEDULE_SETTINGS for name, _, _ in changed) and same_schedule_until(
+                recorded["settings"], args, self.total_steps, recorded["step"]):
+            # The LR of every step trained so far is the same: the run continues as the uninterrupted run with
+            # this schedule would (a cooldown branched off a constant-LR run).
+            self.accelerator.print(f"the LR schedule changes after {checkpoint.name} ("
+                                   + ", ".join(f"{n}: {old!r} -> {new!r}" for n, old, new in changed)
+                                   + "); the steps trained so far had the same learning rates")
+            changed = []
+        refuse_changed_settings(changed, checkpoint, args.ignore_changed_settings, self.accelerator.print)
         found = list_checkpoints(self.output_dir)
         if args.resume_from_checkpoint == "latest" and self.accelerator.is_main_process:
             for skipped in passed_over(self.output_dir, found[-1][0]):

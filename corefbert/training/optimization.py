@@ -8,9 +8,10 @@ import math
 
 import torch
 
+from corefbert.errors import CorefBertError
 from corefbert.training.arguments import TrainingArguments
 
-__all__ = ["build_optimizer", "build_scheduler", "parameter_groups"]
+__all__ = ["build_optimizer", "build_scheduler", "parameter_groups", "same_schedule_until"]
 
 
 def parameter_groups(model: torch.nn.Module, weight_decay: float,
@@ -55,8 +56,48 @@ def build_scheduler(optimizer, args: TrainingArguments, total_steps: int):
             return factor ** ((step - warmup) // decay_steps)
 
         return torch.optim.lr_scheduler.LambdaLR(optimizer, step_decay)
+    # warmup_stable_decay (Hu et al. 2024, "MiniCPM"): warm-up, constant, then a linear decay to 0 over the last
+    # --lr_decay_steps steps. The LR before the decay does not depend on the run's length, so a constant-LR run
+    # can be cooled down from any of its checkpoints (the ablation curve's annealed points).
+    decay = None
+    if args.lr_scheduler_type == "warmup_stable_decay":
+        if args.lr_decay_steps > total_steps - warmup:
+            raise CorefBertError(f"--lr_decay_steps {args.lr_decay_steps} is longer than the {total_steps - warmup} "
+                                 "steps after warm-up; lower it or raise --max_steps")
+        decay = {"num_decay_steps": args.lr_decay_steps, "decay_type": "linear"}
     return get_scheduler(args.lr_scheduler_type, optimizer, num_warmup_steps=warmup,
-                         num_training_steps=total_steps)
+                         num_training_steps=total_steps, scheduler_specific_kwargs=decay)
+
+
+#: The settings that define the LR schedule (beside the run's step count).
+SCHEDULE_SETTINGS = ("lr_scheduler_type", "warmup_ratio", "warmup_steps", "lr_decay_steps", "lr_decay_factor")
+
+
+def schedule_factors(args: TrainingArguments, total_steps: int, steps: int) -> list[float]:
+    """The LR multiplier the schedule of ``args`` gives at each of the steps ``0..steps`` (a run of ``total_steps``)."""
+    probe = torch.optim.SGD([torch.nn.Parameter(torch.zeros(()))], lr=1.0)
+    scheduler = build_scheduler(probe, args, total_steps)
+    factors = [scheduler.get_last_lr()[0]]
+    for _ in range(steps):
+        probe.step()  # torch warns when the schedule steps before the optimizer
+        scheduler.step()
+        factors.append(scheduler.get_last_lr()[0])
+    return factors
+
+
+def same_schedule_until(saved: dict, args: TrainingArguments, total_steps: int, step: int) -> bool:
+    """Whether the schedule a checkpoint's ``saved`` settings describe gave the same LR as the one of ``args`` at
+    every step up to ``step`` (each read with this run's ``total_steps``): a resume may then change the schedule of
+    the steps still to come, as a cooldown off a constant-LR run does."""
+    import dataclasses
+
+    try:
+        before = dataclasses.replace(args, **{name: saved[name] for name in SCHEDULE_SETTINGS if name in saved})
+        past = schedule_factors(before, total_steps, step)
+    except (ValueError, TypeError, ZeroDivisionError):  # a schedule this version cannot build: not the same
+        return False
+    return all(math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+               for a, b in zip(past, schedule_factors(args, total_steps, step)))
 
 
 def build_optimizer(model: torch.nn.Module, args: TrainingArguments,

@@ -81,8 +81,8 @@ class StepCounter:
         monkeypatch.setattr(PretrainingJob, "training_step", counted)
 
     def by_arm(self, root: Path) -> dict[str, int]:
-        return {arm: sum(Path(s).parent.parent == root and Path(s).parent.name == arm for s in self.steps)
-                for arm in ARMS}
+        """Steps per arm, its trunk and its cooldown branches together."""
+        return {arm: sum(Path(s).is_relative_to(root / arm) for s in self.steps) for arm in ARMS}
 
 
 @pytest.fixture(scope="module")
@@ -130,14 +130,15 @@ def test_extending_a_curve_continues_its_runs_and_never_trains_a_point_again(ful
     out = tmp_path / "study"
     counter = StepCounter(monkeypatch)
     short = _run(_argv(tiny_bert_dir, corpus_dir, out, str(first)))
-    assert counter.by_arm(out) == {arm: 2 for arm in ARMS}
+    assert counter.by_arm(out) == {arm: 2 for arm in ARMS}  # the trunk's step 1, the cooldown's step 2
     kept = {arm: (point_dir(out / arm / f"seed_{SEED}", first) / "model.safetensors").stat().st_mtime_ns
             for arm in ARMS}
     counter.steps.clear()
     longer = _run(_argv(tiny_bert_dir, corpus_dir, out, points))
-    assert counter.by_arm(out) == {arm: 2 for arm in ARMS}  # steps 3 and 4, not 1-4
+    # The trunk's steps 2-3 from its checkpoint (not 1-3), then the second point's cooldown, its step 4.
+    assert counter.by_arm(out) == {arm: 3 for arm in ARMS}
     assert not any("base" in s for s in counter.steps)  # the base is reused
-    assert longer["runs"]["resumed"] == 3 and longer["runs"]["trained"] == 0
+    assert longer["runs"]["resumed"] == 6 and longer["runs"]["trained"] == 0  # each trunk, each branch (forked)
     assert longer["runs"]["points_saved"] == 3 and longer["runs"]["points_kept"] == 3
     # Probes of the first point and the start are reused; the second point's run once per arm and probe.
     assert longer["runs"]["probes_run"] == short["runs"]["probes_run"] - 3  # minus the start's three
@@ -152,7 +153,7 @@ def test_extending_a_curve_continues_its_runs_and_never_trains_a_point_again(ful
         full_losses = [(r["step"], r["loss"]) for r in
                        map(json.loads, (out_full / arm / f"seed_{SEED}" / "log.jsonl").read_text().splitlines())
                        if r.get("split") == "train"]
-        assert [s for s, _ in losses] == [s for s, _ in full_losses] == [1, 2, 3, 4]
+        assert [s for s, _ in losses] == [s for s, _ in full_losses] == [1, 2, 3]  # the trunk, to the last fork
         assert [loss for _, loss in losses] == pytest.approx([loss for _, loss in full_losses])
     assert longer["rows"] == full["rows"]
     # A rerun of the same command trains and probes nothing.
@@ -161,9 +162,12 @@ def test_extending_a_curve_continues_its_runs_and_never_trains_a_point_again(ful
     assert counter.steps == [] and again["runs"]["probes_run"] == 0 and again["runs"]["points_kept"] == 6
 
 
-def test_the_weights_at_a_point_do_not_depend_on_the_budget(full_curve, tmp_path, tiny_bert_dir, corpus_dir):
-    """One uninterrupted run to step 4 under the curve's schedule passes through the curve's point at step 2
-    (same weights); under a linear decay to the last step it does not (the reason for the curve's schedule)."""
+def test_an_annealed_point_is_the_uninterrupted_run_with_its_cooldown(full_curve, tmp_path, tiny_bert_dir,
+                                                                     corpus_dir):
+    """The point of step 4 (a cooldown of 1 step branched off the trunk's step 3) equals one uninterrupted run of 4
+    steps under warmup-stable-decay, bit for bit; the trunk's step 3 equals that of an uninterrupted constant-LR
+    run of 4 steps (the trunk's weights do not depend on the budget); under a linear decay to the last step they
+    do not (the reason for the trunk's schedule)."""
     import dataclasses
 
     from safetensors.torch import load_file
@@ -173,17 +177,83 @@ def test_the_weights_at_a_point_do_not_depend_on_the_budget(full_curve, tmp_path
     from corefbert.pretraining.run import run_pretraining
 
     out_full, points, _ = full_curve
-    first, _ = parse_tokens(points)
+    _, second = parse_tokens(points)
     study, train_args, _ = parse(_argv(tiny_bert_dir, corpus_dir, out_full, points))
     base = str(out_full / "base" / "final")
-    point = load_file(str(point_dir(out_full / "corefbert" / f"seed_{SEED}", first) / "model.safetensors"))
+    run = out_full / "corefbert" / f"seed_{SEED}"
+    record = json.loads((point_dir(run, second) / POINT_RECORD).read_text())
+    assert record["step"] == 4 and record["cooldown_steps"] == 1
+
+    def weights(folder):
+        return load_file(str(folder / "model.safetensors"))
+
+    def equal(a, b):
+        return all(np.array_equal(a[name].numpy(), b[name].numpy()) for name in a)
+
+    annealed = curve_arm_args(train_args, study, "corefbert", SEED, tmp_path / "wsd", base, 4, 1)
+    run_pretraining(dataclasses.replace(annealed, save_total_limit=0))
+    assert equal(weights(tmp_path / "wsd" / "final"), weights(point_dir(run, second)))
+    trunk_step_3 = weights(run / "checkpoints" / "step_3")
     for schedule, same in (("constant_with_warmup", True), ("linear", False)):
         args = curve_arm_args(train_args, study, "corefbert", SEED, tmp_path / schedule, base, 4)
-        args = dataclasses.replace(args, lr_scheduler_type=schedule, save_total_limit=0)
-        run_pretraining(args)
-        weights = load_file(str(tmp_path / schedule / "checkpoints" / "step_2" / "model.safetensors"))
-        equal = all(np.array_equal(weights[name].numpy(), point[name].numpy()) for name in point)
-        assert equal is same, schedule
+        run_pretraining(dataclasses.replace(args, lr_scheduler_type=schedule, save_total_limit=0))
+        assert equal(weights(tmp_path / schedule / "checkpoints" / "step_3"), trunk_step_3) is same, schedule
+
+
+def test_a_cooldown_leaves_the_trunk_untouched(tmp_path, tiny_bert_dir, corpus_dir):
+    """The branch trains from its own copy of the trunk's checkpoint: the trunk's checkpoints, log and final/ are
+    byte for byte what they were after its segment, and the branch's log starts at the fork."""
+    out = tmp_path / "study"
+    first = _points(corpus_dir, 2)
+    seen = {}
+
+    def snapshot(folder: Path) -> dict:
+        return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*"))
+                if p.is_file() and curve.COOLDOWN not in p.relative_to(folder).parts and curve.POINTS not in
+                p.relative_to(folder).parts and "ablation_run.json" != p.name}
+
+    from corefbert.ablation import curve_run
+
+    fork = curve_run.fork_checkpoint
+
+    def forked(trunk, step, branch):
+        seen[trunk] = snapshot(trunk)
+        return fork(trunk, step, branch)
+
+    import unittest.mock
+
+    with unittest.mock.patch.object(curve_run, "fork_checkpoint", forked):
+        _run(_argv(tiny_bert_dir, corpus_dir, out, first, "--arms", "corefbert"))
+    trunk = out / "corefbert" / f"seed_{SEED}"
+    assert seen[trunk] and snapshot(trunk) == seen[trunk]
+    branch = curve.cooldown_dir(trunk, int(first))
+    records = [json.loads(line) for line in (branch / "log.jsonl").read_text().splitlines()]
+    assert records[0]["split"] == "resume" and records[0]["step"] == 1
+    assert [r["step"] for r in records if r.get("split") == "train"] == [2]
+
+
+def test_a_resume_may_change_the_schedule_only_after_its_step(tmp_path, tiny_bert_dir, corpus_dir, capsys):
+    """From a constant-LR checkpoint, a warmup-stable-decay resume whose decay starts after it is the same run so
+    far (accepted, with one line); a linear decay, which would have given other LRs already, is refused."""
+    import dataclasses
+
+    from corefbert.ablation.cli import parse
+    from corefbert.ablation.curve_run import curve_arm_args
+    from corefbert.errors import CorefBertError
+    from corefbert.pretraining.run import run_pretraining
+
+    study, train_args, _ = parse(_argv(tiny_bert_dir, corpus_dir, tmp_path / "x", "100"))
+    trunk = curve_arm_args(train_args, study, "wwm", SEED, tmp_path / "run", str(tiny_bert_dir), 2)
+    run_pretraining(trunk)
+    wsd = curve_arm_args(train_args, study, "wwm", SEED, tmp_path / "run", str(tiny_bert_dir), 4, 2)
+    run_pretraining(dataclasses.replace(wsd, resume_from_checkpoint="latest"))
+    assert "the LR schedule changes after step_2" in capsys.readouterr().out
+    early = curve_arm_args(train_args, study, "wwm", SEED, tmp_path / "run", str(tiny_bert_dir), 8, 7)
+    with pytest.raises(CorefBertError, match="cannot resume: lr_decay_steps was 2"):
+        run_pretraining(dataclasses.replace(early, resume_from_checkpoint="latest"))
+    linear = dataclasses.replace(trunk, lr_scheduler_type="linear", max_steps=6, resume_from_checkpoint="latest")
+    with pytest.raises(CorefBertError, match="cannot resume: lr_scheduler_type"):
+        run_pretraining(linear)
 
 
 def test_a_probe_added_to_the_table_runs_alone_on_the_saved_points(full_curve, tmp_path, tiny_bert_dir, corpus_dir,
@@ -221,15 +291,17 @@ def test_a_killed_curve_continues_from_its_checkpoint(full_curve, tmp_path, tiny
     checkpoint, and the curve equals the uninterrupted one."""
     out_full, points, full = full_curve
     out = tmp_path / "study"
-    # base 2 steps, then the three arms to step 2 (6 steps), then corefbert's step 3 is the 9th.
+    # base 2 steps, then the three arms to step 2 (trunk 1 + cooldown 1 each: 6 steps), then corefbert's trunk
+    # step 3 is the 10th.
     counter = StepCounter(monkeypatch, fail_at=2 + 6 + 1 + 1)
     with pytest.raises(RuntimeError, match="killed"):
         _run(_argv(tiny_bert_dir, corpus_dir, out, points))
     monkeypatch.undo()
     counter = StepCounter(monkeypatch)
     result = _run(_argv(tiny_bert_dir, corpus_dir, out, points))
-    assert counter.by_arm(out) == {"corefbert": 1, "mrm": 2, "wwm": 2}
-    assert result["runs"]["resumed"] == 3 and result["runs"]["points_kept"] == 3
+    # corefbert: the killed trunk step 3 again (step 2 was checkpointed), then its cooldown; the others as before.
+    assert counter.by_arm(out) == {"corefbert": 2, "mrm": 3, "wwm": 3}
+    assert result["runs"]["resumed"] == 6 and result["runs"]["points_kept"] == 3
     assert result["rows"] == full["rows"]
 
 
@@ -241,7 +313,7 @@ def test_a_point_the_run_has_passed_is_refused_in_one_line(full_curve, tmp_path,
         _run(_argv(tiny_bert_dir, corpus_dir, out, f"{points},{_points(corpus_dir, 3)}"))
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1].startswith("error: ") and "falls before step 4, which this run has passed" in err[-1], err
+    assert err[-1].startswith("error: ") and "branches off step 2, before step 3, which this run has passed" in err[-1], err
 
 
 @pytest.mark.parametrize("extra, message", [
