@@ -368,3 +368,46 @@ def pair_bootstrap_reference(scores: list[np.ndarray], labels: list[np.ndarray],
     fn = len(positives) - tp
     fp = sum(n > 0 for n in negatives)
     return {"auc": auc, "f1": 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0}
+
+
+# ---------------------------------------------------------------- the same-candidate mention recovery probe
+
+
+def same_candidate_reference(log_p_at: dict, hidden: torch.Tensor, vector: torch.Tensor, batch: Mapping,
+                             row: int = 0) -> dict[str, list[int]]:
+    """:func:`corefbert.ablation.probes.same_candidate_hits` written out, one mention and one candidate word at a
+    time, in float64 Python arithmetic. ``log_p_at[position]`` is the MLM head's log-probability list over the
+    vocabulary at a masked position; ``hidden`` ``[batch, seq, hidden]``. A candidate: a word (a run of one
+    ``word_ids`` value) whose first and last tokens are copyable, in the mention's document; the best candidate
+    under a scorer is the first of the highest score in position order; a hit recovers the masked word's subwords."""
+    ids, labels = batch["input_ids"][row].tolist(), batch["labels"][row].tolist()
+    word_ids, copy = batch["word_ids"][row].tolist(), batch["copy_mask"][row].tolist()
+    documents = batch["document_ids"][row].tolist() if "document_ids" in batch else None
+    h = hidden[row].double().tolist()
+    trained = vector.double().tolist()
+    untrained = [1.0 / len(trained)] * len(trained)
+    words = {}  # word id -> [first position, last position]
+    for k, w in enumerate(word_ids):
+        if w >= 0:
+            words.setdefault(w, [k, k])[1] = k
+    found = {"same_mlm": [0, 0], "same_copy": [0, 0], "same_copy_untrained": [0, 0]}
+    for m in range(batch["mrp_mention_mask"].shape[1]):
+        if not batch["mrp_mention_mask"][row, m]:
+            continue
+        s, t = int(batch["mrp_mention_starts"][row, m]), int(batch["mrp_mention_ends"][row, m])
+        target = labels[s:t + 1]
+        options = [(a, b) for a, b in sorted(words.values()) if copy[a] and copy[b]
+                   and (documents is None or documents[a] == documents[s])]
+
+        def dot(v, i, k):
+            return sum(v[d] * h[k][d] * h[i][d] for d in range(len(v)))
+
+        scorers = {"same_mlm": lambda a, b: log_p_at[s][ids[a]] + log_p_at[t][ids[b]],
+                   "same_copy": lambda a, b: dot(trained, s, a) + dot(trained, t, b),
+                   "same_copy_untrained": lambda a, b: dot(untrained, s, a) + dot(untrained, t, b)}
+        for name, score in scorers.items():
+            found[name][1] += 1
+            if options:
+                a, b = max(options, key=lambda o: (score(*o), -o[0]))
+                found[name][0] += ids[a:b + 1] == target
+    return found

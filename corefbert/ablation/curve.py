@@ -51,7 +51,6 @@ import numpy as np
 import corefbert
 from corefbert.ablation.frozen_probe import (
     DEFAULT_WINDOW,
-    encoder_config,
     figure_name,
     frozen_coref_probe,
     split_files,
@@ -59,6 +58,7 @@ from corefbert.ablation.frozen_probe import (
 from corefbert.ablation.mention_pairs import prepare_document
 from corefbert.ablation.pair_statistics import frozen_paired_difference
 from corefbert.ablation.probes import (
+    HELDOUT_ROWS,
     CorefProbe,
     file_stem,
     heldout_counts,
@@ -83,6 +83,8 @@ POINT_RECORD = "point.json"
 START = "backbone"
 #: The arm every difference is taken against (paper table 7: each arm against "-NSP, +WWM").
 REFERENCE = "wwm"
+#: The zero-shot rows' names by scorer: the masked LM, the copy head, the copy head with V untrained (its control).
+MLM_ROW, COPY_ROW, UNTRAINED_COPY_ROW = "zero-shot", "zero-shot, copy head", "zero-shot, copy head, untrained V"
 #: The shared pronoun files the curve scores zero-shot by default (where each comes from: docs/design.md, the data).
 DEFAULT_ZERO_SHOT = ("dpr/dpr_dev_small.txt", "gap/gap-validation.tsv")
 _SUFFIXES = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "g": 10**9}
@@ -246,29 +248,33 @@ def _count_paired(kind: str) -> Callable:
 ROW_KINDS: dict[str, RowKind] = {kind: RowKind(_count_figure(kind), _count_paired(kind)) for kind in ("ratio",
                                                                                                        "gap_f1")}
 
-def _frozen_kind(metric: str) -> RowKind:
-    """Rows of the frozen-feature probe: its figure at its last probed layer over all test pairs (percent), and the
-    paired document-bootstrap difference of two arms (seeds paired) from :func:`frozen_paired_difference`."""
-    def name(result: dict) -> str:
-        return figure_name(metric, "all", result["frozen_layers"][-1])
+def _frozen_kind(kind: str) -> RowKind:
+    """Rows of the frozen-feature probe, ``frozen_auc:<subset>:<layer>`` (the figure, percent, and the paired
+    document-bootstrap difference of two arms, seeds paired, from :func:`frozen_paired_difference`) or
+    ``frozen_gain_auc:<subset>:<layer>`` (the layer's gain over the same model's layer 0; no arm comparison)."""
+    family, subset, layer = kind.split(":")
+    name = figure_name("auc", subset, int(layer), gain=family == "frozen_gain_auc")
 
     def figure(seeds: list[dict]) -> float:
-        values = [r[name(r)] for r in seeds]
+        values = [r.get(name) for r in seeds]
         return float("nan") if any(v is None for v in values) else 100.0 * float(np.mean(values))
 
-    def paired(a: list[dict], b: list[dict], samples: int, seed: int) -> dict:
-        found = frozen_paired_difference(a, b, name(a[0]), name(b[0]), samples, seed)
+    def paired(a: list[dict], b: list[dict], samples: int, seed: int) -> dict | None:
+        if family == "frozen_gain_auc":
+            return None
+        found = frozen_paired_difference(a, b, name, name, samples, seed)
         scaled = {k: None if found[k] is None else 100.0 * found[k] for k in ("difference", "ci_low", "ci_high")}
         return {**scaled, "seeds": found["seeds"], "examples": found["documents"], "samples": found["samples"]}
 
     return RowKind(figure, paired)
 
 
-ROW_KINDS.update({f"frozen_{metric}": _frozen_kind(metric) for metric in ("f1", "auc")})
+def row_kind(kind: str) -> RowKind:
+    """How the rows of ``kind`` are figured and compared (:data:`ROW_KINDS`, and the frozen probe's kinds)."""
+    if kind not in ROW_KINDS and kind.startswith("frozen_"):
+        ROW_KINDS[kind] = _frozen_kind(kind)
+    return ROW_KINDS[kind]
 
-#: Row names of the held-out probe's parts (the single-point study's names).
-HELDOUT_ROWS = {"mlm": "held-out MLM accuracy", "mlm_repeated": "held-out MLM accuracy: repeated mentions",
-                "mlm_other": "held-out MLM accuracy: other masked words", "mrp": "held-out MRP accuracy"}
 
 
 def zero_shot_files(study) -> list[str]:
@@ -295,10 +301,10 @@ def point_probes(study) -> list[PointProbe]:
                          lambda results: {HELDOUT_ROWS.get(k, k): ("ratio", v) for k, v in results.items()})]
     for path in zero_shot_files(study):
         stem = file_stem(path)
-        for scorer, name, row in (("mlm", f"zeroshot_{stem}", "zero-shot"), ("copy", f"zeroshot_copy_{stem}",
-                                                                            "zero-shot, copy head")):
+        for scorer, name, row in (("mlm", f"zeroshot_{stem}", MLM_ROW), ("copy", f"zeroshot_copy_{stem}", COPY_ROW),
+                                  ("copy_untrained", f"zeroshot_copyuntrained_{stem}", UNTRAINED_COPY_ROW)):
             probe = CorefProbe([path], max_eval_samples=study.probe_max_eval_samples, zero_shot=scorer)
-            needs_copy = scorer == "copy"
+            needs_copy = scorer == "copy"  # the control runs everywhere: the start's, MRM's and WWM's V is untrained
             probes.append(PointProbe(
                 name, lambda site, p=probe, c=needs_copy: None if c and not site.copy_trained else
                 {**p.settings(), **start}, _coref_runner(probe), _coref_rows(row)))
@@ -338,17 +344,17 @@ def frozen_split(study) -> tuple[list[str], list[str]] | None:
 
 def frozen_point_probe(study) -> PointProbe | None:
     """The frozen-feature coreference probe (:mod:`corefbert.ablation.frozen_probe`) at every point: a pair
-    classifier on the frozen last layer of the model, fitted on the split's training documents and scored on its
-    test documents, the probe's seed ``--probe_seed``. The documents are read once; their windows are cut once per
-    tokenizer (every arm of a curve shares the base's)."""
+    classifier on the frozen states of every layer (0, the embedding output, to the last), fitted on the split's
+    training documents and scored on its test documents, the probe's seed ``--probe_seed``. Its result is reused
+    only for the same documents' content (a digest of the files' bytes, not their names). The documents are read
+    once; their windows are cut once per tokenizer (every arm of a curve shares the base's)."""
     split = frozen_split(study)
     if split is None:
         return None
 
     train_files, test_files = split
-    settings = {"train": sorted(Path(f).name for f in train_files), "test": sorted(Path(f).name for f in test_files),
-                "layer": "last", "window": DEFAULT_WINDOW, "seed": study.probe_seed,
-                "base_mlm_steps": study.base_mlm_steps}
+    settings = {"documents": files_digest(train_files, test_files), "layer": "every", "window": DEFAULT_WINDOW,
+                "seed": study.probe_seed, "base_mlm_steps": study.base_mlm_steps}
     prepared: dict[str, tuple[list, list]] = {}  # the tokenizer's vocabulary digest -> (train, test) windows
 
     def run(site: ProbeSite, _folder: Path) -> dict:
@@ -359,13 +365,44 @@ def frozen_point_probe(study) -> PointProbe | None:
             prepared[key] = tuple([prepare_document(d, tokenizer, DEFAULT_WINDOW) for d in read_conll(files)]
                                   for files in (train_files, test_files))
         train, test = prepared[key]
-        last = encoder_config(site.model_dir).num_hidden_layers
-        return frozen_coref_probe(site.model_dir, tokenizer, train, test, layers=[last], seed=study.probe_seed,
+        return frozen_coref_probe(site.model_dir, tokenizer, train, test, layers=None, seed=study.probe_seed,
                                   bootstrap_samples=study.bootstrap_samples)
 
-    return PointProbe("frozen_coref", lambda site: settings, run,
-                      lambda results: {"frozen coref probe (last layer): pair F1": ("frozen_f1", results),
-                                       "frozen coref probe (last layer): AUC": ("frozen_auc", results)})
+    return PointProbe("frozen_coref", lambda site: settings, run, frozen_rows)
+
+
+#: The frozen probe's subsets as the tables name them.
+FROZEN_SUBSETS = {"all": "all pairs", "diffstring": "different strings", "pronoun_name": "pronoun–name"}
+
+
+def frozen_rows(result: dict) -> dict[str, tuple[str, Any]]:
+    """The frozen probe's table rows: AUC at every layer on each subset (a row kind per figure), and each layer's
+    gain over layer 0 on all pairs."""
+    rows = {}
+    for subset, label in FROZEN_SUBSETS.items():
+        for layer in result["frozen_layers"]:
+            rows[frozen_row(layer, label)] = (f"frozen_auc:{subset}:{layer}", result)
+    for layer in result["frozen_layers"][1:]:
+        rows[f"frozen coref probe, layer {layer}: AUC gain over layer 0 (all pairs)"] = (
+            f"frozen_gain_auc:all:{layer}", result)
+    return rows
+
+
+def frozen_row(layer: int, subset_label: str) -> str:
+    return f"frozen coref probe, layer {layer}: AUC ({subset_label})"
+
+
+def files_digest(*groups: list[str]) -> str:
+    """SHA-256 (16 hex digits) of the files' bytes, group by group in the order given: the same documents under
+    other names or paths give the same digest, another content under the same names does not."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for files in groups:
+        digest.update(b"\x00group")
+        for path in files:
+            digest.update(hashlib.sha256(Path(path).read_bytes()).digest())
+    return digest.hexdigest()[:16]
 
 
 def _heldout_settings(site: ProbeSite) -> dict:
@@ -375,7 +412,7 @@ def _heldout_settings(site: ProbeSite) -> dict:
             "mrp_ratio": site.train_args.mrp_ratio or 0.2, "mlm_probability": site.train_args.mlm_probability,
             "copy_trained": site.copy_trained,
             "corpus": f"{len(site.eval_rows)} held-out rows, sha256 {rows_digest(site.eval_rows)}",
-            "split": "mlm_repeated/mlm_other"}
+            "split": "mlm_repeated/mlm_other/same_candidates"}
 
 
 def _run_heldout(site: ProbeSite, _folder: Path) -> dict:
@@ -384,6 +421,7 @@ def _run_heldout(site: ProbeSite, _folder: Path) -> dict:
                            site.study.probe_seed, site.seed)
     if not site.copy_trained:
         found.pop("mrp")
+        found.pop("same_copy")
     return found
 
 

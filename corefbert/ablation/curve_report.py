@@ -14,21 +14,44 @@ from pathlib import Path
 import numpy as np
 
 from corefbert.ablation import curve
-from corefbert.ablation.curve import REFERENCE, ROW_KINDS, START, point_dir, saved_point, token_label
+from corefbert.ablation.curve import START, point_dir, row_kind, saved_point, token_label
+from corefbert.ablation.probes import HELDOUT_ROWS
 from corefbert.ablation.report import ARM_LABELS
 from corefbert.ablation.study import ARMS, run_dir
 from corefbert.pretraining.plotting import pyplot, save_figure
 from corefbert.text.durable import replace_file
 from corefbert.text.jsonio import read_json
 
-#: The copy head's zero-shot rows are compared with WWM's masked-LM scoring of the same problems.
-COPY_PREFIX, MLM_PREFIX = "zero-shot, copy head: ", "zero-shot: "
+#: The copy head's zero-shot rows are compared with the other arms' masked-LM scoring of the same problems, and
+#: with the same arm's copy scoring under an untrained V (the control).
+COPY_PREFIX, MLM_PREFIX = f"{curve.COPY_ROW}: ", f"{curve.MLM_ROW}: "
+UNTRAINED_PREFIX = f"{curve.UNTRAINED_COPY_ROW}: "
+#: The arms every other arm is compared with: table 7's WWM, and MRM (the copy loss's own question).
+REFERENCES = ("wwm", "mrm")
 
 
 def reference_row(row: str) -> str:
-    """The WWM row an arm's row is paired with (the same problems): itself, or for the copy head's scoring the
-    masked LM's scoring of the same file."""
-    return MLM_PREFIX + row[len(COPY_PREFIX):] if row.startswith(COPY_PREFIX) else row
+    """The row of another arm an arm's row is paired with (the same problems): itself, or for a copy head's scoring
+    the masked LM's scoring of the same problems and candidates."""
+    if row.startswith(COPY_PREFIX):
+        return MLM_PREFIX + row[len(COPY_PREFIX):]
+    return HELDOUT_ROWS["same_mlm"] if row == HELDOUT_ROWS["same_copy"] else row
+
+
+def control_row(row: str) -> str | None:
+    """The same arm's row a trained copy head is compared with: the same scoring with V untrained (None: no
+    control)."""
+    if row.startswith(COPY_PREFIX):
+        return UNTRAINED_PREFIX + row[len(COPY_PREFIX):]
+    return HELDOUT_ROWS["same_copy_untrained"] if row == HELDOUT_ROWS["same_copy"] else None
+
+
+def minimum_detectable(ci: dict) -> float | None:
+    """The smallest true difference a paired test with this interval detects with 80% power at a two-sided 5%
+    level: (1.96 + 0.84) standard errors, the standard error read off the 95% interval (its width / 3.92)."""
+    if ci.get("ci_low") is None or ci.get("ci_high") is None:
+        return None
+    return 2.8 * (ci["ci_high"] - ci["ci_low"]) / 3.92
 
 
 def read_curve(root: Path, study, seeds: list[int], points: list[int]) -> tuple[dict, dict, list[str]]:
@@ -62,37 +85,65 @@ def read_curve(root: Path, study, seeds: list[int], points: list[int]) -> tuple[
 
 
 def row_order(row: str) -> tuple:
-    """The tables' order: the held-out parts (all, repeated mentions, other words, MRP), zero-shot rows with each
-    file's copy-head row after its masked-LM row, fine-tuning probes, QUOREF, then any other probe's rows."""
-    rows = list(curve.HELDOUT_ROWS.values())
+    """The tables' order: the held-out parts (:data:`HELDOUT_ROWS`' order), each zero-shot file's rows (masked LM,
+    copy head, copy head with V untrained), the frozen probe (by subset, then layer), the fine-tuning probes,
+    QUOREF, then any other probe's rows."""
+    rows = list(HELDOUT_ROWS.values())
     if row in rows:
-        return 0, rows.index(row), ""
-    family = next((n for n, p in enumerate((MLM_PREFIX, COPY_PREFIX, "eq. 5", "QUOREF")) if row.startswith(p)), 4)
-    return 1 + (family if family > 1 else 0), 0, reference_row(row) + str(family)
+        return 0, rows.index(row), 0, ""
+    for scorer, prefix in enumerate((MLM_PREFIX, COPY_PREFIX, UNTRAINED_PREFIX)):
+        if row.startswith(prefix):
+            return 1, 0, scorer, row[len(prefix):]
+    if row.startswith("frozen coref probe, layer "):
+        layer, rest = row[len("frozen coref probe, layer "):].split(":", 1)
+        return 2, int("gain" in rest), 0, f"{rest}{int(layer):03d}"
+    family = next((n for n, p in enumerate(("eq. 5", "LitBank", "QUOREF")) if row.startswith(p)), 3)
+    return 3 + family, 0, 0, row
 
 
 def summarize_curve(table: dict, study) -> dict:
-    """Per row and point: each arm's figure per seed and its mean over seeds, and every arm's difference to WWM
-    (paired bootstrap over the same examples, seeds paired) where both have the point."""
+    """Per row and point: each arm's figure per seed and its mean over seeds; every arm's difference to WWM and
+    to MRM (``vs_wwm``, ``vs_mrm``: paired bootstrap over the same examples, seeds paired; a copy head's row against
+    the other arm's masked-LM row) and, for a trained copy head, to its own untrained V (``vs_control``); each
+    difference with its per-seed values and its minimum detectable effect (``mde``)."""
     out = {}
     for row, by_tokens in sorted(table.items(), key=lambda item: row_order(item[0])):
-        reference = table.get(reference_row(row), {})
+        reference, control = table.get(reference_row(row), {}), table.get(control_row(row) or "", {})
         for tokens, by_arm in sorted(by_tokens.items()):
-            entry = {"arms": {}, "vs_wwm": {}}
+            entry = {"arms": {}, **{f"vs_{r}": {} for r in REFERENCES}, "vs_control": {}}
             for arm, by_seed in by_arm.items():
                 kind = next(iter(by_seed.values()))[0]
-                figure = ROW_KINDS[kind].figure
+                figure = row_kind(kind).figure
                 entry["arms"][arm] = {"per_seed": {str(s): figure([d]) for s, (_, d) in sorted(by_seed.items())},
                                       "mean": figure([d for _, d in by_seed.values()]),
                                       "counts": _counts(kind, [d for _, d in by_seed.values()])}
-                wwm = reference.get(tokens, {}).get(REFERENCE, {})
-                common = [s for s in sorted(by_seed) if s in wwm and np.shape(by_seed[s][1]) == np.shape(wwm[s][1])]
-                if arm != REFERENCE and tokens and common:
-                    entry["vs_wwm"][arm] = ROW_KINDS[kind].paired([by_seed[s][1] for s in common],
-                                                                  [wwm[s][1] for s in common],
-                                                                  study.bootstrap_samples, study.probe_seed)
+                if not tokens:
+                    continue
+                # WWM − MRM would repeat MRM − WWM: WWM is compared with nothing.
+                others = [(f"vs_{r}", reference.get(tokens, {}).get(r, {})) for r in REFERENCES
+                          if r != arm and arm != "wwm"]
+                others.append(("vs_control", control.get(tokens, {}).get(arm, {})))
+                for key, against in others:
+                    found = _paired(kind, by_seed, against, study)
+                    if found is not None:
+                        entry[key][arm] = found
             out.setdefault(row, {})[str(tokens)] = entry
     return out
+
+
+def _paired(kind: str, by_seed: dict, against: dict, study) -> dict | None:
+    """The paired difference of one arm's seeds against another's (or a control's) on the same examples."""
+    common = [s for s in sorted(by_seed) if s in against and np.shape(by_seed[s][1]) == np.shape(against[s][1])]
+    if not common:
+        return None
+    rows = row_kind(kind)
+    found = rows.paired([by_seed[s][1] for s in common], [against[s][1] for s in common], study.bootstrap_samples,
+                        study.probe_seed)
+    if found is None:
+        return None
+    found["per_seed"] = {str(s): rows.figure([by_seed[s][1]]) - rows.figure([against[s][1]]) for s in common}
+    found["mde"] = minimum_detectable(found)
+    return found
 
 
 def _counts(kind: str, seeds: list) -> list[float] | None:
@@ -131,46 +182,64 @@ def _figure(entry: dict | None) -> str:
     counts = entry.get("counts")
     if counts and len(counts) == 2:
         return f"{entry['mean']:.1f} ({counts[0]:,.0f}/{counts[1]:,.0f})"
-    return f"{entry['mean']:.1f}"
+    seeds = entry.get("per_seed") or {}
+    return f"{entry['mean']:.1f}" + (" (" + " / ".join(f"{v:.1f}" for v in seeds.values()) + ")" if len(seeds) > 1
+                                     else "")
 
 
 def _difference(ci: dict | None) -> str:
-    if ci is None:
+    """``+1.2 [−0.3, +2.6]`` with the per-seed differences where there are several, and the minimum detectable
+    effect beside an interval that holds 0."""
+    if ci is None or ci.get("difference") is None:
         return "–"
-    return f"{ci['difference']:+.1f} [{ci['ci_low']:+.1f}, {ci['ci_high']:+.1f}]"
+    text = f"{ci['difference']:+.1f} [{ci['ci_low']:+.1f}, {ci['ci_high']:+.1f}]"
+    seeds = ci.get("per_seed") or {}
+    if len(seeds) > 1:
+        text += " (" + ", ".join(f"{v:+.1f}" for v in seeds.values()) + ")"
+    if ci["ci_low"] <= 0 <= ci["ci_high"] and ci.get("mde") is not None:
+        text += f"; MDE {ci['mde']:.1f}"
+    return text
+
+
+#: The contrasts the tables show: (label, arm, the entry's key).
+CONTRASTS = (("CorefBERT − MRM", "corefbert", "vs_mrm"), ("CorefBERT − WWM", "corefbert", "vs_wwm"),
+             ("MRM − WWM", "mrm", "vs_wwm"), ("trained − untrained V", "corefbert", "vs_control"))
 
 
 def write_curve_markdown(path: Path, result: dict) -> Path:
-    """The differences to WWM by point (one table), then every point's figures (a table each)."""
+    """The contrasts by point (one table), then every point's figures (a table each)."""
     arms = [a for a in ("corefbert", "mrm", "official_loss", "wwm")
             if any(a in e["arms"] for r in result["rows"].values() for e in r.values())]
-    others = [a for a in arms if a != REFERENCE]
     points = result["points"]
     lines = ["# The ablation as a curve", "", _settings_line(result), "",
-             "## Each arm − WWM (points; paired bootstrap 95% CI over the same examples)", "",
-             "| probe | arm | " + " | ".join(f"{token_label(t)} ({_tokens_of(result, t)})" for t in points) + " |",
+             "## The contrasts by point (paired bootstrap 95% CI over the same examples)", "",
+             "| probe | contrast | " + " | ".join(f"{token_label(t)} ({_tokens_of(result, t)})" for t in points) + " |",
              "|---|---|" + "---|" * len(points)]
     for row, by_tokens in result["rows"].items():
-        for arm in others:
-            cells = [_difference(by_tokens.get(str(t), {}).get("vs_wwm", {}).get(arm)) for t in points]
+        for label, arm, key in CONTRASTS:
+            cells = [_difference(by_tokens.get(str(t), {}).get(key, {}).get(arm)) for t in points]
             if any(c != "–" for c in cells):
-                lines.append(f"| {row} | {ARM_LABELS.get(arm, arm)} | " + " | ".join(cells) + " |")
+                lines.append(f"| {row} | {label} | " + " | ".join(cells) + " |")
     for tokens in points:
         lines += ["", f"## {token_label(tokens)} tokens per arm (trained: {_tokens_of(result, tokens)})", "",
                   "| probe | start | " + " | ".join(ARM_LABELS.get(a, a) for a in arms) + " | "
-                  + " | ".join(f"{a} − wwm [95% CI]" for a in others) + " |",
-                  "|---" * (2 + len(arms) + len(others)) + "|"]
+                  + " | ".join(label for label, _, _ in CONTRASTS) + " |",
+                  "|---" * (2 + len(arms) + len(CONTRASTS)) + "|"]
         for row, by_tokens in result["rows"].items():
             entry = by_tokens.get(str(tokens))
             if entry is None:
                 continue
             start = by_tokens.get("0", {}).get("arms", {}).get(START)
             lines.append(f"| {row} | {_figure(start)} | " + " | ".join(_figure(entry["arms"].get(a)) for a in arms)
-                         + " | " + " | ".join(_difference(entry["vs_wwm"].get(a)) for a in others) + " |")
-    lines += ["", f"Percent; counts (correct/total) where one seed; seeds {', '.join(map(str, result['seeds']))}. "
-              f"A difference is the arm's figure minus WWM's on the same examples (the copy head's rows: minus WWM's "
-              f"masked-LM scoring of the same file); its interval redraws the examples "
-              f"({result['study']['bootstrap_samples']} samples), every seed of a drawn example kept."]
+                         + " | " + " | ".join(_difference(entry.get(key, {}).get(arm)) for _, arm, key in CONTRASTS)
+                         + " |")
+    lines += ["", f"Percent; counts (correct/total) where one seed, per-seed figures in brackets where several; seeds "
+              f"{', '.join(map(str, result['seeds']))}. A difference is one arm's figure minus another's on the same "
+              "examples (a copy head's rows: minus the other arm's masked-LM scoring of the same problems and "
+              "candidates; trained − untrained V: the same checkpoint's copy scoring with V at 1/hidden); its "
+              f"interval redraws the examples ({result['study']['bootstrap_samples']} samples), every seed of a "
+              "drawn example kept; per-seed differences in brackets. MDE: the minimum detectable effect beside an "
+              "interval that holds 0, the true difference this test detects with 80% power at a two-sided 5% level."]
     if result["missing"]:
         lines += ["", f"Missing ({len(result['missing'])}): " + "; ".join(result["missing"][:30])]
     replace_file(path, "\n".join(lines) + "\n", "the curve table")

@@ -30,6 +30,12 @@ from corefbert.text.jsonio import read_json, read_jsonl
 from corefbert.text.tokenizers import load_tokenizer
 
 RATIO, GAP_F1 = "ratio", "gap_f1"
+#: Row names of the held-out probe's parts (:func:`heldout_counts`' keys).
+HELDOUT_ROWS = {"mlm": "held-out MLM accuracy", "mlm_repeated": "held-out MLM accuracy: repeated mentions",
+                "mlm_other": "held-out MLM accuracy: other masked words", "mrp": "held-out MRP accuracy",
+                "same_mlm": "same candidates, masked mentions recovered: MLM head",
+                "same_copy": "same candidates, masked mentions recovered: copy head",
+                "same_copy_untrained": "same candidates, masked mentions recovered: copy head, untrained V"}
 
 
 def statistic(kind: str, counts: np.ndarray) -> np.ndarray:
@@ -70,9 +76,13 @@ def heldout_counts(model_dir: str, eval_rows, mlm_probability: float, mrp_ratio:
         tokenizer, mlm_probability=mlm_probability, mrp_ratio=mrp_ratio), mask_seed)
     collate.epoch = "eval"  # the evaluation masks: a function of (mask_seed, row) only
     mlm, repeated, other, mrp = [], [], [], []
+    same = {scorer: [] for scorer in SAME_CANDIDATE_SCORERS}
     with torch.no_grad():
         for batch in pretraining_dataloader(eval_rows, collate, 1, train=False):
             out = model(**batch, masked_logits_only=True)
+            for scorer, hits in same_candidate_hits(out.logits, out.last_hidden_state, model.mrp.copy_vector,
+                                                    batch).items():
+                same[scorer].append(hits)
             labels = batch["labels"]
             masked = labels != -100  # [1, L]
             targets = labels[masked]  # [masked]
@@ -83,7 +93,57 @@ def heldout_counts(model_dir: str, eval_rows, mlm_probability: float, mrp_ratio:
             other.append([int(hit[~in_mention].sum()), int((~in_mention).sum())])
             total = 0 if out.mrp_total is None else int(out.mrp_total)
             mrp.append([int(out.mrp_correct) if total else 0, total])
-    return {"mlm": mlm, "mlm_repeated": repeated, "mlm_other": other, "mrp": mrp}
+    return {"mlm": mlm, "mlm_repeated": repeated, "mlm_other": other, "mrp": mrp, **same}
+
+
+#: The scorers of the same-candidate probe: the MLM head, the copy head with its V, the copy head with V untrained.
+SAME_CANDIDATE_SCORERS = ("same_mlm", "same_copy", "same_copy_untrained")
+
+
+def same_candidate_hits(logits, hidden_states, copy_vector, batch: dict) -> dict[str, list[int]]:
+    """Mention recovery with one set of candidates for every scorer, on one collator row: ``{scorer: [hits,
+    masked mentions]}``.
+
+    Each masked mention ``w_i`` (first/last subword ``s_i``/``t_i``) chooses among the row's copyable words of its
+    document (those the copy head's accuracy ranks, :func:`corefbert.pretraining.modeling.candidate_words`); a
+    candidate word ``w`` with first/last subword ``s_w``/``t_w`` scores, in the copy head's start/end form (eq. 3),
+    ``same_mlm``: ``log p_MLM(x_{s_w} at s_i) + log p_MLM(x_{t_w} at t_i)``; ``same_copy``: the copy head's
+    ``(V ⊙ h_{s_w})ᵀ h_{s_i} + (V ⊙ h_{t_w})ᵀ h_{t_i}``; ``same_copy_untrained``: the same with V at its
+    initial value 1/hidden (the scorer's control). A hit: the best candidate is the masked word itself (the same
+    subwords); a mention without a candidate is a miss for every scorer.
+
+    ``logits`` ``[masked, vocab]`` (the row's masked positions in order), ``hidden_states`` ``[1, seq, hidden]``."""
+    import torch
+
+    from corefbert.pretraining.modeling import candidate_words, copy_scores
+
+    labels, ids = batch["labels"][0], batch["input_ids"][0]  # [L] each
+    valid = batch["mrp_mention_mask"][0].bool()  # [M]
+    starts, ends = batch["mrp_mention_starts"][0][valid], batch["mrp_mention_ends"][0][valid]  # [m] each
+    mentions = len(starts)
+    if not mentions:
+        return {scorer: [0, 0] for scorer in SAME_CANDIDATE_SCORERS}
+    candidates, word_ends = candidate_words(batch["copy_mask"], batch["word_ids"], batch.get("document_ids"),
+                                            starts[None])
+    candidates = candidates[0].expand(mentions, -1)  # [m, L]
+    word_ends = word_ends[0]  # [L]
+    order = (labels != -100).long().cumsum(0) - 1  # [L]: the logits row of each masked position
+    log_p = torch.log_softmax(logits.float(), dim=-1)  # [masked, vocab]
+    scores = {"same_mlm": log_p[order[starts]][:, ids] + log_p[order[ends]][:, ids[word_ends]]}  # [m, L]
+    untrained = torch.full_like(copy_vector, 1.0 / copy_vector.numel())
+    for scorer, vector in (("same_copy", copy_vector), ("same_copy_untrained", untrained)):
+        start_scores, end_scores = copy_scores(hidden_states, vector, starts[None], ends[None])  # [1, m, L] each
+        scores[scorer] = start_scores[0] + end_scores[0].gather(1, word_ends.expand(mentions, -1))  # [m, L]
+    found = {}
+    for scorer, score in scores.items():
+        best = score.masked_fill(~candidates, float("-inf")).argmax(dim=-1)  # [m]
+        hits = 0
+        for i in range(mentions):
+            k = int(best[i])
+            word, target = ids[k:int(word_ends[k]) + 1], labels[int(starts[i]):int(ends[i]) + 1]
+            hits += bool(candidates[i, k]) and torch.equal(word, target)
+        found[scorer] = [hits, mentions]
+    return found
 
 
 def repeated_mention_tokens(batch: dict):

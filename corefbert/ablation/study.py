@@ -30,6 +30,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from corefbert.ablation.probes import (
+    HELDOUT_ROWS,
     CorefProbe,
     QuorefProbe,
     file_stem,
@@ -355,7 +356,7 @@ def _probe(study, train_args, eval_rows, arm: str, seed: int, model_dir: str, co
                "mlm_probability": train_args.mlm_probability, "copy_trained": copy_trained,
                # The probe reads the held-out rows only (was labelled "32 train + 32 held-out", one split twice).
                "corpus": f"{len(eval_rows)} held-out rows, sha256 {rows_digest(eval_rows)}",
-               "split": "mlm_repeated/mlm_other"}  # results from before the split lack it: probed again
+               "split": "mlm_repeated/mlm_other/same_candidates"}  # results from before the split lack it: probed again
     start = {"base_mlm_steps": study.base_mlm_steps}  # a probe of another starting point is not reused
     todo = [name for name, settings in (("heldout", heldout), *((n, p.settings()) for n, p in probes.items()))
             if _cached(folder / f"{name}.json", {**settings, **start}) is None]
@@ -367,6 +368,7 @@ def _probe(study, train_args, eval_rows, arm: str, seed: int, model_dir: str, co
         found = heldout_counts(model_dir, eval_rows, train_args.mlm_probability, mrp_ratio, study.probe_seed, seed)
         if not copy_trained:
             found.pop("mrp")
+            found.pop("same_copy")
         _store(folder / "heldout.json", {**heldout, **start}, found)
     for name in todo[1:] if "heldout" in todo else todo:
         stale = (folder / f"{name}.json").is_file()  # other settings: start the probe over
@@ -417,9 +419,6 @@ def probe_table(root: Path, arms: list[str], seeds: list[int]) -> tuple[dict, li
                                                         item[0]))), missing
 
 
-#: Row names of the held-out probe's parts.
-HELDOUT_ROWS = {"mlm": "held-out MLM accuracy", "mlm_repeated": "held-out MLM accuracy: repeated mentions",
-                "mlm_other": "held-out MLM accuracy: other masked words", "mrp": "held-out MRP accuracy"}
 
 
 def _flatten(name: str, results: dict) -> dict[str, tuple[str, list]]:

@@ -69,7 +69,8 @@ class CorefBertPreTrainingOutput(ModelOutput):
 
     ``loss`` = ``mlm_loss + config.mrp_loss_weight * mrp_loss``; ``logits`` is ``[batch, seq, vocab]``;
     ``mrp_correct`` / ``mrp_total`` are detached counts of masked mentions whose highest-scoring copyable
-    context word is a true referent, and of masked mentions.
+    context word is a true referent, and of masked mentions; ``last_hidden_state`` ``[batch, seq, hidden]`` is
+    what both heads read (the probes score candidates with it).
     """
 
     loss: torch.FloatTensor | None = None
@@ -80,6 +81,7 @@ class CorefBertPreTrainingOutput(ModelOutput):
     mrp_total: torch.LongTensor | None = None
     hidden_states: tuple[torch.FloatTensor, ...] | None = None
     attentions: tuple[torch.FloatTensor, ...] | None = None
+    last_hidden_state: torch.FloatTensor | None = None
 
 
 class MentionReferenceHead(nn.Module):
@@ -254,6 +256,20 @@ def _word_end_positions(word_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Ten
     return is_first, ends_by_ordinal.gather(1, ordinal.clamp(min=0))
 
 
+def candidate_words(copy_mask: torch.Tensor, word_ids: torch.Tensor, document_ids: torch.Tensor | None = None,
+                    mention_starts: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The words a masked mention may be copied from: ``(candidates, word_ends)``, where ``candidates`` is
+    ``[batch, 1, seq]`` (``[batch, mentions, seq]`` with ``document_ids``: the query's document only), True at the
+    first token of every word whose first and last tokens are copyable, and ``word_ends`` ``[batch, seq]`` gives
+    each word start's last token."""
+    is_first, word_ends = _word_end_positions(word_ids)  # [batch, seq] each
+    copy_mask = copy_mask.bool()
+    candidates = (is_first & copy_mask & copy_mask.gather(1, word_ends)).unsqueeze(1)  # [batch, 1, seq]
+    if document_ids is not None:
+        candidates = copy_candidates(candidates.squeeze(1), document_ids, mention_starts)  # [batch, mentions, seq]
+    return candidates, word_ends
+
+
 @torch.no_grad()
 def mrp_accuracy_counts(
     start_scores: torch.Tensor,
@@ -272,11 +288,7 @@ def mrp_accuracy_counts(
     the same for every candidate, so the argmax does not depend on them). Shapes as in :func:`mrp_loss`;
     with ``document_ids`` (and the queries' ``mention_starts``) only words of the query's document compete.
     """
-    is_first, word_ends = _word_end_positions(word_ids)  # [batch, seq] each
-    copy_mask = copy_mask.bool()
-    candidates = (is_first & copy_mask & copy_mask.gather(1, word_ends)).unsqueeze(1)  # [batch, 1, seq]
-    if document_ids is not None:
-        candidates = copy_candidates(candidates.squeeze(1), document_ids, mention_starts)  # [batch, mentions, seq]
+    candidates, word_ends = candidate_words(copy_mask, word_ids, document_ids, mention_starts)
     mentions = start_scores.shape[1]
     word_scores = start_scores + end_scores.gather(2, word_ends.unsqueeze(1).expand(-1, mentions, -1))
     word_scores = word_scores.masked_fill(~candidates, float("-inf"))  # [batch, mentions, seq]
@@ -445,7 +457,7 @@ class CorefPreTrainingMixin:
         return CorefBertPreTrainingOutput(
             loss=loss, mlm_loss=mlm_loss, mrp_loss=mrp_value, logits=logits,
             mrp_correct=mrp_correct, mrp_total=mrp_total,
-            hidden_states=outputs.hidden_states, attentions=outputs.attentions,
+            hidden_states=outputs.hidden_states, attentions=outputs.attentions, last_hidden_state=hidden_states,
         )
 
 

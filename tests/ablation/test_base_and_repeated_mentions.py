@@ -167,3 +167,39 @@ def test_the_cli_help_shows_the_new_flags(capsys):
     out = capsys.readouterr().out
     for flag in ("--base_mlm_steps", "--quoref_train_file", "--quoref_validation_file", "--quoref_max_steps"):
         assert flag in out
+
+
+def test_the_same_candidate_probe_equals_a_literal_loop_over_mentions(tiny_bert_dir, corpus_dir):
+    """Every scorer of the same-candidate probe (the MLM head in the copy head's start/end form, the copy head, the
+    copy head with V untrained) against the literal reading, row by row of real collator batches; a trained-looking
+    V (random) keeps the two copy scorers apart."""
+    import torch
+    from datasets import load_from_disk
+    from references import same_candidate_reference
+    from transformers import AutoTokenizer
+
+    from corefbert.ablation.probes import same_candidate_hits
+    from corefbert.pretraining.collator import DataCollatorForMentionReferencePrediction
+    from corefbert.pretraining.families import load_pretraining_model
+
+    rows = load_from_disk(str(corpus_dir))["train"]
+    collator = DataCollatorForMentionReferencePrediction(AutoTokenizer.from_pretrained(tiny_bert_dir),
+                                                         mlm_probability=0.3, mrp_ratio=0.5)
+    torch.manual_seed(0)
+    model = load_pretraining_model(str(tiny_bert_dir)).eval()
+    with torch.no_grad():
+        model.mrp.copy_vector.normal_()
+    totals = {}
+    for i in range(len(rows)):
+        batch = collator([rows[i]], np.random.default_rng(i))
+        with torch.no_grad():
+            out = model(**batch, masked_logits_only=True)
+        log_p = torch.log_softmax(out.logits.double(), -1)
+        positions = torch.nonzero(batch["labels"][0] != -100).flatten().tolist()
+        log_p_at = {p: log_p[n].tolist() for n, p in enumerate(positions)}
+        fast = same_candidate_hits(out.logits, out.last_hidden_state, model.mrp.copy_vector, batch)
+        assert fast == same_candidate_reference(log_p_at, out.last_hidden_state, model.mrp.copy_vector, batch), i
+        for name, (hits, total) in fast.items():
+            totals[name] = [a + b for a, b in zip(totals.get(name, [0, 0]), (hits, total))]
+    assert totals["same_mlm"][1] > 10  # the rows have masked mentions to recover
+    assert any(hits for hits, _ in totals.values())

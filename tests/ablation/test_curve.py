@@ -116,8 +116,21 @@ def test_every_arm_saves_every_point_and_every_probe_runs_there(full_curve):
     # The copy head scores the pronoun files only where it trains, beside WWM's masked-LM scoring.
     copy = rows["zero-shot, copy head: blocks accuracy"][str(second)]
     assert list(copy["arms"]) == ["corefbert"] and list(copy["vs_wwm"]) == ["corefbert"]
+    # CorefBERT against MRM (table 7's question) beside every arm against WWM, each with its per-seed values and
+    # minimum detectable effect; the trained copy head against its own untrained V on the same checkpoint.
+    for tokens in (first, second):
+        entry = rows["held-out MLM accuracy: repeated mentions"][str(tokens)]
+        ci = entry["vs_mrm"]["corefbert"]
+        assert list(entry["vs_mrm"]) == ["corefbert"]
+        assert ci["mde"] == pytest.approx(2.8 * (ci["ci_high"] - ci["ci_low"]) / 3.92)
+        assert list(entry["vs_mrm"]["corefbert"]["per_seed"]) == [str(SEED)]
+        assert list(rows["zero-shot, copy head: gap F1"][str(tokens)]["vs_control"]) == ["corefbert"]
+        assert sorted(rows["zero-shot, copy head, untrained V: gap F1"][str(tokens)]["arms"]) == sorted(ARMS)
+        same = rows["same candidates, masked mentions recovered: copy head"][str(tokens)]
+        assert sorted(same["vs_wwm"]) == sorted(same["vs_mrm"]) == sorted(same["vs_control"]) == ["corefbert"]
     table = (out / "curve.md").read_text()
-    assert "zero-shot, copy head: gap F1" in table and "Each arm − WWM" in table
+    assert "zero-shot, copy head: gap F1" in table and "| CorefBERT − MRM |" in table
+    assert "trained − untrained V" in table
     assert (out / "curve.png").stat().st_size > 10_000
 
 
@@ -141,7 +154,7 @@ def test_extending_a_curve_continues_its_runs_and_never_trains_a_point_again(ful
     assert longer["runs"]["resumed"] == 6 and longer["runs"]["trained"] == 0  # each trunk, each branch (forked)
     assert longer["runs"]["points_saved"] == 3 and longer["runs"]["points_kept"] == 3
     # Probes of the first point and the start are reused; the second point's run once per arm and probe.
-    assert longer["runs"]["probes_run"] == short["runs"]["probes_run"] - 3  # minus the start's three
+    assert longer["runs"]["probes_run"] == short["runs"]["probes_run"] - 5  # minus the start's five
     for arm in ARMS:
         folder = out / arm / f"seed_{SEED}"
         assert (point_dir(folder, first) / "model.safetensors").stat().st_mtime_ns == kept[arm]
@@ -366,7 +379,7 @@ def test_the_gpu_curve_script_runs_its_cpu_smoke_mode(tmp_path, tiny_bert_dir, c
     report = (out / "ablation_curve.md").read_text()
     for arm in ARMS:
         assert f"{arm}: exit 0" in report, report
-    assert "Each arm − WWM" in report and (out / "curve.png").stat().st_size > 10_000
+    assert "| CorefBERT − MRM |" in report and (out / "curve.png").stat().st_size > 10_000
     rows = json.loads((out / "curve.json").read_text())["rows"]
     assert set(rows["held-out MLM accuracy: repeated mentions"][str(parse_tokens(env["GPU_CURVE_POINTS"])[1])]
                ["vs_wwm"]) == {"corefbert", "mrm"}
@@ -400,32 +413,61 @@ def test_the_shared_pronoun_files_are_scored_by_default_beside_the_given_ones():
 
 def test_the_frozen_feature_probe_runs_at_every_point_with_a_paired_interval(full_curve, tmp_path, tiny_bert_dir,
                                                                             corpus_dir):
-    """Issue 35: the frozen-feature coreference probe is one of the curve's probes: on a curve already trained it
-    runs alone, once at the start and at every point of every arm, and its rows carry each arm's pair F1 and AUC
-    and the paired document-bootstrap difference to WWM; a rerun computes nothing."""
+    """The frozen-feature coreference probe is one of the curve's probes: on a curve already trained it runs alone,
+    once at the start and at every point of every arm, at every layer (0 to the last), and its rows carry each
+    arm's AUC per layer and subset with the paired document-bootstrap difference to WWM and MRM, and each layer's
+    gain over layer 0; a rerun computes nothing; the same documents under other names reuse it, another content
+    under the same names does not."""
     out_full, points, _ = full_curve
     out = tmp_path / "study"
     shutil.copytree(out_full, out)
     conll = FIXTURES / "conll"
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for source in (FIXTURES / "coref_e2e" / "two_docs.conll", conll / "litbank_mini.conll", conll / "mini.gold_conll"):
+        shutil.copy(source, docs / source.name)
     split = tmp_path / "split.yaml"
-    split.write_text(f"train_file:\n  - {FIXTURES / 'coref_e2e' / 'two_docs.conll'}\ntest_file:\n"
-                     f"  - {conll / 'litbank_mini.conll'}\n  - {conll / 'mini.gold_conll'}\n", encoding="utf-8")
+
+    def write_split(folder: Path) -> None:
+        split.write_text(f"train_file:\n  - {folder / 'two_docs.conll'}\ntest_file:\n"
+                         f"  - {folder / 'litbank_mini.conll'}\n  - {folder / 'mini.gold_conll'}\n", encoding="utf-8")
+
+    write_split(docs)
     extra = ("--frozen_probe_split_config", str(split))
     result = _run(_argv(tiny_bert_dir, corpus_dir, out, points, *extra))
     assert result["runs"]["probes_run"] == 1 + 2 * len(ARMS)
     stored = json.loads((out / "backbone" / f"seed_{SEED}" / "probes" / "frozen_coref.json").read_text())
-    assert stored["results"]["frozen_layers"] == [2] and stored["settings"]["layer"] == "last"
-    for row in ("frozen coref probe (last layer): pair F1", "frozen coref probe (last layer): AUC"):
-        last = result["rows"][row][str(parse_tokens(points)[1])]
-        assert sorted(last["arms"]) == sorted(ARMS)
-        assert all(0 <= a["mean"] <= 100 for a in last["arms"].values()), last
-        ci = last["vs_wwm"]["corefbert"]
-        assert ci["examples"] == len(stored["results"]["frozen_test_documents"]) == 3
-        assert ci["ci_low"] <= ci["difference"] <= ci["ci_high"]
-        assert ci["difference"] == pytest.approx(last["arms"]["corefbert"]["mean"] - last["arms"]["wwm"]["mean"])
-    assert "frozen coref probe (last layer): AUC" in (out / "curve.md").read_text()
+    assert stored["results"]["frozen_layers"] == [0, 1, 2] and stored["settings"]["layer"] == "every"
+    second = str(parse_tokens(points)[1])
+    for layer in (0, 1, 2):
+        for subset in ("all pairs", "different strings", "pronoun–name"):
+            last = result["rows"][curve.frozen_row(layer, subset)][second]
+            assert sorted(last["arms"]) == sorted(ARMS)
+            assert all(0 <= a["mean"] <= 100 for a in last["arms"].values() if a["mean"] == a["mean"]), last
+            ci = last["vs_wwm"]["corefbert"]
+            if ci["difference"] is None:  # a subset with pairs of one class only in the fixture
+                continue
+            assert ci["examples"] == len(stored["results"]["frozen_test_documents"]) == 3
+            assert ci["ci_low"] <= ci["difference"] <= ci["ci_high"]
+            assert ci["difference"] == pytest.approx(last["arms"]["corefbert"]["mean"] - last["arms"]["wwm"]["mean"])
+            assert "corefbert" in last["vs_mrm"]
+    gain = result["rows"]["frozen coref probe, layer 2: AUC gain over layer 0 (all pairs)"][second]["arms"]["wwm"]
+    assert gain["mean"] == pytest.approx(100 * (
+        json.loads((point_dir(out / "wwm" / f"seed_{SEED}", int(second)) / "probes" / "frozen_coref.json")
+                   .read_text())["results"]["frozen_gain_over_l0_auc_l2"]))
+    assert curve.frozen_row(2, "pronoun–name") in (out / "curve.md").read_text()
     again = _run(_argv(tiny_bert_dir, corpus_dir, out, points, *extra))
     assert again["runs"]["probes_run"] == 0 and again["rows"] == result["rows"]
+    # The same documents moved under another folder: the content decides, so nothing runs again.
+    moved = tmp_path / "moved"
+    shutil.copytree(docs, moved)
+    write_split(moved)
+    assert _run(_argv(tiny_bert_dir, corpus_dir, out, points, *extra))["runs"]["probes_run"] == 0
+    # Another content under the same names and paths: every model is probed again.
+    text = (moved / "mini.gold_conll").read_text()
+    (moved / "mini.gold_conll").write_text(text.replace(" book ", " pear ", 1), encoding="utf-8")
+    changed = _run(_argv(tiny_bert_dir, corpus_dir, out, points, *extra))
+    assert changed["runs"]["probes_run"] == 1 + 2 * len(ARMS)
 
 
 def test_the_frozen_probe_reads_the_litbank90_split_by_default():

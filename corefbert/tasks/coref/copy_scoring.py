@@ -55,7 +55,10 @@ class CopyHeadScorer(nn.Module):
         self.copy_vector = nn.Parameter(copy_vector.float().clone())
 
     @classmethod
-    def from_pretrained(cls, path: str, allow_untrained: bool = False) -> CopyHeadScorer:
+    def from_pretrained(cls, path: str, allow_untrained: bool = False, untrained: bool = False) -> CopyHeadScorer:
+        """The encoder of ``path`` with its ``mrp.copy_vector``; ``untrained``: V at its initial value 1/hidden
+        whatever the checkpoint holds (the copy scorer's control); ``allow_untrained``: that value where the
+        checkpoint has none."""
         # Quietly: transformers would report the copy vector this scorer reads below as UNEXPECTED.
         try:
             encoder, _ = load_quietly(AutoModel, path, add_pooling_layer=False)
@@ -63,13 +66,13 @@ class CopyHeadScorer(nn.Module):
             encoder, _ = load_quietly(AutoModel, path)
         except (OSError, ValueError) as err:
             raise CorefBertError(f"cannot load an encoder ({one_line(err, first_line=True)})", path=path) from None
-        vector = read_copy_vector(path) if os.path.isdir(path) else None
-        if vector is None:
+        vector = read_copy_vector(path) if os.path.isdir(path) and not untrained else None
+        if vector is None and not untrained:
             if not allow_untrained:
                 raise CorefBertError(f"no {COPY_VECTOR_KEY} in this checkpoint: copy scoring needs a CorefBERT "
                                      "pretraining checkpoint (or --allow_untrained_copy_head for an untrained V)",
                                      path=path)
-            # The value load_pretraining_model starts V at: scores are a scaled dot product h_kᵀ h_i.
+        if vector is None:  # the value load_pretraining_model starts V at: scores are a scaled dot product h_kᵀ h_i
             vector = torch.full((encoder.config.hidden_size,), 1.0 / encoder.config.hidden_size)
         return cls(encoder, vector)
 

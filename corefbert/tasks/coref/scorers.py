@@ -130,5 +130,14 @@ class CopyScorer(CandidateScorer):
                 replace_file(os.path.join(folder, name), render_copy_html(view, title=title), "the copy view")
 
 
+class UntrainedCopyScorer(CopyScorer):
+    """The copy scorer's control (``--zero_shot copy_untrained``): the same scoring with V at its initial value
+    1/hidden, on the checkpoint's own encoder, so trained − untrained on one checkpoint is what training V gave."""
+
+    def build_model(self):
+        return CopyHeadScorer.from_pretrained(self.model_name_or_path, untrained=True)
+
+
 #: ``--zero_shot`` value -> scorer; no value (fine-tuning) scores with the masked LM.
-SCORERS: dict[str | None, type[CandidateScorer]] = {None: MlmScorer, "mlm": MlmScorer, "copy": CopyScorer}
+SCORERS: dict[str | None, type[CandidateScorer]] = {None: MlmScorer, "mlm": MlmScorer, "copy": CopyScorer,
+                                                    "copy_untrained": UntrainedCopyScorer}

@@ -35,7 +35,7 @@ from corefbert.text.tokenizers import load_tokenizer
 
 logger = logging.getLogger(__name__)
 
-ZERO_SHOT = ("mlm", "copy")
+ZERO_SHOT = ("mlm", "copy", "copy_untrained")
 
 
 @dataclass
@@ -62,7 +62,8 @@ class CorefArguments:
     loss_variant: str = field(default="paper", metadata={
         "help": "paper: eq. 5 per example; wikicrem: the wrong-candidate score averaged over the batch."})
     zero_shot: str | None = field(default=None, metadata={
-        "help": "Evaluate without training: mlm (masked-LM candidate scoring) or copy (the MRP copy head)."})
+        "help": "Evaluate without training: mlm (masked-LM candidate scoring), copy (the MRP copy head) or "
+                "copy_untrained (the copy head with V at its initial 1/hidden: the copy scorer's control)."})
     copy_span: str = field(default="last_word", metadata={
         "help": "Copy scoring: score a candidate by its last word (last_word; pretraining mentions are single "
                 "nouns) or by its whole span (full)."})
