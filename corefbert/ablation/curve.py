@@ -59,9 +59,11 @@ from corefbert.ablation.mention_pairs import prepare_document
 from corefbert.ablation.pair_statistics import frozen_paired_difference
 from corefbert.ablation.probes import (
     HELDOUT_ROWS,
+    CorefE2EProbe,
     CorefProbe,
     file_stem,
     heldout_counts,
+    run_coref_e2e_probe,
     run_coref_probe,
     run_quoref_probe,
     statistic,
@@ -245,8 +247,8 @@ def _count_paired(kind: str) -> Callable:
 
 
 #: Row kinds -> how to figure and compare them. Count rows (per-example counts) are the probes module's.
-ROW_KINDS: dict[str, RowKind] = {kind: RowKind(_count_figure(kind), _count_paired(kind)) for kind in ("ratio",
-                                                                                                       "gap_f1")}
+ROW_KINDS: dict[str, RowKind] = {kind: RowKind(_count_figure(kind), _count_paired(kind)) for kind in (
+    "ratio", "gap_f1", "coref_avg_f1")}
 
 def _frozen_kind(kind: str) -> RowKind:
     """Rows of the frozen-feature probe, ``frozen_auc:<subset>:<layer>`` (the figure, percent, and the paired
@@ -282,12 +284,9 @@ def zero_shot_files(study) -> list[str]:
     ``../shared/data`` (beside the checkout, or beside the working folder) has them (unless
     ``--no_curve_default_zero_shot``), and every ``--zero_shot_file`` (WSC273, PDP, WinoGender, ...)."""
     files = []
-    if study.curve_default_zero_shot:
-        for shared in (Path(corefbert.__file__).resolve().parents[2] / "shared" / "data",
-                       Path.cwd().parent / "shared" / "data"):
-            files = [str(shared / name) for name in DEFAULT_ZERO_SHOT if (shared / name).is_file()]
-            if files:
-                break
+    shared = shared_data() if study.curve_default_zero_shot else None
+    if shared is not None:
+        files = [str(shared / name) for name in DEFAULT_ZERO_SHOT if (shared / name).is_file()]
     given = list(study.zero_shot_file or [])
     return files + [f for f in given if file_stem(f) not in {file_stem(d) for d in files}]
 
@@ -308,13 +307,14 @@ def point_probes(study) -> list[PointProbe]:
             probes.append(PointProbe(
                 name, lambda site, p=probe, c=needs_copy: None if c and not site.copy_trained else
                 {**p.settings(), **start}, _coref_runner(probe), _coref_rows(row)))
-    for name, probe in study.coref_probes().items():
-        if name.startswith("finetune_"):
-            probes.append(PointProbe(name, lambda site, p=probe: {**p.settings(), **start} if site.slow else None,
-                                     _coref_runner(probe), _coref_rows(f"eq. 5 on {name[len('finetune_'):]}")))
-    frozen = frozen_point_probe(study)
-    if frozen is not None:
-        probes.append(frozen)
+    for name, probe in finetune_probes(study).items():
+        runs = {"finetune_seeds": study.finetune_seeds} if study.finetune_seeds > 1 else {}
+        probes.append(PointProbe(name, lambda site, p=probe, r=runs: {**p.settings(), **r, **start} if site.slow
+                                 else None, _finetune_runner(probe, study.finetune_seeds),
+                                 _coref_rows(f"eq. 5 on {name[len('finetune_'):]}")))
+    for extra in (frozen_point_probe(study), e2e_point_probe(study)):
+        if extra is not None:
+            probes.append(extra)
     quoref = study.quoref_probe()
     if quoref is not None:
         probes.append(PointProbe(
@@ -326,20 +326,110 @@ def point_probes(study) -> list[PointProbe]:
     return probes
 
 
-def frozen_split(study) -> tuple[list[str], list[str]] | None:
-    """The frozen-feature probe's ``(train files, test files)``: ``--frozen_probe_split_config``'s (paths as
-    written), else, with the shared-data defaults on, the 90-document LitBank split of
+#: The fine-tuning probe the curve runs by default where ../shared/data has it: eq. 5 on GAP development ->
+#: validation (the paper's GAP protocol fine-tunes on development and reports the test set).
+DEFAULT_FINETUNE = ("gap/gap-development.tsv", "gap/gap-validation.tsv")
+
+
+def shared_data() -> Path | None:
+    """``../shared/data`` beside the checkout or beside the working folder, where there is one."""
+    for shared in (Path(corefbert.__file__).resolve().parents[2] / "shared" / "data",
+                   Path.cwd().parent / "shared" / "data"):
+        if shared.is_dir():
+            return shared
+    return None
+
+
+def finetune_probes(study) -> dict[str, CorefProbe]:
+    """The eq. 5 fine-tuning probes: every ``--finetune``, and by default (``--curve_default_zero_shot``) GAP
+    development -> validation where ../shared/data has it."""
+    probes = {name: p for name, p in study.coref_probes().items() if name.startswith("finetune_")}
+    shared = shared_data() if study.curve_default_zero_shot else None
+    train, dev = ((shared / f for f in DEFAULT_FINETUNE) if shared else (None, None))
+    if train is not None and train.is_file() and dev.is_file() and f"finetune_{file_stem(str(train))}" not in probes:
+        probes[f"finetune_{file_stem(str(train))}"] = CorefProbe(
+            [str(dev)], str(train), study.finetune_max_steps, study.finetune_batch_size, study.finetune_learning_rate,
+            max_eval_samples=study.probe_max_eval_samples)
+    return probes
+
+
+def _finetune_runner(probe: CorefProbe, runs: int) -> Callable:
+    """``runs`` fine-tunings of ``probe`` (seeds: the site's seed, + 1, ...), each result kept in the probe's folder
+    as soon as it is there (a killed probe resumes with the next run), their per-example counts pooled."""
+    def run(site: ProbeSite, folder: Path) -> dict:
+        per_run = []
+        for k in range(runs):
+            seed = site.seed + k
+            done, key = folder / f"run_{k}.json", json_value({"settings": probe.settings(), "seed": seed})
+            results = cached_result(done, key)
+            if results is None:
+                results = run_coref_probe(probe, site.model_dir, folder / f"run_{k}", seed,
+                                          site.train_args.mixed_precision, True)
+                replace_file(done, json.dumps({"settings": key, "results": results}), "a fine-tuning run's result")
+            per_run.append(results)
+        if runs == 1:
+            return per_run[0]
+        pooled = {}
+        for stem, first in per_run[0].items():
+            counts = np.sum([np.asarray(r[stem]["counts"], dtype=float) for r in per_run], axis=0)
+            pooled[stem] = {"kind": first["kind"], "counts": counts.tolist(),
+                            "runs": [statistic(r[stem]["kind"], np.asarray(r[stem]["counts"]).sum(axis=0)).item()
+                                     for r in per_run]}
+        return pooled
+    return run
+
+
+def coref_split(study) -> tuple[list[str], list[str], list[str]] | None:
+    """The coreference probes' ``(train, validation, test)`` CoNLL files: ``--coref_split_config``'s (paths as
+    written; validation may be empty), else, with the shared-data defaults on, the 90-document LitBank split of
     ``docs/guides/coref_e2e_litbank90.yaml`` when this checkout and ``../shared/data`` have it; else None."""
-    if study.frozen_probe_split_config:
-        return split_files(study.frozen_probe_split_config)
-    if not study.curve_default_zero_shot:
-        return None
-    root = Path(corefbert.__file__).resolve().parents[1]
-    config = root / "docs" / "guides" / "coref_e2e_litbank90.yaml"
-    if not config.is_file():
+    import yaml
+
+    if study.coref_split_config:
+        config, root = Path(study.coref_split_config), None
+    elif study.curve_default_zero_shot:
+        root = Path(corefbert.__file__).resolve().parents[1]
+        config = root / "docs" / "guides" / "coref_e2e_litbank90.yaml"
+        if not config.is_file():
+            return None
+    else:
         return None
     train, test = split_files(str(config), root)
-    return (train, test) if all(Path(f).is_file() for f in train + test) else None
+    validation = [str(Path(root or ".") / f) for f in (yaml.safe_load(config.read_text(encoding="utf-8")) or {})
+                  .get("validation_file") or []]
+    found = (train, validation, test)
+    if study.coref_split_config:
+        return found
+    return found if all(Path(f).is_file() for f in train + validation + test) else None
+
+
+def frozen_split(study) -> tuple[list[str], list[str]] | None:
+    """The frozen-feature probe's ``(train files, test files)`` (:func:`coref_split`; its validation files are not
+    read, as the probe selects nothing)."""
+    split = coref_split(study)
+    return None if split is None else (split[0], split[2])
+
+
+def e2e_point_probe(study) -> PointProbe | None:
+    """End-to-end coreference on the split (:class:`corefbert.ablation.probes.CorefE2EProbe`) where the
+    fine-tuning probes are due: fine-tuned on its training documents, scored on its validation and test documents
+    together (no model selection, so both are held out), per document; the fine-tuning's seed is the site's, the
+    same for every arm of a seed."""
+    split = coref_split(study)
+    if split is None or not study.coref_e2e_max_steps:
+        return None
+    train, validation, test = split
+    probe = CorefE2EProbe(train, validation + test, study.coref_e2e_max_steps)
+    settings = {**probe.settings(files_digest(train, validation + test)), "base_mlm_steps": study.base_mlm_steps}
+    return PointProbe(
+        "coref_e2e", lambda site: settings if site.slow else None,
+        lambda site, folder: run_coref_e2e_probe(probe, site.model_dir, folder, site.seed,
+                                                 site.train_args.mixed_precision),
+        lambda results: {E2E_ROW: ("coref_avg_f1", results["counts"])})
+
+
+#: The end-to-end probe's row.
+E2E_ROW = "LitBank end-to-end coreference, avg F1 (MUC, B³, CEAF-φ4)"
 
 
 def frozen_point_probe(study) -> PointProbe | None:
@@ -455,8 +545,13 @@ def run_probes(site: ProbeSite, probes: list[PointProbe], counts: dict) -> None:
         print(f"[curve] probing {site.arm}, seed {site.seed}, {token_label(site.tokens)}: "
               f"{', '.join(p.name for p, _ in todo)}", flush=True)
     for probe, settings in todo:
+        # The probe's scratch folder: kept for the same settings, so a killed probe resumes what it had finished
+        # (a fine-tuning run, a checkpoint); emptied otherwise.
         scratch = folder / probe.name
-        remove_folder(scratch)
+        if cached_result(scratch / "probe_settings.json", settings) is None:
+            remove_folder(scratch)
+            scratch.mkdir(parents=True)
+            replace_file(scratch / "probe_settings.json", json.dumps({"settings": settings, "results": {}}))
         results = probe.run(site, scratch)
         replace_file(folder / f"{probe.name}.json", json.dumps({"settings": settings, "results": results}),
                      "the probe's result")  # whole or not at all: never a half file that reads as done

@@ -29,7 +29,7 @@ from corefbert.tasks.qa.data import read_qa_file
 from corefbert.text.jsonio import read_json, read_jsonl
 from corefbert.text.tokenizers import load_tokenizer
 
-RATIO, GAP_F1 = "ratio", "gap_f1"
+RATIO, GAP_F1, COREF_AVG_F1 = "ratio", "gap_f1", "coref_avg_f1"
 #: Row names of the held-out probe's parts (:func:`heldout_counts`' keys).
 HELDOUT_ROWS = {"mlm": "held-out MLM accuracy", "mlm_repeated": "held-out MLM accuracy: repeated mentions",
                 "mlm_other": "held-out MLM accuracy: other masked words", "mrp": "held-out MRP accuracy",
@@ -40,12 +40,23 @@ HELDOUT_ROWS = {"mlm": "held-out MLM accuracy", "mlm_repeated": "held-out MLM ac
 
 def statistic(kind: str, counts: np.ndarray) -> np.ndarray:
     """The probe's figure (percent) from summed counts ``[..., components]``: a ratio
-    ``100 * c0 / c1`` (0 when nothing was counted) or GAP's F1 ``100 * 2tp / (2tp + fp + fn)``."""
+    ``100 * c0 / c1`` (0 when nothing was counted), GAP's F1 ``100 * 2tp / (2tp + fp + fn)``, or the CoNLL average
+    F1 of MUC, B³ and CEAF-φ4 from per-document counts (:func:`corefbert.metrics.coref_metrics.document_counts`,
+    summed over documents as the scorer sums them)."""
     counts = np.asarray(counts, dtype=np.float64)
     if kind == RATIO:
         num, den = counts[..., 0], counts[..., 1]
     elif kind == GAP_F1:
         num, den = 2 * counts[..., 0], 2 * counts[..., 0] + counts[..., 1] + counts[..., 2]
+    elif kind == COREF_AVG_F1:  # MUC, B³, CEAF-φ4: [recall num, recall den, precision num, precision den] each
+        f1s = []
+        for metric in range(3):
+            rn, rd, pn, pd = (counts[..., 4 * metric + k] for k in range(4))
+            recall = np.divide(rn, rd, out=np.zeros_like(rn), where=rd > 0)
+            precision = np.divide(pn, pd, out=np.zeros_like(pn), where=pd > 0)
+            total = recall + precision
+            f1s.append(np.divide(2 * recall * precision, total, out=np.zeros_like(total), where=total > 0))
+        return 100.0 * sum(f1s) / 3
     else:
         raise ValueError(kind)
     return np.divide(100.0 * num, den, out=np.zeros_like(num), where=den > 0)
@@ -298,3 +309,54 @@ def run_quoref_probe(probe: QuorefProbe, model_dir: str, out_dir: Path, seed: in
         shutil.rmtree(out_dir / folder, ignore_errors=True)
     return {"exact_match": [[em, 1] for em, _ in scores.values()], "f1": [[f1, 1] for _, f1 in scores.values()],
             "reported": {key: results.get(f"eval_{key}", results.get(key)) for key in ("exact_match", "f1")}}
+
+
+# --------------------------------------------------------------------------- end-to-end coreference probe
+
+
+@dataclass
+class CorefE2EProbe:
+    """End-to-end coreference (:mod:`corefbert.tasks.coref_e2e`, Lee et al. 2017) with the model as its encoder:
+    fine-tuned on ``train_files`` for ``max_steps`` steps with the 90-document LitBank MiniLM recipe's settings
+    (docs/guides/coref_e2e.md), the last model (no selection) predicting ``eval_files``; per-document counts of
+    MUC, B³ and CEAF-φ4, singletons dropped."""
+
+    train_files: list[str]
+    eval_files: list[str]
+    max_steps: int = 300
+
+    def settings(self, documents: str) -> dict:
+        return {"documents": documents, "max_steps": self.max_steps, "recipe": RECIPE_E2E}
+
+
+#: The MiniLM recipe of the 90-document LitBank runs (docs/guides/coref_e2e.md), as flags.
+RECIPE_E2E = ["--encoder", "bert", "--drop_singletons", "--max_training_sentences", "10", "--max_antecedents", "50",
+              "--max_span_width", "8", "--ffnn_size", "100", "--max_seq_length", "256", "--learning_rate", "2e-5",
+              "--task_learning_rate", "5e-4", "--lr_scheduler_type", "constant_with_warmup", "--warmup_steps", "21"]
+
+
+def run_coref_e2e_probe(probe: CorefE2EProbe, model_dir: str, out_dir: Path, seed: int,
+                        mixed_precision: str) -> dict:
+    """Run ``probe`` on ``model_dir`` in ``out_dir``; returns ``{"counts": [documents, 12], "documents": [keys],
+    "reported": the task's own figures}`` (the counts' avg F1 is the task's ``predict_avg_f1``: tested)."""
+    from corefbert.metrics.coref_metrics import METRICS, as_sets, document_counts
+    from corefbert.tasks.registry import TASKS
+    from corefbert.text.conll import read_conll
+
+    argv = [*RECIPE_E2E, "--model_name_or_path", str(model_dir), "--output_dir", str(out_dir), "--seed", str(seed),
+            "--train_file", *probe.train_files, "--test_file", *probe.eval_files, "--do_train", "--do_predict",
+            "--max_steps", str(probe.max_steps), "--eval_steps", str(probe.max_steps), "--save_total_limit", "1",
+            "--checkpointing_steps", str(max(1, probe.max_steps // 3)), "--mixed_precision", mixed_precision,
+            "--disable_tqdm", "true", "--resume_from_checkpoint", "latest", "--overwrite_output_dir"]
+    results = TASKS["coref-e2e"].main(argv)
+    predicted = {d.doc_key: d.clusters for d in read_conll([str(out_dir / "predict_predictions.conll")])}
+    counts, keys = [], []
+    for document in read_conll(probe.eval_files):
+        gold = as_sets([c for c in document.clusters if len(c) > 1])
+        found = document_counts(gold, as_sets(predicted.get(document.doc_key, [])))
+        counts.append([float(x) for metric in METRICS for x in found[metric]])
+        keys.append(document.doc_key)
+    for folder in ("best", "last", "checkpoints"):  # model copies: the probe's figures are all that is kept
+        shutil.rmtree(out_dir / folder, ignore_errors=True)
+    return {"counts": counts, "documents": keys,
+            "reported": {k: results.get(f"predict_{k}") for k in ("avg_f1", "muc_f1", "b3_f1", "ceafe_f1")}}

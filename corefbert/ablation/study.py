@@ -130,13 +130,19 @@ class AblationArguments:
         "help": "Where the curve runs the fine-tuning probes (QUOREF, --finetune): last (the largest point of "
                 "--curve_tokens and the start), all, or a list of token counts."})
     curve_default_zero_shot: bool = field(default=True, metadata={
-        "help": "With --curve_tokens: score the shared DPR dev and GAP validation files (../shared/data) zero-shot "
-                "at every point when they are there, beside any --zero_shot_file, and run the frozen-feature "
-                "coreference probe on the 90-document LitBank split (docs/guides/coref_e2e_litbank90.yaml) when "
-                "this checkout and ../shared/data have it."})
-    frozen_probe_split_config: str | None = field(default=None, metadata={
-        "help": "With --curve_tokens: run the frozen-feature coreference probe at every point on this split (a YAML "
-                "file with train_file and test_file lists of CoNLL files, paths as written)."})
+        "help": "With --curve_tokens, where ../shared/data has them: score the shared DPR dev and GAP validation "
+                "files zero-shot at every point, beside any --zero_shot_file; fine-tune eq. 5 on GAP development "
+                "-> validation where the fine-tuning probes are due, beside any --finetune; and run the frozen and "
+                "end-to-end coreference probes on the 90-document LitBank split (docs/guides/coref_e2e_litbank90.yaml)."})
+    coref_split_config: str | None = field(default=None, metadata={
+        "help": "With --curve_tokens: the CoNLL split of the frozen and the end-to-end coreference probes (a YAML "
+                "file with train_file and test_file lists, and optionally validation_file, paths as written)."})
+    finetune_seeds: int = field(default=1, metadata={
+        "help": "Fine-tunings of each eq. 5 probe, seeds --seed, --seed + 1, ...: the per-example counts of all of "
+                "them are pooled, so the figure averages the fine-tuning's randomness over N runs."})
+    coref_e2e_max_steps: int = field(default=300, metadata={
+        "help": "With --curve_tokens: steps of the end-to-end coreference probe (the LitBank MiniLM recipe, "
+                "docs/guides/coref_e2e.md) where the fine-tuning probes are due; 0: off."})
 
     def arm_list(self) -> list[str]:
         arms = [a.strip() for a in self.arms.split(",") if a.strip()]
@@ -184,7 +190,10 @@ class AblationArguments:
             if path and not Path(path).is_file():
                 raise CorefBertError("QUOREF probe file not found; check --quoref_train_file / "
                                      "--quoref_validation_file", path=path)
-        for name in ("finetune_max_steps", "finetune_batch_size", "probe_sequences", "bootstrap_samples",
+        if self.coref_e2e_max_steps < 0:
+            raise CorefBertError(f"--coref_e2e_max_steps must be 0 or more (got {self.coref_e2e_max_steps})")
+        for name in ("finetune_max_steps", "finetune_batch_size", "finetune_seeds", "probe_sequences",
+                     "bootstrap_samples",
                      "quoref_max_steps", "quoref_batch_size", "quoref_max_seq_length"):
             if getattr(self, name) < 1:
                 raise CorefBertError(f"--{name} must be at least 1 (got {getattr(self, name)})")

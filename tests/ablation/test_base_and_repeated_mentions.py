@@ -203,3 +203,23 @@ def test_the_same_candidate_probe_equals_a_literal_loop_over_mentions(tiny_bert_
             totals[name] = [a + b for a, b in zip(totals.get(name, [0, 0]), (hits, total))]
     assert totals["same_mlm"][1] > 10  # the rows have masked mentions to recover
     assert any(hits for hits, _ in totals.values())
+
+
+def test_the_pooled_per_document_counts_give_the_scorers_avg_f1():
+    """The end-to-end probe's statistic: summed per-document MUC / B³ / CEAF-φ4 counts give coref_scores' avg F1
+    (the CoNLL scorer's sums over documents), on real LitBank-style documents with a degraded prediction."""
+    from helpers import FIXTURES
+
+    from corefbert.ablation.probes import statistic
+    from corefbert.metrics.coref_metrics import METRICS, as_sets, coref_scores, document_counts
+    from corefbert.text.conll import read_conll
+
+    documents = read_conll([str(FIXTURES / "coref_e2e" / "two_docs.conll"), str(FIXTURES / "conll" / "mini.gold_conll")])
+    gold = [[list(c) for c in d.clusters if len(c) > 1] for d in documents]
+    # Merge each document's first two clusters, cut the last mention off the others of 3+ mentions, drop the rest.
+    predicted = [([g[0] + g[1]] if len(g) > 1 else g[:1]) + [c[:-1] for c in g[2:] if len(c) > 2] for g in gold]
+    counts = np.array([[x for m in METRICS for x in document_counts(as_sets(k), as_sets(r))[m]]
+                       for k, r in zip(gold, predicted)])
+    expected = coref_scores(predicted, gold)["avg_f1"]
+    assert 0 < expected < 100
+    assert statistic("coref_avg_f1", counts.sum(axis=0)) == pytest.approx(expected)

@@ -433,7 +433,7 @@ def test_the_frozen_feature_probe_runs_at_every_point_with_a_paired_interval(ful
                          f"  - {folder / 'litbank_mini.conll'}\n  - {folder / 'mini.gold_conll'}\n", encoding="utf-8")
 
     write_split(docs)
-    extra = ("--frozen_probe_split_config", str(split))
+    extra = ("--coref_split_config", str(split), "--coref_e2e_max_steps", "0")
     result = _run(_argv(tiny_bert_dir, corpus_dir, out, points, *extra))
     assert result["runs"]["probes_run"] == 1 + 2 * len(ARMS)
     stored = json.loads((out / "backbone" / f"seed_{SEED}" / "probes" / "frozen_coref.json").read_text())
@@ -476,7 +476,47 @@ def test_the_frozen_probe_reads_the_litbank90_split_by_default():
     from helpers import shared_data
 
     shared_data("litbank_more")
-    study = SimpleNamespace(frozen_probe_split_config=None, curve_default_zero_shot=True)
+    study = SimpleNamespace(coref_split_config=None, curve_default_zero_shot=True)
     train, test = curve.frozen_split(study)
     assert (len(train), len(test)) == (70, 10) and all(Path(f).is_file() for f in train + test)
-    assert curve.frozen_split(SimpleNamespace(frozen_probe_split_config=None, curve_default_zero_shot=False)) is None
+    assert curve.frozen_split(SimpleNamespace(coref_split_config=None, curve_default_zero_shot=False)) is None
+
+
+def test_the_fine_tuned_probes_pool_their_seeds_and_score_litbank_per_document(full_curve, tmp_path, tiny_bert_dir,
+                                                                             corpus_dir):
+    """Where the fine-tuning probes are due (the last point and the start): eq. 5 fine-tuned under two seeds, whose
+    per-example counts pool (each run's own figure kept), and end-to-end coreference with the model as its encoder,
+    whose per-document counts give the task's own avg F1; every arm is compared with WWM and MRM on them."""
+    from corefbert.ablation.probes import statistic
+
+    out_full, points, _ = full_curve
+    out = tmp_path / "study"
+    shutil.copytree(out_full, out)
+    split = tmp_path / "split.yaml"
+    e2e = FIXTURES / "coref_e2e" / "two_docs.conll"
+    split.write_text(f"train_file:\n  - {e2e}\nvalidation_file:\n  - {FIXTURES / 'conll' / 'litbank_mini.conll'}\n"
+                     f"test_file:\n  - {FIXTURES / 'conll' / 'mini.gold_conll'}\n", encoding="utf-8")
+    extra = ("--coref_split_config", str(split), "--coref_e2e_max_steps", "2", "--finetune",
+             f"{COREF / 'gap.tsv'}={COREF / 'gap.tsv'}", "--finetune_seeds", "2", "--finetune_max_steps", "1",
+             "--finetune_batch_size", "2")
+    result = _run(_argv(tiny_bert_dir, corpus_dir, out, points, *extra))
+    second = str(parse_tokens(points)[1])
+    # The start and the last point of every arm, two probes each, nothing at the first point; and the frozen probe,
+    # which the split turns on everywhere.
+    assert result["runs"]["probes_run"] == 2 * (1 + len(ARMS)) + (1 + 2 * len(ARMS))
+    folder = point_dir(out / "corefbert" / f"seed_{SEED}", int(second)) / "probes"
+    tuned = json.loads((folder / "finetune_gap.json").read_text())["results"]["gap"]
+    runs = [json.loads((folder / "finetune_gap" / f"run_{k}.json").read_text())["results"]["gap"] for k in (0, 1)]
+    assert np.array_equal(np.asarray(tuned["counts"]), np.asarray(runs[0]["counts"]) + np.asarray(runs[1]["counts"]))
+    assert tuned["runs"] == [pytest.approx(r["reported"]) for r in runs]
+    scored = json.loads((folder / "coref_e2e.json").read_text())["results"]
+    assert len(scored["counts"]) == len(scored["documents"]) == 3  # the validation document and the two of test
+    assert statistic("coref_avg_f1", np.asarray(scored["counts"]).sum(axis=0)) == pytest.approx(
+        scored["reported"]["avg_f1"])
+    row = result["rows"][curve.E2E_ROW][second]
+    assert sorted(row["arms"]) == sorted(ARMS) and list(row["vs_mrm"]) == ["corefbert"]
+    assert first_point_has_no(result, curve.E2E_ROW, str(parse_tokens(points)[0]))
+
+
+def first_point_has_no(result: dict, row: str, tokens: str) -> bool:
+    return tokens not in result["rows"][row]
