@@ -402,9 +402,9 @@ def same_candidate_reference(log_p_at: dict, hidden: torch.Tensor, vector: torch
         def dot(v, i, k):
             return sum(v[d] * h[k][d] * h[i][d] for d in range(len(v)))
 
-        scorers = {"same_mlm": lambda a, b: log_p_at[s][ids[a]] + log_p_at[t][ids[b]],
-                   "same_copy": lambda a, b: dot(trained, s, a) + dot(trained, t, b),
-                   "same_copy_untrained": lambda a, b: dot(untrained, s, a) + dot(untrained, t, b)}
+        scorers = {"same_mlm": lambda a, b, s=s, t=t: log_p_at[s][ids[a]] + log_p_at[t][ids[b]],
+                   "same_copy": lambda a, b, s=s, t=t: dot(trained, s, a) + dot(trained, t, b),
+                   "same_copy_untrained": lambda a, b, s=s, t=t: dot(untrained, s, a) + dot(untrained, t, b)}
         for name, score in scorers.items():
             found[name][1] += 1
             if options:

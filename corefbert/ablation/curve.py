@@ -445,6 +445,8 @@ def frozen_point_probe(study) -> PointProbe | None:
     train_files, test_files = split
     settings = {"documents": files_digest(train_files, test_files), "layer": "every", "window": DEFAULT_WINDOW,
                 "seed": study.probe_seed, "base_mlm_steps": study.base_mlm_steps}
+    if study.frozen_max_train_pairs:
+        settings["max_train_pairs"] = study.frozen_max_train_pairs
     prepared: dict[str, tuple[list, list]] = {}  # the tokenizer's vocabulary digest -> (train, test) windows
 
     def run(site: ProbeSite, _folder: Path) -> dict:
@@ -456,7 +458,8 @@ def frozen_point_probe(study) -> PointProbe | None:
                                   for files in (train_files, test_files))
         train, test = prepared[key]
         return frozen_coref_probe(site.model_dir, tokenizer, train, test, layers=None, seed=study.probe_seed,
-                                  bootstrap_samples=study.bootstrap_samples)
+                                  bootstrap_samples=study.bootstrap_samples,
+                                  max_train_pairs=study.frozen_max_train_pairs)
 
     return PointProbe("frozen_coref", lambda site: settings, run, frozen_rows)
 

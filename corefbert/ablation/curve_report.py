@@ -74,7 +74,8 @@ def read_curve(root: Path, study, seeds: list[int], points: list[int]) -> tuple[
         found = sorted((folder / "probes").glob("*.json")) if (folder / "probes").is_dir() else []
         names = {path.stem for path in found}
         missing += [f"{arm}/seed_{seed} at {token_label(tokens)}: no {name}" for name in rows_of
-                    if name not in names and tokens and not name.startswith(("zeroshot_copy_", "finetune_", "quoref"))]
+                    if name not in names and tokens and not name.startswith(("zeroshot_copy_", "finetune_", "quoref",
+                                                                                  "coref_e2e"))]
         for path in found:
             if path.stem not in rows_of:
                 continue  # a probe this command does not ask for (another file, a dropped probe)

@@ -137,6 +137,9 @@ class AblationArguments:
     coref_split_config: str | None = field(default=None, metadata={
         "help": "With --curve_tokens: the CoNLL split of the frozen and the end-to-end coreference probes (a YAML "
                 "file with train_file and test_file lists, and optionally validation_file, paths as written)."})
+    frozen_max_train_pairs: int | None = field(default=None, metadata={
+        "help": "With --curve_tokens: fit the frozen probe's classifiers on at most this many training pairs (drawn "
+                "under --probe_seed; default all, 160k on LitBank; 40k halves a fit for 0.005-0.008 AUC)."})
     finetune_seeds: int = field(default=1, metadata={
         "help": "Fine-tunings of each eq. 5 probe, seeds --seed, --seed + 1, ...: the per-example counts of all of "
                 "them are pooled, so the figure averages the fine-tuning's randomness over N runs."})

@@ -364,11 +364,19 @@ def test_the_gpu_curve_script_runs_its_cpu_smoke_mode(tmp_path, tiny_bert_dir, c
 
     path = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     # The prepare script as a user runs it (here from a scratch folder, where it writes .abl_curve/).
+    split = tmp_path / "split.yaml"
+    split.write_text(f"train_file:\n  - {FIXTURES / 'coref_e2e' / 'two_docs.conll'}\nvalidation_file:\n"
+                     f"  - {FIXTURES / 'conll' / 'litbank_mini.conll'}\ntest_file:\n"
+                     f"  - {FIXTURES / 'conll' / 'mini.gold_conll'}\n", encoding="utf-8")
     subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_ablation_curve_prepare.sh"), str(tiny_bert_dir),
-                    str(corpus_dir), str(COREF / "blocks.txt"), str(COREF / "gap.tsv")], cwd=tmp_path, env=path,
-                   check=True, capture_output=True)
+                    str(corpus_dir), str(COREF / "blocks.txt"), str(COREF / "gap.tsv"), "--finetune",
+                    str(COREF / "gap.tsv"), "--split", str(split)], cwd=tmp_path, env=path, check=True,
+                   capture_output=True)
     inputs = tmp_path / ".abl_curve"
     assert sorted(p.name for p in (inputs / "pronoun").iterdir()) == ["blocks.txt", "gap.tsv"]
+    with tarfile.open(inputs / "litbank.tgz") as archive:
+        assert sorted(n for n in archive.getnames() if n.endswith("conll")) == [
+            "litbank/test/mini.gold_conll", "litbank/train/two_docs.conll", "litbank/validation/litbank_mini.conll"]
     out = tmp_path / "out"
     env = {**path, "OUT": str(out),
            "GPU_CURVE_SCALE": "smoke", "GPU_CURVE_INPUTS": str(inputs), "GPU_CURVE_WORK": str(tmp_path / "work"),
@@ -378,11 +386,17 @@ def test_the_gpu_curve_script_runs_its_cpu_smoke_mode(tmp_path, tiny_bert_dir, c
     assert done.returncode == 0, done.stderr[-2000:]
     report = (out / "ablation_curve.md").read_text()
     for arm in ARMS:
-        assert f"{arm}: exit 0" in report, report
+        for seed in (42, 43):
+            assert f"{arm}, seed {seed}: exit 0" in report, report
     assert "| CorefBERT − MRM |" in report and (out / "curve.png").stat().st_size > 10_000
-    rows = json.loads((out / "curve.json").read_text())["rows"]
-    assert set(rows["held-out MLM accuracy: repeated mentions"][str(parse_tokens(env["GPU_CURVE_POINTS"])[1])]
-               ["vs_wwm"]) == {"corefbert", "mrm"}
+    result = json.loads((out / "curve.json").read_text())
+    last = str(parse_tokens(env["GPU_CURVE_POINTS"])[1])
+    assert result["seeds"] == [42, 43] and result["missing"] == []
+    entry = result["rows"]["held-out MLM accuracy: repeated mentions"][last]
+    assert set(entry["vs_wwm"]) == {"corefbert", "mrm"} and list(entry["vs_mrm"]["corefbert"]["per_seed"]) == ["42", "43"]
+    for row in (curve.E2E_ROW, "eq. 5 on gap: gap F1", curve.frozen_row(2, "pronoun–name"),
+                "zero-shot, copy head, untrained V: gap F1", "same candidates, masked mentions recovered: copy head"):
+        assert "corefbert" in result["rows"][row][last]["arms"], row
     with tarfile.open(out / "ablation_curve.tgz") as archive:
         names = archive.getnames()
     assert any(n.endswith("probes/heldout.json") for n in names)
