@@ -30,10 +30,9 @@ step, which the host only waits for). It prints the loop's time per step against
 ``simulated_ratio``; 1.00 means the loop and the data path add nothing to the step. ``batch_wait_ms``: the part
 of each step the loop waited for its next batch (the data path's share; the rest is the loop's own host work).
 ``--data_path cuda`` gives the loop the data-path defaults of a CUDA run (``--num_workers auto``: loader workers,
-persistent, prefetching) while the stand-in runs on CPU; pinned memory needs CUDA and stays off, so the loop's
-receiving thread (``corefbert.training.transfer.receive_ahead``) receives the workers' batches, the role torch's
-pinning thread has on CUDA; ``--receive_on_training_thread``: the training thread receives them instead (the
-alternative, compared). ``--profile_table FILE``: a torch.profiler table
+persistent, prefetching) while the stand-in runs on CPU (pinned memory needs CUDA and stays off, so the training
+thread receives the workers' batches, which torch's pinning thread does on CUDA). ``--profile_table FILE``: a
+torch.profiler table
 of one late trainer step (the kernels by device time on a GPU, host operators by CPU time on CPU).
 """
 
@@ -176,7 +175,6 @@ def simulated_run(args, tokenizer_dir: str, dataset_dir: str, output_dir: Path) 
     from corefbert.training import loop as loop_module
     from corefbert.training.loop import build_accelerator, epoch_batches, prepare_output_dir, train
     from corefbert.training.optimization import build_optimizer, build_scheduler
-    from corefbert.training.transfer import receive_ahead
 
     waits: list[float] = []
 
@@ -208,12 +206,10 @@ def simulated_run(args, tokenizer_dir: str, dataset_dir: str, output_dir: Path) 
         model, optimizer, train_dl = accelerator.prepare(model, optimizer, train_dl)
         scheduler = build_scheduler(optimizer, train_args, args.steps)
         job = Job(collate, None, accelerator, output_dir, False)
-        if args.receive_on_training_thread:  # the alternative the receiving thread replaced, for the comparison
-            loop_module.receive_ahead = lambda loader: False
         loop_module.epoch_batches = lambda *a, **k: _timed(epoch_batches(*a, **k), waits)
         train(job, train_args, accelerator, model, optimizer, scheduler, train_dl, args.steps)
     finally:
-        loop_module.receive_ahead, loop_module.epoch_batches = receive_ahead, epoch_batches
+        loop_module.epoch_batches = epoch_batches
         run_lock.release(output_dir)
     records = [json.loads(line) for line in (output_dir / "log.jsonl").read_text().splitlines()]
     return [r for r in records if r.get("split") == "train"], waits
@@ -248,7 +244,7 @@ def simulated_main(args) -> None:
     step = args.simulated_step_ms / 1000
     ratios = [round(s / step, 3) for s in per_step]
     figures = {"simulated_step_ms": args.simulated_step_ms, "data_path": args.data_path or "this machine's",
-               "num_workers": args.num_workers, "receiving_thread": not args.receive_on_training_thread,
+               "num_workers": args.num_workers,
                "batch_size": args.batch_size, "trainer_steps": args.steps,
                "loop_step_ms": round(statistics.median(per_step) * 1000, 2), "block_ratios": ratios,
                # Of the loop's time per step beyond the stand-in's: waiting for the next batch (the data path).
@@ -256,8 +252,7 @@ def simulated_main(args) -> None:
                "simulated_ratio": round(statistics.median(per_step) / step, 3), "slot_fill": round(fill, 4),
                "load_average": [round(x, 2) for x in os.getloadavg()]}
     print(f"stand-in step {args.simulated_step_ms:g} ms, batch {args.batch_size}, {args.steps} steps, "
-          f"--num_workers {args.num_workers} ({figures['data_path']} defaults"
-          f"{', received on the training thread' if args.receive_on_training_thread else ''}); load average "
+          f"--num_workers {args.num_workers} ({figures['data_path']} defaults); load average "
           f"{', '.join(map(str, figures['load_average']))}")
     print(f"loop: {figures['loop_step_ms']} ms per step (median of {args.blocks} runs, first logging window left "
           f"out): simulated_ratio {figures['simulated_ratio']:.3f} (per run {', '.join(map(str, ratios))}); of it "
@@ -355,9 +350,6 @@ def main() -> None:
     parser.add_argument("--data_path", choices=["cuda", "cpu"], default=None,
                         help="whose data-path defaults the loop takes (default: this machine's device)")
     parser.add_argument("--num_workers", default="auto", help="the trainer's --num_workers (default auto)")
-    parser.add_argument("--receive_on_training_thread", action="store_true",
-                        help="with --simulated_step_ms: workers' batches received on the training thread, as before "
-                             "the loop's receiving thread (corefbert.training.transfer.receive_ahead)")
     parser.add_argument("--profile_table", default=None,
                         help="write a torch.profiler table of one late step of a last, short trainer run here")
     args = parser.parse_args()

@@ -194,18 +194,12 @@ def coref_checkpoint(tmp_path_factory, bert_tokenizer):
 def deepspeed_ops_built():
     """DeepSpeed's CPU communication op, built once into the tests' extensions folder before the first DeepSpeed
     test, in a subprocess with a bounded wait: a build that hangs fails the DeepSpeed tests, it cannot hang them.
-    A lock no process holds, left there by a build killed in an earlier session, is cleared first (the folder
-    is the tests' own; a worker building it at this moment holds its lock and is waited for)."""
+    """
     import signal
     import subprocess
     import sys
 
     pytest.importorskip("deepspeed")
-    from corefbert.training.extension_locks import lock_holders
-
-    for lock in Path(os.environ["TORCH_EXTENSIONS_DIR"]).glob("*/lock"):
-        if not lock_holders(lock):
-            lock.unlink(missing_ok=True)
     code = "from deepspeed.comm.torch import build_shm_op; build_shm_op()"
     # A session of its own: at the limit the compilers it started (ninja, c++) go with it, not on as orphans.
     build = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -14,7 +14,6 @@ import re
 import shlex
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -111,11 +110,6 @@ def run_cli_main(script: str, argv: list[str]):
     finally:
         AcceleratorState._reset_state(True)
         GradientState._reset_state()
-
-
-def receiving_threads() -> int:
-    """Live threads of :class:`corefbert.training.transfer.ReceivingIterator` in this process."""
-    return sum(thread.name == "corefbert-receive" and thread.is_alive() for thread in threading.enumerate())
 
 
 def shared_data(*parts: str) -> Path:

@@ -42,7 +42,6 @@ from corefbert.ablation.probes import (
 from corefbert.corpus.prepare import PrepareArguments
 from corefbert.errors import CorefBertError
 from corefbert.metrics.bootstrap import paired_bootstrap
-from corefbert.pretraining.arguments import PretrainingArguments
 from corefbert.text.durable import replace_file
 from corefbert.text.jsonio import json_value, read_json
 from corefbert.text.tokenizers import load_tokenizer
@@ -337,18 +336,10 @@ def arm_run(args, splits, label: str, base_mlm_steps: int = 0) -> SweepRun:
     return SweepRun(label, Path(args.output_dir), settings, train)
 
 
-def _sweep_rules() -> SweepRules:
-    # A setting added after a run finished (--optim, say) was at its default then, and runs finished before
-    # --base_mlm_steps existed started from the backbone.
-    defaults = {spec.name: json_value(spec.default)
-                for spec in dataclasses.fields(PretrainingArguments) if spec.default is not dataclasses.MISSING}
-    return SweepRules(finished=("all_results.json", "final"), marker=RUN_MARKER,
-                      # the starting point is the study's to check (study_settings.json), not each run's
-                      may_ignore=frozenset({"model_name_or_path"}),
-                      recorded_defaults={**defaults, "base_mlm_steps": 0})
-
-
-SWEEP_RULES = _sweep_rules()
+#: The study's runs: finished when they hold results and final/, their settings in their marker; the starting point
+#: is the study's to check (study_settings.json), not each run's.
+SWEEP_RULES = SweepRules(finished=("all_results.json", "final"), marker=RUN_MARKER,
+                         may_ignore=frozenset({"model_name_or_path"}))
 
 
 def _probe(study, train_args, eval_rows, arm: str, seed: int, model_dir: str, copy_trained: bool,

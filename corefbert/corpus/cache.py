@@ -23,6 +23,7 @@ import sys
 
 from corefbert.errors import CorefBertError
 from corefbert.text.durable import replace_file, replace_folder, writing
+from corefbert.text.jsonio import read_json
 
 MANIFEST_FILE = "prepare_manifest.json"
 SUMMARY_FILE = "prepare_summary.json"
@@ -86,10 +87,9 @@ def verify_folder(folder: str, mode: str | None = None, fix: str = "delete the f
     if not os.path.isfile(manifest_path):
         return False
     try:
-        with open(manifest_path) as handle:
-            files = json.load(handle)["files"]
+        files = read_json(manifest_path)["files"]
         expected = {rel: (int(v["bytes"]), str(v["sha256"])) for rel, v in files.items()}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+    except (CorefBertError, OSError, ValueError, KeyError, TypeError, AttributeError) as err:
         raise CorefBertError(f"integrity manifest unreadable ({type(err).__name__}); {fix}",
                              path=manifest_path) from None
     for rel, (size, _) in expected.items():
@@ -218,25 +218,19 @@ class ChunkCache:
 
 
 def load_verified(folder: str, mode: str | None = None, fix: str = "delete the folder and prepare it again"):
-    """``datasets.load_from_disk(folder)`` after :func:`verify_folder`; damage is one error line.
-
-    A folder without a manifest (written before manifests existed, or by another tool) is loaded with a
-    warning: datasets' own loading still rejects what it cannot parse, but a file truncated at a record
-    batch boundary would go unnoticed there.
-    """
+    """``datasets.load_from_disk(folder)`` after :func:`verify_folder`; damage, or a folder without a manifest
+    (not prepared by this version), is one error line ending in ``fix``."""
     import datasets
     import pyarrow
 
-    verified = verify_folder(folder, mode, fix)
+    if not verify_folder(folder, mode, fix):
+        raise CorefBertError(f"no {MANIFEST_FILE}: not a corpus prepared by this version of corefbert; {fix}",
+                             path=folder)
     try:
-        data = datasets.load_from_disk(folder)
+        return datasets.load_from_disk(folder)
     except (ValueError, OSError, pyarrow.ArrowException) as err:
         reason = " ".join(str(err).split())[:160] or type(err).__name__
         raise CorefBertError(f"cannot load the saved corpus ({reason}); {fix}", path=folder) from None
-    if not verified:
-        print(f"warning: {folder} has no {MANIFEST_FILE} (prepared by an older corefbert or another tool); "
-              f"its files are not verified. {fix[0].upper() + fix[1:]} to add one.", file=sys.stderr)
-    return data
 
 
 def why_validation_is_empty(stats: dict, settings: dict) -> str:

@@ -20,7 +20,6 @@ from torch.utils.data import DataLoader, Dataset
 from corefbert.corpus.packed_rows import COLUMNS as CORPUS_COLUMNS
 from corefbert.corpus.prepare import prepare_corpus
 from corefbert.errors import CorefBertError
-from corefbert.training.transfer import DeviceBatch
 
 ROW_KEY = "__row__"
 #: Batches each loader worker keeps collated ahead of the step (torch's default is 2).
@@ -220,7 +219,7 @@ class SeededCollate:
     share the batch, and in which DataLoader worker it was collated. Evaluation uses ``epoch="eval"``, so
     every evaluation scores the same masked positions. The epoch lives in shared memory: persistent
     DataLoader workers, started once, read the epoch the training process set before it drew the epoch's
-    first batch. Batches come out as :class:`corefbert.training.transfer.DeviceBatch` (one copy to the GPU).
+    first batch.
     """
 
     def __init__(self, collator, seed: int):
@@ -248,13 +247,13 @@ class SeededCollate:
         self.__dict__.update(state)
         self._epoch_view = self._shared_epoch.numpy()
 
-    def __call__(self, features: list[dict]) -> DeviceBatch:
+    def __call__(self, features: list[dict]) -> dict:
         rows = tuple(sorted(f[ROW_KEY] for f in features))
         features = [{k: v for k, v in f.items() if k != ROW_KEY} for f in features]
         seed = batch_seed(self.seed, self.epoch, rows)
         # The collator's own stream is keyed by a call counter and the DataLoader worker; a generator keyed
         # by the batch alone makes the masks independent of both.
-        return DeviceBatch(self.collator(features, generator=np.random.default_rng(seed)))
+        return self.collator(features, generator=np.random.default_rng(seed))
 
 
 def pretraining_dataloader(rows, collate: SeededCollate, batch_size: int, *, train: bool,
@@ -269,7 +268,7 @@ def pretraining_dataloader(rows, collate: SeededCollate, batch_size: int, *, tra
     loader's workers are persistent (started once, each epoch's batches come from the same processes, which read
     ``collate.epoch`` from shared memory) and keep :data:`PREFETCH_BATCHES` batches each in flight; an evaluation
     loader's workers start with each evaluation and end with it. ``pin_memory`` (default: when CUDA is
-    available): batches are packed into pinned memory, so the copy to the GPU is one non-blocking transfer.
+    available): batches are pinned, so their copies to the GPU do not block the training thread.
     """
     from corefbert.pretraining.length_grouping import LengthGroupedSampler, row_lengths
 

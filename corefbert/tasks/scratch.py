@@ -58,8 +58,8 @@ class ScratchConfig:
     """The config base of every model trained from scratch: a frozen dataclass saved as JSON.
 
     Subclasses declare their fields (``int``, ``float``, ``bool``, ``str``, lists of those, ``| None`` and nested
-    :class:`ScratchConfig` types) and may set :attr:`describes`, override :meth:`upgrade` (values of files written
-    before a field existed) and :meth:`check` (allowed values)."""
+    :class:`ScratchConfig` types) and may set :attr:`describes` and override :meth:`check` (allowed values). A
+    file of another version (a key missing or unknown) is refused in one line: one format per version."""
 
     #: What the config is, in words, for the error line: "not <describes> (...)".
     describes: ClassVar[str] = "a model config"
@@ -76,7 +76,8 @@ class ScratchConfig:
         try:
             return cls.from_values(values)
         except ValueError as err:
-            raise CorefBertError(f"not {cls.describes} ({err}); {cls.advice}", path=path) from None
+            raise CorefBertError(f"not {cls.describes} of this version ({err}): written by another version? "
+                                 f"{cls.advice}", path=path) from None
 
     @classmethod
     def from_values(cls, values: Any, where: str = ""):
@@ -84,7 +85,7 @@ class ScratchConfig:
         config's key and a dot) is wrong and how."""
         if not isinstance(values, dict):
             raise ValueError(f"{where or 'the config'} is a {type(values).__name__}, not an object")
-        values = cls.upgrade(dict(values))
+        values = dict(values)
         hints = typing.get_type_hints(cls)
         known = {f.name: f for f in fields(cls) if f.init}
         unknown = sorted(set(values) - set(known))
@@ -97,11 +98,6 @@ class ScratchConfig:
         config = cls(**{name: _conform(where + name, value, hints[name]) for name, value in values.items()})
         config.check()
         return config
-
-    @classmethod
-    def upgrade(cls, values: dict) -> dict:
-        """``values`` of a file written before a field existed, as this version reads it (default: unchanged)."""
-        return values
 
     def check(self) -> None:
         """Raise ``ValueError`` for a value outside the allowed ones (types are checked before)."""

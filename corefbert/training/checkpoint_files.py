@@ -16,24 +16,16 @@ A checkpoint is resumed from only when it is whole and none of its files can run
 - **Plain data for our part.** The LR scheduler's state is JSON in ``trainer_state.json``
   (:data:`SCHEDULER_KEY`), not a registered object, and the RNG state is applied here from the checked file
   (:func:`restore_rng`), so a file accelerate cannot apply is an error, not a skipped step.
-
-Checkpoints of the earlier layout (the LR schedule in ``custom_checkpoint_0.pkl``, no file record) are read the
-same safe way: the schedule's state is plain numbers and lists, so ``torch.load(weights_only=True)`` takes it
-and a planted pickle there is refused like any other; with no record of sizes only the files' presence is
-checked (:func:`earlier_layout`), and the run says so. A run that crashed before an upgrade resumes after it.
 """
 
 from __future__ import annotations
 
 import codecs
-import contextlib
 import importlib
-import os
 import random
 import sys
 import warnings
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -72,57 +64,6 @@ def record_files(folder: Path) -> dict[str, int]:
             for path in sorted(folder.rglob("*")) if path.is_file()}
 
 
-#: The earlier layout's LR schedule: accelerate's file for the one object the loop registered.
-EARLIER_SCHEDULER_FILE = "custom_checkpoint_0.pkl"
-
-
-def earlier_layout(path: Path, trainer_state: dict, warn) -> dict:
-    """``trainer_state`` as this layout has it. A checkpoint written before its files were recorded and its LR
-    schedule was JSON gets its schedule from ``custom_checkpoint_0.pkl``, read without running code (a state
-    dict is plain data), and a record of the files it holds now, so only their presence is checked; ``warn``
-    gets one line saying so. Raises :class:`UnusableCheckpoint` for a schedule file that is missing or refused."""
-    if not isinstance(trainer_state, dict):
-        raise UnusableCheckpoint(f"{STATE_FILE} holds {type(trainer_state).__name__}, not an object")
-    if FILES_KEY in trainer_state and SCHEDULER_KEY in trainer_state:
-        return trainer_state
-    file = path / EARLIER_SCHEDULER_FILE
-    if not file.is_file():
-        raise UnusableCheckpoint(f"incomplete: neither the LR schedule in {STATE_FILE} nor {EARLIER_SCHEDULER_FILE}")
-    schedule = read_pickle_safely(file, EARLIER_SCHEDULER_FILE)
-    if not isinstance(schedule, dict):
-        raise UnusableCheckpoint(f"{EARLIER_SCHEDULER_FILE} holds {type(schedule).__name__}, not a schedule's state")
-    warn(f"warning: {path}: a checkpoint of the earlier layout (the LR schedule in {EARLIER_SCHEDULER_FILE}, read "
-         "as plain data; no record of the files' sizes, so only their presence is checked)")
-    return {**trainer_state, SCHEDULER_KEY: schedule, FILES_KEY: record_files(path)}
-
-
-class _SpentSchedule:
-    """Stands for the earlier layout's registered scheduler while accelerate loads such a checkpoint: accelerate
-    insists on one registered object per ``custom_checkpoint_N.pkl``; the file, already read without running code
-    (:func:`earlier_layout`), is loaded into this and dropped (the schedule came from the safe read)."""
-
-    def state_dict(self) -> dict:
-        return {}
-
-    def load_state_dict(self, state: dict) -> None:
-        pass
-
-
-@contextlib.contextmanager
-def loading_earlier_layout(accelerator, path: Path) -> Iterator[None]:
-    """Around ``accelerator.load_state(path)``: a checkpoint of the earlier layout gets a stand-in registered for
-    its scheduler file for the load only (registered for longer, it would be written into every new save)."""
-    if not (path / EARLIER_SCHEDULER_FILE).is_file():
-        yield
-        return
-    stand_in = _SpentSchedule()
-    accelerator.register_for_checkpointing(stand_in)
-    try:
-        yield
-    finally:
-        accelerator._custom_objects.remove(stand_in)  # accelerate has no public way to unregister
-
-
 def check_files(path: Path, trainer_state: dict, process_index: int) -> dict:
     """Every recorded file there at its size, every file that could be unpickled read without running code;
     returns this process' RNG state (``random_states_<process_index>.pkl``). Raises :class:`UnusableCheckpoint`."""
@@ -140,7 +81,7 @@ def check_files(path: Path, trainer_state: dict, process_index: int) -> dict:
         raise UnusableCheckpoint(f"damaged: {short[0]}")
     rng_name = f"random_states_{process_index}.pkl"
     rng = None
-    for file in _files(path):
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
         if file.suffix not in NEVER_UNPICKLED_SUFFIXES and file.name not in NEVER_UNPICKLED_NAMES:
             loaded = read_pickle_safely(file, file.relative_to(path).as_posix())
             if file.name == rng_name and file.parent == path:
@@ -148,23 +89,6 @@ def check_files(path: Path, trainer_state: dict, process_index: int) -> dict:
     if rng is None:
         raise UnusableCheckpoint(f"incomplete: {rng_name} (this process' random state) is missing")
     return rng
-
-
-def _files(folder: Path) -> list[Path]:
-    """Every file under ``folder``, through links to folders too (a loader follows them; ``rglob`` does not),
-    each folder once (a link to an ancestor is no loop)."""
-    found, seen, pending = [], set(), [folder]
-    while pending:
-        current = pending.pop()
-        if os.path.realpath(current) in seen:
-            continue
-        seen.add(os.path.realpath(current))
-        for child in sorted(current.iterdir()):
-            if child.is_dir():
-                pending.append(child)
-            elif child.is_file():
-                found.append(child)
-    return sorted(found)
 
 
 def read_pickle_safely(file: Path, name: str):

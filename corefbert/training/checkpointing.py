@@ -36,8 +36,6 @@ from corefbert.training.checkpoint_files import (
     STATE_FILE,
     UnusableCheckpoint,
     check_files,
-    earlier_layout,
-    loading_earlier_layout,
     record_files,
     restore_rng,
 )
@@ -250,11 +248,12 @@ def load_checkpoint(accelerator, path: str | os.PathLike, fallbacks=(), schedule
     for index, candidate in enumerate(candidates):
         error, state = None, None
         try:
-            state = earlier_layout(candidate, read_trainer_state(candidate),
-                                   accelerator.print if accelerator.is_main_process else lambda line: None)
+            state = read_trainer_state(candidate)
+            if not isinstance(state, dict) or FILES_KEY not in state or SCHEDULER_KEY not in state:
+                raise UnusableCheckpoint(f"{STATE_FILE} is not this version's trainer state (no record of the "
+                                         "checkpoint's files or LR schedule): written by another version")
             rng = check_files(candidate, state, accelerator.process_index)
-            with loading_earlier_layout(accelerator, candidate):
-                accelerator.load_state(str(candidate))
+            accelerator.load_state(str(candidate))
             restore_rng(rng, f"random_states_{accelerator.process_index}.pkl",
                         accelerator.print if accelerator.is_main_process else lambda line: None)
             if scheduler is not None:

@@ -25,7 +25,6 @@ CLI; the resume position is ``(epoch, batches_in_epoch)`` in micro-batches.
 
 from __future__ import annotations
 
-import functools
 import math
 import random
 import signal
@@ -64,13 +63,11 @@ from corefbert.training.checkpointing import (
     save_checkpoint,
 )
 from corefbert.training.compiling import CompileWatch, compile_repeated_layers
-from corefbert.training.extension_locks import check_extension_locks, deepspeed_requested
 from corefbert.training.hub import public_settings
 from corefbert.training.loop_state import LoopState, new_window
 from corefbert.training.optimization import SCHEDULE_SETTINGS, same_schedule_until
 from corefbert.training.runlog import RunLog, log_path, truncate_log
 from corefbert.training.throughput import peak_flops, training_flops_counter
-from corefbert.training.transfer import receive_ahead
 
 
 @dataclass
@@ -138,9 +135,6 @@ def build_accelerator(args: TrainingArguments):
 
     AcceleratorState._reset_state(reset_partial_state=False)
     GradientState._reset_state()
-    _cache_lomo_lookup()
-    if deepspeed_requested():  # building the Accelerator builds DeepSpeed's ops: not behind a dead build's lock
-        check_extension_locks()
     # --torch_compile_scope model: compiled at prepare(). Dynamic shapes: a batch's length and its MRP mention /
     # referent counts change from batch to batch, and a static compile recompiles on each new shape
     # (docs/design.md, "Known pitfalls"). The default scope, the repeated layers, is compiled by train()
@@ -161,17 +155,6 @@ def build_accelerator(args: TrainingArguments):
         log_with=tracking_backends(args.report_to) if args.with_tracking else None,
         project_dir=args.output_dir,
     )
-
-
-def _cache_lomo_lookup() -> None:
-    """accelerate 1.15's optimizer step asks twice per step whether the ``lomo_optim`` package is installed
-    (``importlib.util.find_spec`` over ``sys.path``: about 0.5 ms of the training thread per step on a loaded
-    2-core machine, issue 36); the answer cannot change during a run, so it is looked up once."""
-    import accelerate.optimizer
-
-    lookup = accelerate.optimizer.is_lomo_available
-    if not hasattr(lookup, "cache_info"):
-        accelerate.optimizer.is_lomo_available = functools.lru_cache(maxsize=1)(lookup)
 
 
 def prepare_output_dir(args: TrainingArguments, accelerator) -> Path:
@@ -386,7 +369,7 @@ class _Loop:
             if not self.bad_loss:
                 self._optimizer_step()
             if accelerator.sync_gradients:
-                _zero_grad(self.optimizer)
+                self.optimizer.zero_grad(set_to_none=True)
         window["loss"] = window["loss"] + out.loss.detach().float()
         for name, value in out.logs.items():
             value = value.detach().float() if torch.is_tensor(value) else float(value)
@@ -651,20 +634,6 @@ def _update_count(optimizer, parameter) -> float | None:
     return float(state["step"])
 
 
-def _zero_grad(optimizer) -> None:
-    """``optimizer.zero_grad(set_to_none=True)`` at the end of an accumulation. A plain torch optimizer's gradients
-    are dropped directly: accelerate's wrapper looks up the inner method's signature on every call, and torch's
-    ``zero_grad`` opens a profiler range, a GIL hand-off that costs the training thread up to milliseconds when
-    the machine is loaded (issue 36). Other optimizers (DeepSpeed's, which manages its own gradients) are asked."""
-    inner = _inner_optimizer(optimizer)
-    if type(inner).zero_grad is not torch.optim.Optimizer.zero_grad:
-        optimizer.zero_grad(set_to_none=True)
-        return
-    for group in inner.param_groups:
-        for parameter in group["params"]:
-            parameter.grad = None
-
-
 def _inner_optimizer(optimizer):
     """The torch optimizer inside accelerate's wrapper."""
     return getattr(optimizer, "optimizer", optimizer)
@@ -691,11 +660,8 @@ def rng_untouched():
 
 def epoch_batches(accelerator, loader, skip: int = 0) -> PreservedRng:
     """An epoch's batches of a prepared ``loader`` as the training loop iterates them: after the ``skip`` batches
-    already trained on (a resume mid-epoch), received from the loader's workers by a thread where no pinning
-    thread does it (:func:`corefbert.training.transfer.receive_ahead`), without consuming the global RNG."""
-    batches = accelerator.skip_first_batches(loader, skip) if skip else loader
-    receive_ahead(batches)
-    return PreservedRng(batches)
+    already trained on (a resume mid-epoch), without consuming the global RNG."""
+    return PreservedRng(accelerator.skip_first_batches(loader, skip) if skip else loader)
 
 
 class PreservedRng:

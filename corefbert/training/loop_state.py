@@ -1,8 +1,7 @@
 """The training loop's state between optimizer steps: its position in the data and its running sums.
 
 A checkpoint's trainer state file (:func:`corefbert.training.checkpointing.save_checkpoint`) holds these fields
-under their names, beside ``step``, ``job`` and ``settings``; the names and the JSON form are the ones the loop
-wrote when its state was a dict, so checkpoints saved before and after read alike.
+under their names, beside ``step``, ``job`` and ``settings``.
 """
 
 from __future__ import annotations
@@ -11,6 +10,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 import torch
+
+from corefbert.errors import CorefBertError
 
 
 def new_window() -> dict[str, Any]:
@@ -57,5 +58,9 @@ class LoopState:
     @classmethod
     def from_checkpoint(cls, saved: dict[str, Any]) -> LoopState:
         """The state a trainer state file holds; the other keys there (``step``, ``job``, ``settings``) are not
-        the loop's, and a field a checkpoint written before it existed lacks keeps its default."""
-        return cls(**{f.name: saved[f.name] for f in fields(cls) if f.name in saved})
+        the loop's. A state without one of the fields was written by another version: refused in one line."""
+        missing = [f.name for f in fields(cls) if f.name not in saved]
+        if missing:
+            raise CorefBertError(f"the checkpoint's trainer state has no {', '.join(missing)}: written by another "
+                                 "version; train again (or resume with the version that wrote it)")
+        return cls(**{f.name: saved[f.name] for f in fields(cls)})

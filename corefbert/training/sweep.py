@@ -21,9 +21,9 @@ the training core refuses a folder an earlier run left unless told to overwrite 
 Where a finished run's settings are recorded, and how a change is refused:
 
 - ``rules.marker`` names a file (the ablation's ``ablation_run.json``): the sweep's own record. A run finished
-  without one (trained elsewhere with ``run_mrp`` into the same layout) has nothing to compare and is kept; a
-  setting added after a run finished compares as the value it had then (``rules.recorded_defaults``). A change
-  is "this finished run was trained with other settings (names: old then, new now)", naming the run's folder.
+  without one (trained elsewhere with ``run_mrp`` into the same layout) has nothing to compare and is kept. A
+  change, or a setting the record lacks (a run of another version), is "this finished run was trained with other
+  settings (names: old then, new now)", naming the run's folder.
 - no marker (bAbI): the newest checkpoint's record (its ``trainer_state.json`` settings, what a resume compares)
   for the settings, the run's arguments file (``rules.arguments_file``) for ``rules.continues``. A change is
   refused as a resume refuses it (the same line, naming the checkpoint; ``--ignore_changed_settings`` turns it
@@ -35,8 +35,8 @@ The runner knows nothing of what a run trains: each run brings its settings and 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,7 @@ from corefbert.training.arguments import EXACT_SETTINGS, changed_settings, refus
 from corefbert.training.checkpointing import list_checkpoints, read_trainer_state
 
 RESULTS = "all_results.json"
+_ABSENT = object()  # a setting the record lacks: not the value of any setting
 #: What :func:`run_one` says happened to a run (the keys of :func:`run_sweep`'s counts).
 OUTCOMES = ("trained", "resumed", "finished_before")
 
@@ -70,7 +71,6 @@ class SweepRules:
     may_ignore: frozenset[str] = frozenset()  # a finished run is kept although these differ
     continues: tuple[str, ...] = ()  # a change of these continues a finished run from its latest checkpoint
     arguments_file: str = "finetuning_args.json"  # without a marker: where ``continues`` are read back
-    recorded_defaults: Mapping[str, Any] = field(default_factory=dict)  # a setting the marker lacks had this value
     keep_finished: bool = True  # False: every run trains as told (no skip, no resume)
     ignore_changed_settings: bool = False  # without a marker: warn about a changed setting instead of refusing
 
@@ -147,8 +147,7 @@ def _keep(out: Path, settings: dict, rules: SweepRules) -> bool:
         saved = recorded_settings(out, rules.marker)
         if saved is None:
             return True  # trained elsewhere: nothing recorded to compare
-        saved = {**rules.recorded_defaults, **saved}
-        changed = sorted(name for name, _, _ in changed_settings(saved, compared))
+        changed = sorted(name for name, value in compared.items() if saved.get(name, _ABSENT) != value)
         if changed:
             raise CorefBertError(f"this finished run was trained with other settings ({', '.join(changed)}: "
                                  f"{saved.get(changed[0])!r} then, {settings[changed[0]]!r} now); use another "

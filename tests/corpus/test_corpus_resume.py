@@ -187,7 +187,7 @@ def test_flipped_byte_is_caught_by_the_checksum(tmp_path, bert_tokenizer, monkey
 
 def test_manifest_problems_and_a_folder_without_one(tmp_path, bert_tokenizer, capsys):
     out = tmp_path / "out"
-    good = rows(prepare(out, bert_tokenizer))
+    prepare(out, bert_tokenizer)
     manifest = json.loads((out / MANIFEST_FILE).read_text())
     assert {"dataset_dict.json", "train/state.json", corpus.SUMMARY_FILE} <= set(manifest["files"])
     assert corpus.FINGERPRINT_FILE not in manifest["files"]
@@ -200,13 +200,12 @@ def test_manifest_problems_and_a_folder_without_one(tmp_path, bert_tokenizer, ca
     (out / MANIFEST_FILE).write_text('{"files": ')
     with pytest.raises(CorefBertError, match="integrity manifest unreadable"):
         prepare(out, bert_tokenizer)
-    # Decision: a folder without a manifest (older corefbert, another tool) loads with a warning.
+    # A folder without a manifest was not prepared by this version: refused in one line, saying what to do.
     (out / MANIFEST_FILE).unlink()
-    capsys.readouterr()
-    assert rows(load_prepared_corpus(str(out))) == good
-    assert rows(prepare(out, bert_tokenizer)) == good
-    err = capsys.readouterr().err
-    assert err.count(f"has no {MANIFEST_FILE}") == 2 and "--overwrite_cache" in err
+    with pytest.raises(CorefBertError, match=f"no {MANIFEST_FILE}: not a corpus prepared by this version"):
+        load_prepared_corpus(str(out))
+    with pytest.raises(CorefBertError, match="--overwrite_cache"):
+        prepare(out, bert_tokenizer)
 
 
 def test_damaged_fingerprint_file_prepares_again_and_a_cache_hit_drops_leftover_chunks(tmp_path, bert_tokenizer):

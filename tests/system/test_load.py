@@ -4,8 +4,8 @@ duplicate, drop nor leak (issue 7, item 6).
 The memory test runs each corpus size in a fresh interpreter (``python tests/system/test_load.py --child ...``)
 so that peak RSS is that run's own; the worker tests go through the trainer's own data path:
 ``pretraining_dataloader`` + ``SeededCollate`` + ``accelerator.prepare`` (seedable sampler, ``set_epoch``,
-``skip_first_batches``) + the loop's ``epoch_batches`` (a receiving thread for workers' batches where none pins
-them, ``PreservedRng``), and one test runs ``run_pretraining`` itself.
+``skip_first_batches``) + the loop's ``epoch_batches`` (``PreservedRng``), and one test runs ``run_pretraining``
+itself.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import os
 import random
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -26,11 +25,10 @@ import torch
 FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures"
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))  # the shared builders, also when run as a script (``--child``)
-from helpers import receiving_threads, synthetic_corpus  # noqa: E402
+from helpers import synthetic_corpus  # noqa: E402
 
 from corefbert.pretraining.data import PREFETCH_BATCHES, SeededCollate, pretraining_dataloader  # noqa: E402
 from corefbert.training.loop import PreservedRng, epoch_batches  # noqa: E402
-from corefbert.training.transfer import RECEIVE_AHEAD  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("fresh_accelerate_state")
 
@@ -295,12 +293,11 @@ def test_repeated_epochs_and_early_stops_leak_no_workers_fds_or_memory(rows, ber
         started = _children() - children
         workers = workers or started
         assert len(workers) == 2 and started == workers, f"epoch {epoch}: workers {started}, first {workers}"
-        assert receiving_threads() <= 1, f"epoch {epoch}: receiving threads of earlier epochs still run"
         fds = fds or _open_fds()  # the workers' pipes and queues, opened once with them
         # A batch from a worker is one shared-memory file, open while the batch lives. After a whole epoch none
-        # is; an abandoned epoch's prefetched batches wait in the iterator until the next epoch starts.
-        # The receiving thread holds up to RECEIVE_AHEAD more, and one it is handing over.
-        in_flight = 0 if epoch % 2 == 0 else PREFETCH_BATCHES * 2 + RECEIVE_AHEAD + 1
+        # is; an abandoned epoch's prefetched batches wait in the iterator until the next epoch starts (a tensor of
+        # a batch is a file of its own).
+        in_flight = 0 if epoch % 2 == 0 else (PREFETCH_BATCHES * 2 + 1) * 16
         assert fds <= _open_fds() <= fds + in_flight, f"epoch {epoch}: file descriptors leaked"
         rss.append(_status_mb("VmRSS"))
     # After a first epoch that warms allocator pools up, the main process must not grow per epoch:
@@ -310,7 +307,6 @@ def test_repeated_epochs_and_early_stops_leak_no_workers_fds_or_memory(rows, ber
     del loader, accelerator  # the accelerator keeps the loaders it prepared
     gc.collect()
     assert not _children() - children, "the loader's persistent workers outlived it"
-    assert receiving_threads() == 0, "the loader's receiving thread outlived it"
     assert _open_fds() < fds
     assert not set(multiprocessing.active_children()) - processes
 
@@ -318,20 +314,11 @@ def test_repeated_epochs_and_early_stops_leak_no_workers_fds_or_memory(rows, ber
 @pytest.mark.slow
 def test_run_pretraining_with_two_workers_repeats_the_losses_of_none(tmp_path, rows, bert_tokenizer, tiny_bert_dir,
                                                                      monkeypatch):
-    """Also: on CPU with workers the loop's batches come through the receiving thread (no pinning thread here)."""
     import datasets
 
     from corefbert.pretraining.arguments import PretrainingArguments
     from corefbert.pretraining.run import run_pretraining
-    from corefbert.training import transfer
 
-    receive, received = transfer._receive, []
-
-    def counted(*args):
-        received.append(threading.current_thread().name)
-        return receive(*args)
-
-    monkeypatch.setattr(transfer, "_receive", counted)
     splits = datasets.DatasetDict(train=rows.select(range(24)), validation=rows.select(range(24, 32)))
     children = _children()
     records = {}
@@ -345,8 +332,6 @@ def test_run_pretraining_with_two_workers_repeats_the_losses_of_none(tmp_path, r
         final = run_pretraining(args, splits=splits)
         log = [json.loads(line) for line in (tmp_path / f"w{workers}" / "log.jsonl").read_text().splitlines()]
         records[workers] = (final, log)
-        # One receiving thread per training epoch (two), none for evaluations or without workers.
-        assert received == ([] if workers == 0 else ["corefbert-receive"] * 2), workers
         from accelerate.state import AcceleratorState, GradientState
 
         AcceleratorState._reset_state(True)

@@ -14,7 +14,7 @@ from corefbert.training.sweep import SweepRules, SweepRun, run_one, run_sweep
 
 SETTINGS = {"learning_rate": 0.01, "seed": 42, "model_name_or_path": "start", "max_steps": 3}
 MARKER = SweepRules(finished=("all_results.json", "final"), marker="sweep_run.json",
-                    may_ignore=frozenset({"model_name_or_path"}), recorded_defaults={"optim": "adamw_torch"})
+                    may_ignore=frozenset({"model_name_or_path"}))
 
 
 def _fake_run(out: Path, calls: list, settings: dict | None = None, fail: bool = False) -> SweepRun:
@@ -73,10 +73,10 @@ def test_a_finished_run_with_changed_settings_is_refused_in_one_line(tmp_path):
     assert str(refused.value) == (f"{out}: this finished run was trained with other settings (learning_rate, "
                                   "max_steps: 0.01 then, 0.02 now); use another --output_dir or delete the run to "
                                   "train it again")
-    # a setting the rules let a finished run ignore, and one recorded before it existed at its default, keep it
-    moved = {**SETTINGS, "model_name_or_path": "elsewhere", "optim": "adamw_torch"}
+    # a setting the rules let a finished run ignore keeps it; one its record lacks (another version's) does not
+    moved = {**SETTINGS, "model_name_or_path": "elsewhere"}
     assert run_one(_fake_run(out, calls, moved), MARKER)[0] == "finished_before"
-    with pytest.raises(CorefBertError, match=r"\(optim: 'adamw_torch' then, 'adagrad' now\)"):
+    with pytest.raises(CorefBertError, match=r"\(optim: None then, 'adagrad' now\)"):
         run_one(_fake_run(out, calls, {**SETTINGS, "optim": "adagrad"}), MARKER)
     assert calls == [("run", False)]
 

@@ -1,10 +1,8 @@
 """The typed configuration of an end-to-end coreference model: what rebuilds it, saved as ``coref_e2e_head.json``.
 
 The task fills it from its arguments (:meth:`CorefE2ETask.model_config`); :func:`build_model` completes the
-span ranker's input sizes once the encoder is known (a new config, never a mutated one). Files written before
-this type existed hold the same keys (``max_sentence_words`` and ``max_segment_words`` appeared later: a file
-without them reads as the run defaults; an ASL file without ``asl_variant`` was written by the static
-reconstruction and reads as ``static``), so every saved model still loads.
+span ranker's input sizes once the encoder is known (a new config, never a mutated one). A file of another
+version (a key this one does not know) is refused in one line.
 """
 
 from __future__ import annotations
@@ -44,12 +42,6 @@ class CorefE2EConfig(ScratchConfig):
     def reads_subwords(self) -> bool:
         """Whether the encoder is a transformer over subword windows (else a recurrent one over word ids)."""
         return self.encoder in TRANSFORMER_ENCODERS
-
-    @classmethod
-    def upgrade(cls, values: dict) -> dict:
-        """Before the paper-exact ASL every saved ASL model was the static reconstruction: a file without
-        ``asl_variant`` reads as ``static``."""
-        return {"asl_variant": "static", **values}
 
     def check(self) -> None:
         if self.encoder not in ENCODERS:

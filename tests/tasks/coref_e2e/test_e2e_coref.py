@@ -130,14 +130,14 @@ def test_asl_attention_and_gate_read_the_previous_hidden_state():
     assert not torch.allclose(before[1, 1:, :3], after[1, 1:, :3])
 
 
-def test_asl_variant_is_an_option_and_old_asl_configs_load_as_static():
+def test_asl_variant_is_an_option_and_a_config_of_another_version_is_one_line():
     ranker = SpanRankingConfig(context_dim=0, head_dim=0)
     assert CorefE2EConfig("asl", ranker).asl_variant == "recurrent"  # paper-exact by default
-    old = CorefE2EConfig("asl", ranker).to_dict()
-    del old["asl_variant"]  # a coref_e2e_head.json written before the option existed: the static reconstruction
-    assert CorefE2EConfig.from_dict(old).asl_variant == "static"
+    saved = CorefE2EConfig("asl", ranker).to_dict()
     with pytest.raises(CorefBertError, match="asl_variant 'sideways'"):
-        CorefE2EConfig.from_dict({**old, "asl_variant": "sideways"})
+        CorefE2EConfig.from_dict({**saved, "asl_variant": "sideways"})
+    with pytest.raises(CorefBertError, match=r"unknown keys \['gate'\]\): written by another version"):
+        CorefE2EConfig.from_dict({**saved, "gate": "old"})
 
 
 def test_static_asl_gate_uses_previous_sentence_only():
