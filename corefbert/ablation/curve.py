@@ -308,7 +308,8 @@ def point_probes(study) -> list[PointProbe]:
                 name, lambda site, p=probe, c=needs_copy: None if c and not site.copy_trained else
                 {**p.settings(), **start}, _coref_runner(probe), _coref_rows(row)))
     for name, probe in finetune_probes(study).items():
-        runs = {"finetune_seeds": study.finetune_seeds} if study.finetune_seeds > 1 else {}
+        runs = {"finetune_seeds": study.finetune_seeds, "seed_stride": FINETUNE_SEED_STRIDE} if (
+            study.finetune_seeds > 1) else {}
         probes.append(PointProbe(name, lambda site, p=probe, r=runs: {**p.settings(), **r, **start} if site.slow
                                  else None, _finetune_runner(probe, study.finetune_seeds),
                                  _coref_rows(f"eq. 5 on {name[len('finetune_'):]}")))
@@ -353,13 +354,19 @@ def finetune_probes(study) -> dict[str, CorefProbe]:
     return probes
 
 
+#: The fine-tuning seeds of a site are its seed + k times this: the seeds of two pretraining seeds never meet (the
+#: start is one model for every seed, and the same seed would fine-tune it the same way twice).
+FINETUNE_SEED_STRIDE = 1000
+
+
 def _finetune_runner(probe: CorefProbe, runs: int) -> Callable:
-    """``runs`` fine-tunings of ``probe`` (seeds: the site's seed, + 1, ...), each result kept in the probe's folder
-    as soon as it is there (a killed probe resumes with the next run), their per-example counts pooled."""
+    """``runs`` fine-tunings of ``probe`` (seeds: the site's seed + k · :data:`FINETUNE_SEED_STRIDE`), each result
+    kept in the probe's folder as soon as it is there (a killed probe resumes with the next run), their
+    per-example counts pooled."""
     def run(site: ProbeSite, folder: Path) -> dict:
         per_run = []
         for k in range(runs):
-            seed = site.seed + k
+            seed = site.seed + FINETUNE_SEED_STRIDE * k
             done, key = folder / f"run_{k}.json", json_value({"settings": probe.settings(), "seed": seed})
             results = cached_result(done, key)
             if results is None:

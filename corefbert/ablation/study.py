@@ -140,7 +140,7 @@ class AblationArguments:
         "help": "With --curve_tokens: fit the frozen probe's classifiers on at most this many training pairs (drawn "
                 "under --probe_seed; default all, 160k on LitBank; 40k halves a fit for 0.005-0.008 AUC)."})
     finetune_seeds: int = field(default=1, metadata={
-        "help": "Fine-tunings of each eq. 5 probe, seeds --seed, --seed + 1, ...: the per-example counts of all of "
+        "help": "Fine-tunings of each eq. 5 probe, seeds --seed + 1000 k: the per-example counts of all of "
                 "them are pooled, so the figure averages the fine-tuning's randomness over N runs."})
     coref_e2e_max_steps: int = field(default=300, metadata={
         "help": "With --curve_tokens: steps of the end-to-end coreference probe (the LitBank MiniLM recipe, "
