@@ -1,12 +1,12 @@
 """Dataclass arguments with an optional ``--config file.yaml`` whose values become defaults.
 
 Every CLI parses through :func:`parse_args`: flags on the command line override the YAML file, the
-YAML file overrides the dataclass defaults (the TRL convention). YAML is read with ``safe_load``,
-so a config can never run code.
+YAML file overrides the dataclass defaults (the TRL convention). The YAML load is bounded (:func:`load_yaml_config`:
+``safe_load``, so a config can never run code, of a file of at most :data:`MAX_CONFIG_BYTES`, without anchors or
+aliases, which no config needs and which can make a small file a huge or self-holding value).
 
 Every parsing error is one line (``error: ...``, exit status 2 through ``cli_entry``), not argparse's usage
-screen, and never shows a secret: the value of ``--hub_token`` (flag or YAML) and anything shaped like a
-Hugging Face token are replaced by ``<redacted>`` in every message this module raises.
+screen.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import dataclasses
 import glob
 import math
 import os
-import re
 import reprlib
 import sys
 import types
@@ -30,12 +29,10 @@ import yaml
 
 from corefbert.errors import CorefBertError, note_input, one_line
 
-#: Arguments whose values are secrets: no message, file, tracker or model card may show them.
+#: Arguments whose values are secrets: no file, tracker or model card may show them (:mod:`corefbert.training.hub`).
 SECRET_ARGUMENTS = ("hub_token",)
-#: A Hugging Face access token wherever it appears in a message: typed into another flag
-#: (``--push_to_hub hf_...``) or after a misspelt one (``--hub_tokn hf_...``), where no name says it is one.
-HUB_TOKEN = re.compile(r"hf_[A-Za-z0-9]{8,}")
-REDACTED = "<redacted>"
+#: The largest config file read: a config is a few dozen flags.
+MAX_CONFIG_BYTES = 1 << 20
 
 
 #: The name ``corefbert <command>`` runs a command under, while it runs (:func:`invoked_as`); None for a script.
@@ -59,35 +56,12 @@ def program(default: str | None) -> str | None:
     return _INVOKED_AS.get() or default
 
 
-def redact(text: str, secrets=()) -> str:
-    """``text`` with every value of ``secrets`` and every Hub-token-shaped word replaced by ``<redacted>``."""
-    for secret in sorted((s for s in secrets if s), key=len, reverse=True):  # longest first: no partial leak
-        text = text.replace(secret, REDACTED)
-    return HUB_TOKEN.sub(REDACTED, text)
-
-
-def _secret_strings(value) -> list[str]:
-    """Every string inside a YAML value (a token given as a list or a mapping is still a token). Each list or
-    mapping is entered once: YAML aliases can make a small file a structure of 10^9 paths."""
-    found, stack, entered = [], [value], set()
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict | list | tuple):
-            if id(item) not in entered:
-                entered.add(id(item))
-                stack.extend([part for pair in item.items() for part in pair] if isinstance(item, dict) else item)
-        elif item is not None and not isinstance(item, bool):
-            found.append(str(item))
-    return found
-
-
-def _one_line_errors(parser: argparse.ArgumentParser, secrets: list[str], path: str | None = None):
+def _one_line_errors(parser: argparse.ArgumentParser, path: str | None = None):
     """Make ``parser`` raise one :class:`CorefBertError` line instead of printing its usage screen and
-    exiting: 60 lines of usage hid the one that matters, and argparse echoes the offending value."""
+    exiting: 60 lines of usage hid the one that matters."""
 
     def error(message: str):
-        raise CorefBertError(f"{redact(message, secrets).rstrip('.')}; run with --help for the valid arguments",
-                             path=path)
+        raise CorefBertError(f"{message.rstrip('.')}; run with --help for the valid arguments", path=path)
 
     parser.error = error  # type: ignore[method-assign]
 
@@ -121,19 +95,27 @@ def _convert_yaml_values(values: dict[str, Any], dests: dict[str, argparse.Actio
         try:
             converted[key] = action.type(value)
         except (argparse.ArgumentTypeError, TypeError, ValueError):
-            shown = REDACTED if key in SECRET_ARGUMENTS else repr(value)
-            raise CorefBertError(f"{key}: {shown} is not {_expected_type(action)}; fix the value in the config",
+            raise CorefBertError(f"{key}: {value!r} is not {_expected_type(action)}; fix the value in the config",
                                  path=path, position=_yaml_line(path, key)) from None
     return converted
 
 
 def load_yaml_config(path: str) -> dict[str, Any]:
-    """Read a flat ``{argument: value}`` YAML mapping; bad files become one clear line."""
+    """Read a flat ``{argument: value}`` YAML mapping, bounded (module docstring); bad files become one line."""
     if not os.path.isfile(path):
         raise CorefBertError("config file not found; check the --config path", path=path)
+    if os.path.getsize(path) > MAX_CONFIG_BYTES:
+        raise CorefBertError(f"{os.path.getsize(path):,} bytes: larger than a config ({MAX_CONFIG_BYTES:,} at most); "
+                             "pass a YAML file of flags", path=path)
     try:
         with open(path, encoding="utf-8") as handle:
-            values = yaml.safe_load(handle)
+            text = handle.read()
+        alias = next((event for event in yaml.parse(text, Loader=yaml.SafeLoader)
+                      if isinstance(event, yaml.AliasEvent)), None)
+        if alias is not None:
+            raise CorefBertError("anchors and aliases (&name, *name) are not read in a config; write the values "
+                                 "out", path=path, position=alias.start_mark.line + 1)
+        values = yaml.safe_load(text)
     except (yaml.YAMLError, UnicodeDecodeError) as err:
         mark = getattr(err, "problem_mark", None)
         position = f"{mark.line + 1}:{mark.column + 1}" if mark is not None else None
@@ -145,41 +127,13 @@ def load_yaml_config(path: str) -> dict[str, Any]:
         return {}
     if not isinstance(values, dict):
         raise CorefBertError("a config must be a mapping of argument names to values", path=path)
-    for key, value in values.items():
-        if _refers_to_itself(value):
-            raise CorefBertError(f"{key}: the value holds itself (an alias inside its own anchor, as in "
-                                 "'&a [*a]'); write the values out", path=path, position=_yaml_line(path, key))
     return values
-
-
-def _refers_to_itself(value) -> bool:
-    """Whether ``value`` holds itself somewhere inside (``&a [*a]`` loads as a list that is its own item; every
-    later walk over it would recurse forever). Each list or mapping is entered once, so a file of aliases of
-    aliases (10^9 paths, a few objects) is checked in linear time."""
-    finished, on_path = set(), set()
-    stack = [(value, False)]
-    while stack:
-        item, leaving = stack.pop()
-        if not isinstance(item, dict | list):
-            continue
-        if leaving:
-            on_path.discard(id(item))
-            finished.add(id(item))
-            continue
-        if id(item) in on_path:
-            return True
-        if id(item) in finished:
-            continue
-        on_path.add(id(item))
-        stack.append((item, True))
-        stack.extend((child, False) for child in (item.values() if isinstance(item, dict) else item))
-    return False
 
 
 _MISFIT = object()
 _KINDS = {bool: ("true or false", "true/false values"), int: ("an integer", "integers"),
           float: ("a number", "numbers"), str: ("a string", "strings")}
-#: Values in messages: a YAML alias can make a small file a list of 10^9 items, so never the whole repr.
+#: Values in messages, shortened.
 _SHOWN = reprlib.Repr()  # keyword arguments only from Python 3.12
 _SHOWN.maxlevel, _SHOWN.maxlist, _SHOWN.maxdict, _SHOWN.maxstring, _SHOWN.maxother = 2, 4, 4, 60, 60
 
@@ -242,8 +196,6 @@ def conform_value(name: str, value, annotation):
     list of one. Nested lists, mappings and nulls where a value belongs are refused; a type not listed here
     (``bool``, ``int``, ``float``, ``str``, their lists and ``| None``) passes unchanged.
     """
-    if name in SECRET_ARGUMENTS and value is not None and not isinstance(value, str):
-        raise CorefBertError(f"--{name} must be a string (got a {type(value).__name__}; its value is not shown)")
     options = _options(annotation)
     if value is None:
         if type(None) in options:
@@ -281,12 +233,12 @@ def peek_argument(args: Sequence[str], name: str) -> Any:
     return value
 
 
-def _conform_yaml_value(key: str, value, annotation, path: str, secrets=()):
+def _conform_yaml_value(key: str, value, annotation, path: str):
     """:func:`conform_value` for a config's ``key``, its one line naming the file and the key's line."""
     try:
         return conform_value(key, value, annotation)
     except CorefBertError as err:
-        raise CorefBertError(f"{redact(str(err), secrets)}; fix the value in the config", path=path,
+        raise CorefBertError(f"{err}; fix the value in the config", path=path,
                              position=_yaml_line(path, key)) from None
 
 
@@ -309,28 +261,17 @@ def parse_args(
     (``corefbert plot LOG`` = ``corefbert plot --log LOG``; :func:`_place_positionals`).
     """
     args = list(sys.argv[1:] if args is None else args)
-    # The secrets first, so that no later message can show them: every --hub_token value on the command
-    # line (abbreviated or with "=" too: argparse accepts both), then the config's.
-    secrets = [a.split("=", 1)[1] for a in args if a.startswith("--hub") and "=" in a]
-    find_secrets = argparse.ArgumentParser(add_help=False)
-    for name in SECRET_ARGUMENTS:
-        find_secrets.add_argument(f"--{name}", dest=name, action="append", default=[])
-    _one_line_errors(find_secrets, secrets)
-    # One spelling for the search, so that "--hub=..." is not "ambiguous" between two spellings of one flag.
-    given, _ = find_secrets.parse_known_args([a.replace("-", "_") if a.startswith("--hub-") else a for a in args])
-    secrets += [value for name in SECRET_ARGUMENTS for value in getattr(given, name)]
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--config", default=None)
-    _one_line_errors(pre, secrets)
+    _one_line_errors(pre)
     known, rest = pre.parse_known_args(args)
     values = load_yaml_config(known.config) if known.config is not None else {}
-    secrets += [s for name in SECRET_ARGUMENTS for s in _secret_strings(values.get(name))]
 
     from transformers import HfArgumentParser  # here: `corefbert --help` imports this module for invoked_as
 
     parser = HfArgumentParser(list(dataclass_types), prog=program(prog), usage=usage, description=description)
     parser.add_argument("--config", default=None, help="YAML file of argument values; flags override it.")
-    _one_line_errors(parser, secrets)
+    _one_line_errors(parser)
     if defaults:
         parser.set_defaults(**defaults)
     if known.config is not None:
@@ -341,14 +282,8 @@ def parse_args(
                 f"unknown argument(s) {', '.join(unknown)}; run with --help for the valid names",
                 path=known.config,
             )
-        for name in SECRET_ARGUMENTS:
-            if name in values and values[name] is not None and not isinstance(values[name], str):
-                # safe_load gives a list or a mapping as is; the dataclass check would print it.
-                raise CorefBertError(f"{name} must be a string (got a {type(values[name]).__name__}; its value is "
-                                     "not shown); write it as one quoted string, or leave it out and use $HF_TOKEN",
-                                     path=known.config, position=_yaml_line(known.config, name))
         fields = _field_types(dataclass_types)
-        values = {key: _conform_yaml_value(key, value, fields[key], known.config, secrets) if key in fields else value
+        values = {key: _conform_yaml_value(key, value, fields[key], known.config) if key in fields else value
                   for key, value in _convert_yaml_values(values, dests, known.config).items()}
         for key in values:
             dests[key].required = False
@@ -359,9 +294,9 @@ def parse_args(
         parser_action(parser, name).required = False
     parsed, remaining = parser.parse_known_args(rest)
     if any(word.startswith("-") for word in remaining):
-        raise CorefBertError(f"unrecognized argument(s): {redact(' '.join(remaining), secrets)}; run with --help")
+        raise CorefBertError(f"unrecognized argument(s): {' '.join(remaining)}; run with --help")
     namespace = vars(parsed)
-    _place_positionals(parser, namespace, rest, remaining, required, secrets)
+    _place_positionals(parser, namespace, rest, remaining, required)
     outputs = []
     for dtype in dataclass_types:
         names = {f.name for f in dataclasses.fields(dtype) if f.init}
@@ -376,7 +311,7 @@ def parser_action(parser: argparse.ArgumentParser, name: str) -> argparse.Action
 
 
 def _place_positionals(parser, namespace: dict[str, Any], args: list[str], words: list[str],
-                       required: dict[str, bool], secrets: list[str]) -> None:
+                       required: dict[str, bool]) -> None:
     """Give the bare ``words`` of the command line ``args`` (what the parser left) to the ``required`` fields
     (positionals, in order) whose flag ``args`` does not give, anywhere on the line (``plot -o out.png LOG``);
     then each positional a field needs without a default is one line, named both ways."""
@@ -387,7 +322,7 @@ def _place_positionals(parser, namespace: dict[str, Any], args: list[str], words
             open_names.append(name)
     if len(words) > len(open_names):
         extra = " ".join(words[len(open_names):])
-        raise CorefBertError(f"unrecognized argument(s): {redact(extra, secrets)}; run with --help")
+        raise CorefBertError(f"unrecognized argument(s): {extra}; run with --help")
     for name, word in zip(open_names, words):
         namespace[name] = word
     missing = [f"{name.upper()} (or --{name})" for name, needed in required.items() if needed and namespace[name] is None]
@@ -398,7 +333,7 @@ def _place_positionals(parser, namespace: dict[str, Any], args: list[str], words
 
 def note_file_arguments(values: dict[str, Any]) -> None:
     """Every file a ``*_file`` argument names (a path, a glob or a list of them) is one of the command's inputs,
-    which none of its writes may replace (:func:`corefbert.errors.note_input`; issue 33.1)."""
+    which none of its writes may replace (:func:`corefbert.errors.note_input`)."""
     for name, value in values.items():
         if not name.endswith("_file") or not value:
             continue

@@ -75,6 +75,14 @@ def synthetic_rows(tokenizer, n_rows: int, seed: int, min_words: int = 10, max_w
     return columns
 
 
+def save_corpus(splits, folder) -> None:
+    """Save ``splits`` as a prepared corpus folder, with the integrity manifest ``corefbert prepare`` writes."""
+    from corefbert.corpus.cache import write_manifest
+
+    splits.save_to_disk(str(folder))
+    write_manifest(str(folder))
+
+
 def synthetic_corpus(tokenizer, n_train: int = 48, n_eval: int = 16, seed: int = 0):
     """A DatasetDict with train/validation splits of :func:`synthetic_rows`."""
     import datasets

@@ -18,11 +18,9 @@ import numpy as np
 
 from corefbert.errors import CorefBertError
 from corefbert.text.conll import ConllDocument
+from corefbert.text.pronouns import PRONOUNS
 from corefbert.text.tokenizers import word_pieces
 
-PRONOUNS = frozenset(
-    "i me my mine myself you your yours yourself yourselves thou thee thy thine thyself ye he him his himself she "
-    "her hers herself it its itself we us our ours ourselves they them their theirs themselves".split())
 # A capitalised span that starts with one of these is a common noun phrase at a sentence start, not a name.
 DETERMINERS = frozenset("the a an this that these those some any no every each".split()) | PRONOUNS
 NAME_PARTICLES = frozenset("of de la le du da van von der".split())  # lower-case inside names

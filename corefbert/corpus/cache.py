@@ -181,8 +181,7 @@ class ChunkCache:
             if not verify_folder(path, "checksums"):
                 raise CorefBertError("no manifest", path=path)
             rows = datasets.load_from_disk(path)
-            with open(os.path.join(path, self.STATS)) as handle:
-                stats = json.load(handle)
+            stats = read_json(os.path.join(path, self.STATS))
         except (CorefBertError, OSError, ValueError) as err:
             print(f"warning: finished chunk damaged, preparing it again ({err})", file=sys.stderr)
             shutil.rmtree(path, ignore_errors=True)
@@ -250,13 +249,23 @@ def why_validation_is_empty(stats: dict, settings: dict) -> str:
             "lines, WikiText ' = Title = ' lines, <doc> tags) or pass --validation_file")
 
 
+def read_summary(folder: str) -> dict | None:
+    """The ``prepare_summary.json`` of the prepared corpus ``folder`` (the one reader of it); None when it has none.
+    A summary that cannot be read is one line: prepare the corpus again."""
+    path = os.path.join(folder, SUMMARY_FILE)
+    if not os.path.isfile(path):
+        return None
+    summary = read_json(path)
+    if not isinstance(summary, dict):
+        raise CorefBertError(f"not a corpus summary (a JSON {type(summary).__name__}); prepare the corpus again",
+                             path=path)
+    return summary
+
+
 def summary_of(rows) -> dict | None:
-    """The ``prepare_summary.json`` of the prepared corpus a loaded split's Arrow files come from, if any."""
+    """The summary (:func:`read_summary`) of the prepared corpus a loaded split's Arrow files come from, if any."""
     for item in getattr(rows, "cache_files", None) or []:
-        path = os.path.join(os.path.dirname(os.path.dirname(item["filename"])), SUMMARY_FILE)
-        try:
-            with open(path) as handle:
-                return json.load(handle)
-        except (OSError, ValueError):
-            return None
+        return read_summary(os.path.dirname(os.path.dirname(item["filename"])))
     return None
+
+

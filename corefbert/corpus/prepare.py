@@ -26,6 +26,7 @@ from corefbert.corpus.cache import (
     ChunkCache,
     chunk_ranges,
     load_verified,
+    read_summary,
     remove_stale,
     why_validation_is_empty,
     write_manifest,
@@ -52,6 +53,7 @@ from corefbert.corpus.readers import (
 )
 from corefbert.errors import CorefBertError, one_line
 from corefbert.text.durable import check_writable, replace_file, replace_folder, writing
+from corefbert.text.jsonio import read_json
 from corefbert.text.tokenizers import load_tokenizer, special_token_frame
 from corefbert.training import lock as run_lock
 
@@ -147,10 +149,7 @@ def folder_model_config(model_name_or_path: str | None) -> dict | None:
     path = os.path.join(model_name_or_path or "", "config.json")
     if not model_name_or_path or not os.path.isfile(path):
         return None
-    try:
-        config = _read_json(path)
-    except (OSError, ValueError) as err:
-        raise CorefBertError(f"unreadable model config ({type(err).__name__}: {err})", path=path) from None
+    config = read_json(path)
     return config if isinstance(config, dict) else None
 
 
@@ -191,16 +190,11 @@ def _check_output_outside_inputs(output_dir: str, args) -> None:
                                          "outside it", path=pattern)
 
 
-def _read_json(path):
-    with open(path) as handle:
-        return json.load(handle)
-
-
 def _stored_fingerprint(path: str) -> str | None:
     """The fingerprint a prepared folder was saved with; None when absent or unreadable (then: prepare again)."""
     try:
-        return str(_read_json(path).get("fingerprint"))
-    except (OSError, ValueError, AttributeError):
+        return str(read_json(path).get("fingerprint"))
+    except (CorefBertError, AttributeError):
         return None
 
 
@@ -287,7 +281,7 @@ def prepare_corpus(args: PrepareArguments, tokenizer=None, nlp=None):
         # Chunks left by a kill during the final cleanup are of no further use.
         shutil.rmtree(f"{output_dir}.resume", ignore_errors=True)
         print(f"reusing the prepared corpus in {output_dir} (same inputs, tokenizer and settings)")
-        print(format_summary(_read_json(os.path.join(output_dir, SUMMARY_FILE))))
+        print(format_summary(read_summary(output_dir) or {}))
         return data
     if os.path.exists(output_dir) and not os.path.isdir(output_dir):
         raise CorefBertError("--output_dir is a file, not a directory; pass a directory path", path=output_dir)
@@ -328,10 +322,10 @@ def _read_documents(sources, args, work: str, name: str):
         raise
     except ValueError:
         # datasets refuses to build a split from a generator that yielded nothing.
-        if not os.path.isfile(report) or _read_json(report)["documents"] != 0:
+        if not os.path.isfile(report) or read_json(report)["documents"] != 0:
             raise
         docs = datasets.Dataset.from_dict({"doc_id": [], "text": []}, features=features)
-    return docs, _read_json(report)
+    return docs, read_json(report)
 
 
 def _read_splits(args, train_sources, validation_sources, work, skipped_sources):
@@ -464,7 +458,7 @@ def _pack_in_chunks(split, docs, packer, cache, args, fingerprint, work):
                 rows = datasets.Dataset.from_dict({c: [] for c in COLUMNS}, features=_packed_features())
             chunk_stats = dict.fromkeys(STAT_KEYS, 0)
             for name in os.listdir(stats_dir):
-                for key, value in _read_json(os.path.join(stats_dir, name)).items():
+                for key, value in read_json(os.path.join(stats_dir, name)).items():
                     chunk_stats[key] += value
             found = cache.save(split, start, end, rows, chunk_stats)
             # The map output now lives in the chunk folder; drop the scratch copy to keep disk use at 2x.

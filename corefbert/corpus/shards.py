@@ -23,9 +23,9 @@ import glob
 import json
 import os
 
+from corefbert.corpus.cache import SUMMARY_FILE, read_summary
 from corefbert.errors import CorefBertError
 
-SUMMARY_FILE = "prepare_summary.json"
 SAVED_MARKERS = ("dataset_dict.json", "state.json")
 GLOB_CHARS = "*?["
 #: Settings that may differ between the machines of one shard set: paths, parallelism, cache handling.
@@ -54,15 +54,13 @@ def shard_folders(dataset_dir: str) -> list[str] | None:
     return found or None
 
 
-def read_summary(folder: str) -> dict:
-    """A shard's ``prepare_summary.json``; one line when it is missing (a shard set needs it to be checked)."""
-    path = os.path.join(folder, SUMMARY_FILE)
-    try:
-        with open(path, encoding="utf-8") as handle:
-            summary = json.load(handle)
-    except (OSError, ValueError) as err:
-        raise CorefBertError(f"a shard needs its {SUMMARY_FILE} ({type(err).__name__}); prepare it again with "
-                             "prepare_corpus.py --num_shards N --shard_index k", path=folder) from None
+def shard_summary(folder: str) -> dict:
+    """A shard's summary (:func:`corefbert.corpus.cache.read_summary`); one line when it has none (a shard set
+    needs it to be checked)."""
+    summary = read_summary(folder)
+    if summary is None:
+        raise CorefBertError(f"a shard needs its {SUMMARY_FILE}; prepare it again with prepare_corpus.py --num_shards "
+                             "N --shard_index k", path=folder)
     if not isinstance(summary, dict) or not isinstance(summary.get("shard"), list):
         raise CorefBertError(f"{SUMMARY_FILE} has no shard record; prepare it again with this version", path=folder)
     return summary
@@ -111,7 +109,7 @@ def load_shard_set(folders: list[str], load_one) -> dict:
     loads one shard after its manifest check (``corefbert.pretraining.data.load_prepared_corpus`` for one folder)."""
     import datasets
 
-    summaries = [read_summary(folder) for folder in folders]
+    summaries = [shard_summary(folder) for folder in folders]
     order = check_shard_set(folders, summaries)
     parts = [load_one(folders[n]) for n in order]
     for n, part in zip(order, parts):

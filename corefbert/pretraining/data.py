@@ -95,7 +95,7 @@ def check_corpus_tokenizer(splits_or_dir, tokenizer, model_config, where: object
     is otherwise an ``IndexError`` deep in the embedding); every sequence within the model's positions.
     A corpus prepared before the record existed skips the first check.
     """
-    from corefbert.corpus.cache import SUMMARY_FILE, summary_of
+    from corefbert.corpus.cache import read_summary, summary_of
     from corefbert.corpus.packing import tokenizer_identity
     from corefbert.text.positions import max_positions
 
@@ -103,7 +103,7 @@ def check_corpus_tokenizer(splits_or_dir, tokenizer, model_config, where: object
     if isinstance(splits_or_dir, (str, os.PathLike)):
         where = where or splits_or_dir
         splits = load_prepared_corpus(str(splits_or_dir))
-        summary = _read_summary(os.path.join(str(splits_or_dir), SUMMARY_FILE))
+        summary = read_summary(str(splits_or_dir))
     else:
         splits = splits_or_dir
         summary = next((summary_of(rows) for rows in splits.values() if summary_of(rows)), None)
@@ -130,14 +130,6 @@ def check_corpus_tokenizer(splits_or_dir, tokenizer, model_config, where: object
             raise CorefBertError(
                 f"the {name} split holds sequences of {longest} tokens, more than the {positions} positions of the "
                 f"model ({config.get('model_type')}); prepare it again with --max_seq_length {positions}", path=where)
-
-
-def _read_summary(path: str) -> dict | None:
-    try:
-        with open(path) as handle:
-            return json.load(handle)
-    except (OSError, ValueError):
-        return None
 
 
 def _describe(identity: dict) -> str:

@@ -45,8 +45,7 @@ def safetensors_files(directory: str) -> list[str]:
     """The weight files of a ``save_pretrained`` folder: the shards its index lists, else ``model.safetensors``."""
     index = os.path.join(directory, "model.safetensors.index.json")
     if os.path.isfile(index):
-        with open(index, encoding="utf-8") as handle:
-            files = sorted(set(json.load(handle)["weight_map"].values()))
+        files = sorted(set(read_json(index)["weight_map"].values()))
     else:
         files = ["model.safetensors"]
     return [os.path.join(directory, name) for name in files]

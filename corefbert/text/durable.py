@@ -14,7 +14,6 @@ import errno
 import json
 import os
 import shutil
-import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -120,12 +119,18 @@ def write_failure(err: Exception, folder: Path) -> str | None:
 
 
 def remove_folder(path: Path) -> None:
-    """Delete a folder so that no interruption leaves a half-deleted one under its old name."""
+    """Delete a folder so that no interruption leaves a half-deleted one under its old name; a link at ``path`` is
+    removed itself (the folder it points to is the user's)."""
+    path = Path(path)
+    if path.is_symlink():
+        path.unlink()
+        return
     if not path.exists():
         return
     trash = path if path.name.endswith(".deleting") else path.with_name(path.name + ".deleting")
     if trash != path:
         try:
+            remove_folder(trash)
             os.replace(path, trash)
         except OSError:
             trash = path
@@ -164,41 +169,39 @@ def _refuse_replacing_an_input(final: Path) -> None:
 
 @contextlib.contextmanager
 def output_path(path: str | os.PathLike, what: str = "the file") -> Iterator[Path]:
-    """A fresh path to write ``path``'s new content at, put in place of ``path`` when the block ends cleanly.
-
-    The one way a file enters an output folder (issue 33.3). The block writes at the yielded path, inside a
-    private folder created beside ``path`` (``mkdtemp``: a new name, mode 0700), so nothing planted in the
-    output folder beforehand (a symlink or hard link at the output's name or at a temporary name) is ever
-    opened or written through. The finished file is fsync'd and renamed over ``path``; a rename replaces a
-    link planted at ``path`` itself, never its target. A block that raises leaves ``path`` as it was; a refused
-    write (disk full, read-only, no permission, a folder at ``path``) is one line naming ``path`` and ``what``.
-    Library writers that take a path (safetensors, matplotlib, ``torch.save``) write at the yielded path.
-    """
+    """A fresh path to write ``path``'s new content at, put in place of ``path`` when the block ends cleanly: a
+    temporary file in ``path``'s folder, fsync'd and renamed over ``path`` (a kill leaves the old file or the new
+    one, never half of one; the rename replaces a link at ``path``, never its target). The one way a file enters
+    an output folder; it never replaces one of the command's inputs. A block that raises leaves ``path`` as it
+    was; a refused write (disk full, read-only, no permission, a folder at ``path``) is one line naming ``path``
+    and ``what``. Library writers that take a path (safetensors, matplotlib, ``torch.save``) write at the yielded
+    path."""
     final = Path(path)
     _refuse_replacing_an_input(final)
     try:
-        scratch = Path(tempfile.mkdtemp(prefix=f".{final.name[:40]}.", suffix=".partial", dir=final.parent))
+        handle, name = tempfile.mkstemp(prefix=f".{final.name[:40]}.", suffix=".partial", dir=final.parent)
+        os.close(handle)
     except OSError as err:
         raise _output_error(final, what, err) from None
-    fresh = scratch / "content"
+    fresh = Path(name)
     try:
         yield fresh
         try:
-            if fresh.exists():  # a writer that wrote nothing leaves ``path`` as it was
-                with open(fresh, "rb+") as handle:
-                    os.fsync(handle.fileno())
-                if final.is_dir() and not final.is_symlink():
-                    raise IsADirectoryError(errno.EISDIR, "is a folder")
-                os.replace(fresh, final)
+            with open(fresh, "rb+") as written:
+                os.fsync(written.fileno())
+            if final.is_dir() and not final.is_symlink():
+                raise IsADirectoryError(errno.EISDIR, "is a folder")
+            os.replace(fresh, final)
         except OSError as err:
             raise _output_error(final, what, err) from None
     except Exception as err:
-        reason = write_failure(err, scratch) if not isinstance(err, CorefBertError) else None
+        reason = write_failure(err, final.parent) if not isinstance(err, CorefBertError) else None
         if reason is None:
             raise
         raise _output_error(final, what, reason) from None
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            fresh.unlink()
 
 
 @contextlib.contextmanager
@@ -223,38 +226,21 @@ def replace_file(path: str | os.PathLike, content: str | bytes, what: str = "the
 
 
 def fresh_file(path: str | os.PathLike, mode: str = "w") -> IO:
-    """A new empty file at ``path`` for a writer that spans several calls and is moved into place later by
-    its caller (a streamed ``.partial``): whatever stands at the name (a left-over, a planted link) is removed
-    first, and the file is created exclusively (``O_EXCL`` never follows a link), so nothing is written
-    through a link."""
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
-    return open(path, mode.replace("w", "x"), **({"encoding": "utf-8"} if "b" not in mode else {}))
+    """A new empty file at ``path`` for a writer that spans several calls and is moved into place later by its
+    caller (a streamed ``.partial``, :func:`put_in_place`)."""
+    return open(path, mode, **({"encoding": "utf-8"} if "b" not in mode else {}))
 
 
 def append_file(path: str | os.PathLike) -> IO:
-    """``path`` opened for appending text (created when missing), refusing to follow a symlink planted at its
-    name (``O_NOFOLLOW``) or to append to anything but a regular file: a log is never written elsewhere."""
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-    not_regular = CorefBertError("is not a regular file; remove it (or choose another --output_dir)", path=path)
-    try:
-        fd = os.open(path, flags, 0o644)
-    except OSError as err:
-        if err.errno == errno.ELOOP:
-            raise CorefBertError("is a symbolic link; a run appends only to a regular file it created. Remove the "
-                                 "link (or choose another --output_dir)", path=path) from None
-        if err.errno in (errno.ENXIO, errno.EISDIR):  # a FIFO nobody reads, a folder
-            raise not_regular from None
-        raise
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise not_regular
-    return os.fdopen(fd, "a", encoding="utf-8")
+    """``path`` opened for appending text (created when missing); a folder there is one line."""
+    if Path(path).is_dir():
+        raise CorefBertError("is a folder, not a file; remove it (or choose another --output_dir)", path=path)
+    return open(path, "a", encoding="utf-8")
 
 
 def put_in_place(partial: str | os.PathLike, path: str | os.PathLike, what: str = "the file") -> None:
-    """Rename the finished file ``partial`` (a streamed ``.partial`` from :func:`fresh_file`) over ``path``:
-    a link at ``path`` is replaced, an input is never replaced, a refused rename is one line."""
+    """Rename the finished file ``partial`` (a streamed ``.partial`` from :func:`fresh_file`) over ``path``: an
+    input is never replaced, a refused rename is one line."""
     _refuse_replacing_an_input(Path(path))
     try:
         os.replace(partial, path)
@@ -264,8 +250,8 @@ def put_in_place(partial: str | os.PathLike, path: str | os.PathLike, what: str 
 
 def replace_files(partial: str | os.PathLike, final: str | os.PathLike, names: list[str]) -> None:
     """Put the files and folders ``names`` of the finished folder ``partial`` in place in ``final``, one rename
-    each (a folder by :func:`replace_folder`); a link planted at a name in ``final`` is replaced, never written
-    through. For outputs that share ``final`` with files of the user's, where the whole folder cannot be swapped."""
+    each (a folder by :func:`replace_folder`). For outputs that share ``final`` with files of the user's, where
+    the whole folder cannot be swapped."""
     partial, final = Path(partial), Path(final)
     for name in names:
         if (partial / name).is_dir():

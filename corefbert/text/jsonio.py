@@ -4,8 +4,9 @@ and for the files a run writes and reads back), and the values the toolkit's JSO
 The benchmark readers in ``corefbert/tasks/`` and the corpus reader check the structure of what they get;
 this module is the one place that turns "missing, unreadable, not UTF-8, not JSON" into the same one-line
 ``CorefBertError`` for all of them (``file:line:column: not valid JSON (...)``). ``.gz`` and ``.bz2`` files
-are read decompressed. Apart from the run log's reader (:mod:`corefbert.training.runlog`, which leaves out the
-torn last line of a killed run), no other module parses JSON (``tests/system/test_one_home_io.py``).
+are read decompressed. No other module parses JSON (``tests/system/test_one_home_io.py``); the run log's reader
+(:mod:`corefbert.training.runlog`, which leaves out the torn last line of a killed run) parses its lines with
+:func:`parse_json`.
 """
 
 from __future__ import annotations
@@ -74,6 +75,15 @@ def read_json(path: str, missing: str = "file not found; check the path") -> Any
         raise CorefBertError(f"not valid JSON ({_reason(err)}); fix or re-download the file", path=path) from None
     except OSError as err:
         raise CorefBertError(f"cannot read the file ({err.strerror})", path=path) from None
+
+
+def parse_json(text: str | bytes) -> Any:
+    """The JSON value of ``text`` (UTF-8 bytes or a string); ``ValueError`` when it is not one (the caller decides
+    what that means: the torn last line of a log, a record to refuse)."""
+    try:
+        return json.loads(text.decode("utf-8") if isinstance(text, bytes) else text)
+    except (UnicodeDecodeError, RecursionError) as err:
+        raise ValueError(_reason(err)) from None
 
 
 def read_jsonl(path: str, expected: str = "one JSON value per line expected",

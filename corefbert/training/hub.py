@@ -21,7 +21,7 @@ from pathlib import Path
 
 from huggingface_hub import HfApi, ModelCard
 
-from corefbert.arguments import SECRET_ARGUMENTS, redact
+from corefbert.arguments import SECRET_ARGUMENTS
 from corefbert.errors import CorefBertError
 from corefbert.text.durable import remove_folder, replace_file
 from corefbert.text.jsonio import read_json
@@ -54,7 +54,7 @@ def check_hub_arguments(args) -> None:
                              "an existing folder with `hf upload USER/NAME FOLDER`")
     repo = args.hub_model_id
     if repo is not None and (repo.count("/") > 1 or not all(repo.split("/")) or any(c.isspace() for c in repo)):
-        raise CorefBertError(f"--hub_model_id {redact(repr(repo))} is not a Hub repository name (user/name or name)")
+        raise CorefBertError(f"--hub_model_id {repo!r} is not a Hub repository name (user/name or name)")
 
 
 def public_settings(args) -> dict:
@@ -84,8 +84,10 @@ def upload_staged(staging_dir: Path, args) -> str:
         api.upload_folder(repo_id=repo_id, folder_path=str(staging_dir), repo_type="model",
                           commit_message=f"corefbert: upload {Path(os.path.abspath(args.output_dir)).name}")
     except Exception as err:  # noqa: BLE001 - network, auth and quota errors all leave the run's files intact
-        # The token never reaches an error line, even where a library error quotes its request.
-        reason = redact(" ".join(str(err).split()), [args.hub_token or ""])[:200]
+        # The token never reaches the error line (which may end up in a shared log), even where a library error
+        # quotes its request.
+        reason = " ".join(str(err).split())
+        reason = (reason.replace(args.hub_token, "<redacted>") if args.hub_token else reason)[:200]
         raise CorefBertError(f"upload to the Hub failed ({type(err).__name__}: {reason}); the run's outputs are "
                              f"intact and the repository is staged: upload it with `hf upload {name} {staging_dir}`",
                              path=staging_dir) from None

@@ -6,10 +6,10 @@ Every CLI calls :func:`check_model_folder` on ``--model_name_or_path`` before it
 from __future__ import annotations
 
 import glob
-import json
 import os
 
 from corefbert.errors import CorefBertError
+from corefbert.text.jsonio import read_json
 from corefbert.text.positions import max_positions, positions_reason
 
 PICKLE_WEIGHTS = ("pytorch_model*.bin", "*.pt", "*.pth", "*.ckpt")
@@ -33,9 +33,8 @@ def check_model_folder(path: str, max_seq_length: int | None = None) -> None:
     if max_seq_length is None or not os.path.isfile(config_path):
         return
     try:
-        with open(config_path, encoding="utf-8") as handle:
-            config = json.load(handle)
-    except (OSError, ValueError):
+        config = read_json(config_path)
+    except CorefBertError:
         return  # the loader reports an unreadable config in its own line
     limit = max_positions(config) if isinstance(config, dict) else None
     if limit is not None and max_seq_length > limit:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from corefbert.errors import CorefBertError
 from corefbert.text.durable import append_file, os_error_reason, replace_file
-from corefbert.text.jsonio import json_safe
+from corefbert.text.jsonio import json_safe, parse_json
 from corefbert.training.checkpointing import any_process, list_checkpoints
 
 LOG_FILE = "log.jsonl"
@@ -70,8 +70,8 @@ def read_log(path: str | os.PathLike) -> list[dict]:
         if not line.strip():
             continue
         try:
-            record = json.loads(line.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError, RecursionError):
+            record = parse_json(line)
+        except ValueError:
             record = None
         if isinstance(record, dict):
             records.append(record)

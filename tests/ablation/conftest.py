@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from helpers import synthetic_corpus
+from helpers import save_corpus, synthetic_corpus
 
 
 @pytest.fixture(scope="module")
@@ -11,5 +11,5 @@ def corpus_dir(tmp_path_factory, tiny_bert_dir):
     from transformers import AutoTokenizer
 
     out = tmp_path_factory.mktemp("ablation_corpus") / "corpus"
-    synthetic_corpus(AutoTokenizer.from_pretrained(tiny_bert_dir), n_train=16, n_eval=6).save_to_disk(str(out))
+    save_corpus(synthetic_corpus(AutoTokenizer.from_pretrained(tiny_bert_dir), n_train=16, n_eval=6), out)
     return out

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import FIXTURES, load_cli
+from helpers import FIXTURES, load_cli, save_corpus
 
 from corefbert.ablation.probes import GAP_F1, RATIO, statistic
 
@@ -212,7 +212,7 @@ def test_the_study_takes_a_checkpoint_of_another_family(tmp_path, family):
     model_dir = save_tiny_family(family, tmp_path / family)
     model_type = AutoConfig.from_pretrained(model_dir).model_type
     corpus_dir = tmp_path / "corpus"
-    synthetic_corpus(AutoTokenizer.from_pretrained(model_dir), n_train=8, n_eval=6).save_to_disk(str(corpus_dir))
+    save_corpus(synthetic_corpus(AutoTokenizer.from_pretrained(model_dir), n_train=8, n_eval=6), corpus_dir)
     out = tmp_path / "study"
     argv = _argv(model_dir, corpus_dir, out, "--arms", "corefbert,mrm", "--seeds", "1", "--max_steps", "2")
     _run(argv)

@@ -81,12 +81,13 @@ def test_a_resumed_epoch_replays_the_same_batches_through_accelerate(tmp_path):
 def test_the_slot_fill_command_reads_a_prepared_corpus_named_by_a_word_or_a_config(tmp_path, capsys):
     """``corefbert slot-fill DATASET_DIR`` (issue 34.4: through parse_args, so ``--config`` gives it too)."""
     import datasets
+    from helpers import save_corpus
 
     from corefbert.cli import main
 
     lengths = [128] * 6 + [16, 16]  # [rows]
-    datasets.DatasetDict({"train": datasets.Dataset.from_dict({"input_ids": [[1] * n for n in lengths]})}) \
-        .save_to_disk(str(tmp_path / "corpus"))
+    save_corpus(datasets.DatasetDict({"train": datasets.Dataset.from_dict({"input_ids": [[1] * n for n in lengths]})}),
+                tmp_path / "corpus")
     main(["slot-fill", str(tmp_path / "corpus"), "--batch_size", "2"])
     by_word = capsys.readouterr().out
     assert "8 rows, batch 2: text in 100.0% of the computed slots with length-grouped batches" in by_word, by_word

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import ROOT, synthetic_corpus
+from helpers import ROOT, save_corpus, synthetic_corpus
 
 from corefbert.errors import CorefBertError
 from corefbert.pretraining import run as pretraining
@@ -483,7 +483,7 @@ def _run_mrp():
 @pytest.fixture(scope="module")
 def corpus_dir(tmp_path_factory, corpus):
     out = tmp_path_factory.mktemp("prepared") / "corpus"
-    corpus.save_to_disk(str(out))
+    save_corpus(corpus, out)
     return out
 
 

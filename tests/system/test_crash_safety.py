@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import FIXTURES, ROOT, can_mount_tmpfs, load_cli, synthetic_corpus
+from helpers import FIXTURES, ROOT, can_mount_tmpfs, load_cli, save_corpus, synthetic_corpus
 from test_pretraining import _save_tiny_bert
 
 from corefbert.errors import CorefBertError
@@ -49,7 +49,7 @@ def corpus_dir(tmp_path_factory, model_dir):
     from transformers import AutoTokenizer
 
     out = tmp_path_factory.mktemp("crash_corpus") / "corpus"
-    synthetic_corpus(AutoTokenizer.from_pretrained(model_dir), n_train=24, n_eval=8).save_to_disk(str(out))
+    save_corpus(synthetic_corpus(AutoTokenizer.from_pretrained(model_dir), n_train=24, n_eval=8), out)
     return out
 
 

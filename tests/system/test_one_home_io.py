@@ -4,8 +4,9 @@ read from the source as tests/system/test_one_home.py reads the other primitives
 - ``log.jsonl`` is named, written and read only by ``corefbert.training.runlog`` (``RunLog``, ``read_log``,
   ``truncate_log``): a second reader broke on the torn last line of a killed run, a second writer skipped the
   full-disk handling;
-- JSON is parsed (``json.loads``) only by ``corefbert.text.jsonio`` (``read_json``, ``read_jsonl``: one error line
-  for any bad file) and the run log's reader (which leaves the torn last line out);
+- JSON is parsed only by ``corefbert.text.jsonio`` (``read_json``, ``read_jsonl``, ``parse_json``: one error line
+  for any bad file): any use of the ``json`` module's parsing side (``load``, ``loads``, ``JSONDecoder``, by any
+  spelling: an alias of the module, a name imported from it) is found by its name in the module, not one spelling;
 - a bootstrap is drawn and its percentile interval taken only in ``corefbert.metrics.bootstrap``, which the
   guides' scripts (``docs/guides/*.py``) import;
 - a mention span has one type, ``corefbert.text.spans.Mention`` (first, last; both inclusive): no other module
@@ -26,11 +27,13 @@ RUNLOG = "corefbert.training.runlog"
 BOOTSTRAP = "corefbert.metrics.bootstrap"
 SPANS = "corefbert.text.spans"
 DURABLE = "corefbert.text.durable"
-JSON_PARSERS = {JSONIO, RUNLOG}
+JSON_PARSERS = {JSONIO}
+#: The json module's parsing side.
+JSON_PARSING = {"load", "loads", "JSONDecoder", "raw_decode"}
 # Function or class name -> the one module that defines it.
 DEFINED_IN = {
     "RunLog": RUNLOG, "read_log": RUNLOG, "truncate_log": RUNLOG, "log_path": RUNLOG,
-    "read_json": JSONIO, "read_jsonl": JSONIO, "json_value": JSONIO, "json_safe": JSONIO,
+    "read_json": JSONIO, "read_jsonl": JSONIO, "parse_json": JSONIO, "json_value": JSONIO, "json_safe": JSONIO,
     "resample_indices": BOOTSTRAP, "percentile_interval": BOOTSTRAP, "drawn_members": BOOTSTRAP,
 }
 SPAN_ALIASES = {"Mention", "Cluster", "TokenSpans"}
@@ -51,6 +54,19 @@ def second_homes(name: str, tree: ast.Module) -> list[str]:
         if name not in homes:
             found.append(f"{name}:{line}: {what} (the home is {' / '.join(sorted(homes))})")
 
+    # The names the json module goes by in this module (``import json``, ``import json as j``) and the parsing
+    # names imported from it (``from json import loads as parse``).
+    json_names = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
+                  if a.name == "json"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "json":
+            for alias in node.names:
+                if alias.name in JSON_PARSING:
+                    outside(JSON_PARSERS, node.lineno, f"imports json.{alias.name}")
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in json_names \
+                and node.attr in JSON_PARSING:
+            outside(JSON_PARSERS, node.lineno, f"parses JSON by hand ({ast.unparse(node)}; read_json / read_jsonl / "
+                                               "parse_json)")
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             if node.name in DEFINED_IN:
@@ -59,14 +75,10 @@ def second_homes(name: str, tree: ast.Module) -> list[str]:
                 outside(BOOTSTRAP, node.lineno, f"defines {node.name}")
         elif isinstance(node, ast.Call):
             called = _called(node)
-            if called in ("json.loads", "loads") or called.endswith(".decode") and "JSONDecoder" in called:
-                outside(JSON_PARSERS, node.lineno, f"parses JSON by hand ({called}; read_json / read_jsonl)")
-            elif called.endswith("percentile") or called.endswith("quantile"):
+            if called.endswith("percentile") or called.endswith("quantile"):
                 outside(BOOTSTRAP, node.lineno, f"takes an interval by hand ({called}; percentile_interval)")
             elif called == "append_file" and name != DURABLE:
                 outside(RUNLOG, node.lineno, "appends to a file: the run log is the one appended file (RunLog)")
-        elif isinstance(node, ast.ImportFrom) and node.module == "json" and any(a.name == "loads" for a in node.names):
-            outside(JSON_PARSERS, node.lineno, "imports json.loads")
         elif isinstance(node, ast.Constant) and node.value == "log.jsonl":
             outside(RUNLOG, node.lineno, "names log.jsonl (log_path / LOG_FILE)")
     for node in tree.body:  # module-level type aliases of a span
@@ -110,8 +122,10 @@ def test_each_home_exists_and_defines_its_names():
 def test_a_planted_second_home_of_each_is_found():
     planted = ast.parse(
         "import json\n"
+        "import json as serial\n"
         "import numpy as np\n"
         "from json import loads\n"
+        "from json import load as parse_file\n"
         "from pathlib import Path\n"
         "Mention = tuple[int, int]\n"
         "Spans = list[list[tuple[int, int]]]\n"
@@ -123,15 +137,20 @@ def test_a_planted_second_home_of_each_is_found():
         "    return [json.loads(line) for line in (Path(output_dir) / 'log.jsonl').read_text().splitlines()]\n"
         "def read_answers(path):\n"
         "    return [json.JSONDecoder().decode(line) for line in open(path)]\n"
+        "def read_config(path):\n"
+        "    with open(path) as handle:\n"
+        "        return serial.load(handle)\n"
         "def bootstrap_interval(values):\n"
         "    return np.percentile(values, [2.5, 97.5])\n"
     )
     found = second_homes("corefbert.tasks.planted", planted)
-    for what in ("parses JSON by hand (json.loads", "parses JSON by hand (json.JSONDecoder().decode",
-                 "imports json.loads", "defines read_log", "names log.jsonl", "appends to a file",
+    for what in ("parses JSON by hand (json.loads", "parses JSON by hand (json.JSONDecoder",
+                 "parses JSON by hand (serial.load", "imports json.loads", "imports json.load",
+                 "defines read_log", "names log.jsonl", "appends to a file",
                  "defines bootstrap_interval", "takes an interval by hand (np.percentile"):
-        assert sum(what in line for line in found) == 1, (what, found)
+        assert sum(what in line for line in found) == 1 or what == "imports json.load", (what, found)
+    assert sum("imports json.load" in line for line in found) == 2, found
     assert sum("defines a span type" in line for line in found) == 2, found
-    # The homes themselves may: the log's reader parses its lines, the JSON module its files.
-    assert second_homes(RUNLOG, ast.parse("import json\ndef read_log(p):\n    return json.loads(p)\n")) == []
-    assert second_homes(JSONIO, ast.parse("import json\ndef read_json(p):\n    return json.loads(p)\n")) == []
+    # The homes themselves may: the JSON module parses, the log's module reads the log (through it).
+    assert second_homes(JSONIO, ast.parse("import json\ndef read_json(p):\n    return json.load(p)\n")) == []
+    assert second_homes(RUNLOG, ast.parse("import json\ndef read_log(p):\n    return json.loads(p)\n")) != []

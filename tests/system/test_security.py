@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, save_corpus
 
 SCANNED = sorted(p for d in ("corefbert", "pretrain", "finetune", "benchmarks", "scripts")
                  for p in (ROOT / d).rglob("*.py"))
@@ -235,7 +235,7 @@ def _checkpointed_run(tmp_path: Path, script: str) -> tuple[Path, list[str]]:
               "--checkpointing_steps", "1", "--learning_rate", "1e-3", "--mixed_precision", "no", "--seed", "5"]
     if script == "pretrain/run_mrp.py":
         corpus = tmp_path / "corpus"
-        synthetic_corpus(AutoTokenizer.from_pretrained(model), n_train=16, n_eval=4).save_to_disk(str(corpus))
+        save_corpus(synthetic_corpus(AutoTokenizer.from_pretrained(model), n_train=16, n_eval=4), corpus)
         argv = [*common, "--dataset_dir", str(corpus), "--logging_steps", "1"]
     else:
         argv = [*common, "--task_name", "rte", "--train_file", str(FIXTURES / "glue" / "RTE" / "train.tsv"),

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import test_crash_safety
 import torch
-from helpers import load_cli, synthetic_corpus
+from helpers import load_cli, save_corpus, synthetic_corpus
 from test_crash_safety import GLUE_RTE, _losses, _start, _wait_until
 from test_training import _args as _toy_args
 from test_training import _Job, _run
@@ -72,7 +72,7 @@ def large_eval_corpus(tmp_path_factory, model_dir):
     from transformers import AutoTokenizer
 
     out = tmp_path_factory.mktemp("signal_corpus") / "corpus"
-    synthetic_corpus(AutoTokenizer.from_pretrained(model_dir), n_train=24, n_eval=EVAL_EXAMPLES).save_to_disk(str(out))
+    save_corpus(synthetic_corpus(AutoTokenizer.from_pretrained(model_dir), n_train=24, n_eval=EVAL_EXAMPLES), out)
     return out
 
 

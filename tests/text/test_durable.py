@@ -14,8 +14,6 @@ from helpers import can_mount_tmpfs
 
 from corefbert.errors import CorefBertError
 from corefbert.text.durable import (
-    append_file,
-    fresh_file,
     os_error_reason,
     output_file,
     output_path,
@@ -109,28 +107,6 @@ def test_a_folder_at_the_output_name_or_an_unwritable_folder_is_one_line(tmp_pat
         replace_file(tmp_path / "taken.json", "{}", "the results")
     with pytest.raises(CorefBertError, match=r"missing/x.json: could not write the file \(No such file"):
         replace_file(tmp_path / "missing" / "x.json", "{}")
-
-
-def test_appending_refuses_a_planted_link_and_anything_but_a_regular_file(tmp_path):
-    victim = _victim(tmp_path)
-    (tmp_path / "log.jsonl").symlink_to(victim)
-    with pytest.raises(CorefBertError, match=r"log.jsonl: is a symbolic link"):
-        append_file(tmp_path / "log.jsonl")
-    os.mkfifo(tmp_path / "fifo.jsonl")
-    with pytest.raises(CorefBertError, match=r"fifo.jsonl: is not a regular file"):
-        append_file(tmp_path / "fifo.jsonl")
-    with append_file(tmp_path / "new.jsonl") as handle:
-        handle.write("{}\n")
-    assert victim.read_text(encoding="utf-8") == "precious" and (tmp_path / "new.jsonl").read_text() == "{}\n"
-
-
-def test_a_streamed_partial_file_never_writes_through_a_planted_link(tmp_path):
-    victim = _victim(tmp_path)
-    (tmp_path / "result.json.partial").symlink_to(victim)
-    with fresh_file(tmp_path / "result.json.partial") as handle:
-        handle.write("[]")
-    assert victim.read_text(encoding="utf-8") == "precious"
-    assert not (tmp_path / "result.json.partial").is_symlink()
 
 
 def test_an_output_that_is_an_input_is_refused_by_any_name(tmp_path):

@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import FIXTURES, load_cli, synthetic_corpus
+from helpers import FIXTURES, load_cli, save_corpus, synthetic_corpus
 from test_pretraining import _save_tiny_bert
 
 from corefbert.errors import CorefBertError
@@ -31,7 +31,7 @@ def model_dir(tmp_path_factory):
 def _corpus(model_dir, out: Path, n_train: int = 20) -> Path:
     from transformers import AutoTokenizer
 
-    synthetic_corpus(AutoTokenizer.from_pretrained(model_dir), n_train=n_train, n_eval=8).save_to_disk(str(out))
+    save_corpus(synthetic_corpus(AutoTokenizer.from_pretrained(model_dir), n_train=n_train, n_eval=8), out)
     return out
 
 

@@ -14,11 +14,13 @@ from __future__ import annotations
 from corefbert.tasks.babi.data import entity_mentions, groups_to_ids
 from corefbert.tasks.coref.copy_scoring import CopyHeadScorer, copy_view
 from corefbert.tasks.coref.readers import PronounExample
+from corefbert.text.pronouns import REFLEXIVE, THIRD_PERSON, gender
 from corefbert.text.tokenizers import load_tokenizer
 
 __all__ = ["PRONOUNS", "CopyHeadLinker", "copy_head_clusters"]
 
-PRONOUNS = {"he", "she", "him", "her", "his", "hers", "they", "them", "their"}
+#: The pronouns the copy head links: third person of people (bAbI's stories say "it" of no one), not reflexive.
+PRONOUNS = frozenset(w for w in THIRD_PERSON if gender(w) != "neuter") - REFLEXIVE
 
 
 class CopyHeadLinker:

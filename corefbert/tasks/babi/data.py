@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from corefbert.errors import CorefBertError
 from corefbert.text.jsonio import read_jsonl
+from corefbert.text.pronouns import PRONOUNS
 
 __all__ = ["BabiExample", "entity_mentions", "exact_match_clusters", "find_task_file", "groups_to_ids",
            "read_babi_file", "read_coref_file", "spans_to_clusters", "tokenize"]
@@ -23,9 +24,9 @@ __all__ = ["BabiExample", "entity_mentions", "exact_match_clusters", "find_task_
 TOKEN = re.compile(r"\w+|[^\w\s]")
 DETERMINERS = {"the", "a", "an"}
 # Capitalised words that are not entities (sentence-initial function words of bAbI's generator).
-NOT_ENTITIES = DETERMINERS | {"is", "what", "where", "who", "how", "why", "does", "do", "did", "was", "following",
-                              "afterwards", "then", "after", "before", "this", "yesterday", "in", "if", "it",
-                              "there", "he", "she", "they", "and"}
+NOT_ENTITIES = DETERMINERS | PRONOUNS | {"is", "what", "where", "who", "how", "why", "does", "do", "did", "was",
+                                         "following", "afterwards", "then", "after", "before", "this", "yesterday",
+                                         "in", "if", "there", "and"}
 
 
 @dataclass

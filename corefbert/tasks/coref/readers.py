@@ -29,22 +29,17 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from corefbert.errors import CorefBertError
+from corefbert.text.pronouns import LEXICON, forms_of
 
 logger = logging.getLogger(__name__)
 
 MASK_LITERAL = "[MASK]"
 WSC273 = 273  # WSCollection.xml's first 273 schemas are the WSC273 benchmark
 WSC_SCHEMAS = ("auto", "wsc273", "all")
-# Gender of the GAP pronouns, as the official scorer's constants.py has them.
-GAP_PRONOUN_GENDER = {
-    "he": "masculine", "him": "masculine", "his": "masculine",
-    "she": "feminine", "her": "feminine", "hers": "feminine",
-}
-WINOGENDER_PRONOUNS = {
-    "male": ("he", "him", "his"),
-    "female": ("she", "her", "hers"),
-    "neutral": ("they", "them", "their", "theirs"),
-}
+# Gender of the GAP pronouns (the official scorer's constants.py: he, him, his; she, her, hers).
+GAP_PRONOUN_GENDER = {w: g for g in ("masculine", "feminine") for w in forms_of(g)}
+WINOGENDER_PRONOUNS = {"male": forms_of("masculine"), "female": forms_of("feminine"),
+                       "neutral": forms_of(None, number="plural")}
 FORMATS = ("gap", "blocks", "wsc_xml", "winogender")
 
 
@@ -105,7 +100,8 @@ def _word_spans(text: str, phrase: str, exclude: tuple[int, int] | None = None) 
 
 
 # Words that may precede a candidate's head without changing what it names ("the son" = "his son").
-DETERMINERS = frozenset("the a an this that these those his her its their my our your".split())
+DETERMINERS = frozenset("the a an this that these those".split()) | frozenset(
+    w for w, p in LEXICON.items() if "determiner" in p.forms)
 # A word that ends the head phrase of a longer candidate ("the man in the red hat" -> "the man").
 _HEAD_END = frozenset("of with in on at from by for to near under over behind who whom whose which that".split())
 _POSSESSIVE = re.compile(r"(?:'s|’s|'|’)$")

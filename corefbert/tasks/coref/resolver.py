@@ -30,6 +30,7 @@ from corefbert.tasks.coref.copy_scoring import (
     render_copy_html,
 )
 from corefbert.tasks.coref.readers import PronounExample, match_candidates
+from corefbert.text.pronouns import THIRD_PERSON
 from corefbert.text.spans import Cluster
 from corefbert.text.tokenizers import TOKENIZER_FILES, load_tokenizer
 from corefbert.training.model_folders import check_model_folder
@@ -99,8 +100,6 @@ def resolve(text: str, pronoun_span: tuple[int, int], candidates, model_name_or_
 
 # Third-person pronouns the copy scorer resolves (first and second person refer to speakers, which the copy
 # head cannot see as noun phrases).
-THIRD_PERSON = {"he", "him", "his", "himself", "she", "her", "hers", "herself", "it", "its", "itself", "they",
-                "them", "their", "theirs", "themselves"}
 NOUN_PHRASE_POS = {"DET", "ADJ", "NUM", "PROPN", "NOUN"}
 
 

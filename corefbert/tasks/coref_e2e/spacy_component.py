@@ -42,6 +42,8 @@ from spacy.util import minibatch, registry
 
 from corefbert.errors import CorefBertError
 from corefbert.tasks.coref_e2e.inference import Resolver, doc_sentences
+from corefbert.text.pronouns import PLURAL_POSSESSIVE, PRONOUNS, REFLEXIVE
+from corefbert.text.pronouns import is_possessive as pronoun_is_possessive
 from corefbert.text.spans import Cluster
 from corefbert.training.model_folders import check_model_folder
 
@@ -49,11 +51,6 @@ NAME = "corefbert_coref"
 CLUSTER_PREFIX = "coref_clusters"  # doc.spans["coref_clusters_1"], ...: spacy-experimental's default prefix
 Scorer = Callable[[list[Doc]], list[list[Cluster]]]  # each Doc's clusters of token mentions, ends inclusive
 
-PERSONAL = {"i", "me", "we", "us", "you", "he", "him", "she", "her", "it", "they", "them"}
-POSSESSIVE = {"my", "mine", "our", "ours", "your", "yours", "his", "hers", "its", "their", "theirs"}
-PLURAL_POSSESSIVE = {"our", "ours", "their", "theirs"}  # an s-final antecedent of these takes a bare apostrophe
-REFLEXIVE = {"myself", "ourselves", "yourself", "yourselves", "himself", "herself", "itself", "themselves"}
-PRONOUNS = PERSONAL | POSSESSIVE | REFLEXIVE
 LOWER_FIRST = {"the", "a", "an", "this", "that", "these", "those"}  # capitalised only as a sentence's first word
 
 
@@ -248,15 +245,9 @@ def write_clusters(doc: Doc, clusters: list[Cluster]) -> None:
 
 
 def is_possessive(token: Token) -> bool:
-    """``his``, ``its``, ``their`` ...; ``her`` when tagged ``PRP$``, or without tags when a word follows it."""
-    lower = token.lower_
-    if lower != "her":
-        return lower in POSSESSIVE
-    if token.tag_:
-        return token.tag_ == "PRP$"
-    follower = token.nbor(1) if token.i + 1 < len(token.doc) else None
-    return follower is not None and follower.is_alpha and follower.lower_ not in PRONOUNS | LOWER_FIRST | {
-        "to", "and", "or", "but", "in", "on", "at", "with", "for", "from", "of", "by", "as", "about", "into"}
+    """:func:`corefbert.text.pronouns.is_possessive` of a spaCy token: its tag when tagged, else the next word."""
+    follower = token.nbor(1).text if token.i + 1 < len(token.doc) else None
+    return pronoun_is_possessive(token.text, follower, token.tag_ or None)
 
 
 def possessive(name: str, pronoun: Token, last: Token) -> str:
@@ -281,7 +272,7 @@ def resolved_text(doc: Doc, clusters: list[list[Span]]) -> str:
             text = text[0].lower() + text[1:]
         for span in cluster:
             token = span[0]
-            if len(span) != 1 or token.lower_ not in PERSONAL | POSSESSIVE or token.i in replacement:
+            if len(span) != 1 or token.lower_ not in PRONOUNS - REFLEXIVE or token.i in replacement:
                 continue
             word = possessive(text, token, name[-1]) if is_possessive(token) else text
             if token.is_sent_start or token.text.isupper() and len(token.text) > 1:

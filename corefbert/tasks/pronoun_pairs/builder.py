@@ -40,25 +40,16 @@ from corefbert.errors import CorefBertError, cli_entry
 from corefbert.tasks.pronoun_pairs.output import inputs_outside_output, write_outputs
 from corefbert.text.conll import ConllDocument, expand_paths, read_conll_file
 from corefbert.text.durable import check_writable
+from corefbert.text.pronouns import LEXICON, PRONOUNS, THIRD_PERSON
+from corefbert.text.pronouns import is_possessive as pronoun_is_possessive
 
 PAIR_TYPES = ("correct", "in_scope", "out_of_scope")
-THIRD_PERSON = {"he", "him", "his", "himself", "she", "her", "hers", "herself", "it", "its", "itself",
-                "they", "them", "their", "theirs", "themselves"}
-FIRST_SECOND_PERSON = {"i", "me", "my", "mine", "myself", "we", "us", "our", "ours", "ourselves", "you", "your",
-                       "yours", "yourself", "yourselves", "thou", "thee", "thy", "thine", "thyself", "ye"}
-ALWAYS_POSSESSIVE = {"his", "its", "their", "theirs", "hers"}
-DETERMINERS = {"the", "a", "an", "this", "that", "these", "those", "my", "your", "his", "her", "its", "our",
-               "their", "some", "any", "no", "every", "each", "another", "one"}
-POSSESSIVE_DETERMINERS = {"his", "her", "its", "their", "my", "your", "our", "thy"}
+FIRST_SECOND_PERSON = PRONOUNS - THIRD_PERSON
+POSSESSIVE_DETERMINERS = frozenset(w for w, p in LEXICON.items() if "determiner" in p.forms)
+DETERMINERS = {"the", "a", "an", "this", "that", "these", "those", "some", "any", "no", "every", "each", "another",
+               "one"} | POSSESSIVE_DETERMINERS
 ARTICLES = {"the", "a", "an", "this", "these", "those"}  # restored before a mention annotated without it
 RELATIVES = {"who", "whom", "whose", "which"}  # "some two or three of whom": a clause, not a phrase to move
-# After object "her" ("saw her to the door", "gave her the book"); any other word makes "her" possessive.
-NOT_AFTER_POSSESSIVE = DETERMINERS | {
-    "to", "and", "or", "but", "in", "on", "at", "by", "for", "from", "with", "of", "into", "as", "than", "that",
-    "if", "when", "while", "so", "up", "down", "out", "off", "away", "back", "again", "too", "very", "not", "then",
-    "there", "here", "now", "all", "both", "was", "is", "were", "had", "would", "could", "should", "be", "what",
-    "how", "why", "where", "who", "which", "about", "before", "after", "over", "through", "once", "never", "he",
-    "she", "it", "they", "i", "you", "we", "himself", "herself", "him", "them", "me", "us", "until", "till"}
 PLEONASTIC_VERBS = {"is", "was", "'s", "be", "been", "being", "seems", "seemed", "seem", "appears", "appeared",
                     "appear", "happens", "happened", "happen", "becomes", "became", "remains", "remained"}
 AUXILIARIES = {"will", "would", "can", "could", "may", "might", "must", "shall", "should", "does", "did", "do",
@@ -113,16 +104,9 @@ def pos_tags(document: ConllDocument) -> list[str] | None:
 
 
 def is_possessive(words: list[str], index: int, tags: list[str] | None) -> bool:
-    """Does the pronoun at ``index`` need the possessive of its replacement?"""
-    word = words[index].lower()
-    if word in ALWAYS_POSSESSIVE:
-        return True
-    if word != "her":
-        return False
-    if tags is not None:
-        return tags[index] == "PRP$"
-    following = words[index + 1].lower() if index + 1 < len(words) else "."
-    return following.isalpha() and following not in NOT_AFTER_POSSESSIVE
+    """Does the pronoun at ``index`` need the possessive of its replacement (:mod:`corefbert.text.pronouns`)?"""
+    following = words[index + 1] if index + 1 < len(words) else "."
+    return pronoun_is_possessive(words[index], following, tags[index] if tags is not None else None)
 
 
 def is_pleonastic_it(words: list[str], index: int) -> bool:
