@@ -9,7 +9,7 @@ modes, each in a fresh interpreter (nothing cached between them; a mode that run
 reported as "did not finish in N s"):
 
 - ``eager``: no compilation;
-- ``regional``: the repeated encoder layer compiled in place (``corefbert.training.compiling.compile_repeated_layers``,
+- ``regional``: the repeated encoder layer compiled in place (``corefbert.training.loop.compiling.compile_repeated_layers``,
   what ``--torch_compile`` does by default);
 - ``model``: the whole model compiled (``torch.compile(model, dynamic=True)``, ``--torch_compile_scope model``).
 
@@ -48,7 +48,7 @@ def child(mode: str, model_dir: str, dataset_dir: str, batch_size: int, steps: i
     from corefbert.pretraining.data import load_prepared_corpus
     from corefbert.pretraining.families import load_pretraining_model
     from corefbert.text.tokenizers import load_tokenizer
-    from corefbert.training.compiling import compile_repeated_layers, compiled_graphs
+    from corefbert.training.loop.compiling import compile_repeated_layers, compiled_graphs
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     rows = load_prepared_corpus(dataset_dir)["train"]

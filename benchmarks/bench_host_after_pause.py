@@ -25,9 +25,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from corefbert.pretraining.arguments import PretrainingArguments  # noqa: E402
-from corefbert.training.loop import build_accelerator  # noqa: E402
-from corefbert.training.optimization import build_optimizer, build_scheduler  # noqa: E402
+from corefbert.pretraining.pretraining_args import PretrainingArguments
+from corefbert.training.loop.optimization import build_optimizer, build_scheduler
+from corefbert.training.loop.setup import build_accelerator
 
 
 def main() -> None:

@@ -31,9 +31,9 @@ def main() -> None:
     from helpers import synthetic_rows
     from transformers import AutoTokenizer
 
-    from corefbert.pretraining.arguments import default_backbone
     from corefbert.pretraining.collator import DataCollatorForMentionReferencePrediction
     from corefbert.pretraining.data import ROW_KEY, SeededCollate
+    from corefbert.pretraining.pretraining_args import default_backbone
 
     tokenizer = AutoTokenizer.from_pretrained(default_backbone())
     words = args.seq_len * 2 // 3  # words of 1-2 subwords (1.5 on average): about seq_len tokens

@@ -23,7 +23,7 @@ import torch
 from transformers import BertConfig, BertForMaskedLM
 
 from corefbert.pretraining.modeling import CorefBertForPreTraining
-from corefbert.training.throughput import PEAK_BF16_TFLOPS, transformer_training_flops
+from corefbert.training.loop.throughput import PEAK_BF16_TFLOPS, transformer_training_flops
 
 
 def synthetic_batch(gen: torch.Generator, batch: int, length: int, vocab: int, mask_id: int = 103) -> dict:

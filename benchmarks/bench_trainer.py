@@ -53,7 +53,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from corefbert.training.throughput import peak_flops, transformer_training_flops  # noqa: E402
+from corefbert.training.loop.throughput import peak_flops, transformer_training_flops  # noqa: E402
 
 
 def model_folder(name: str, work: Path, tokenizer: str | None = None) -> str:
@@ -94,7 +94,7 @@ def demo_corpus(model: str, work: Path, max_seq_length: int) -> str:
 
 
 def run_trainer(args, model: str, dataset_dir: str, output_dir: Path) -> list[dict]:
-    from corefbert.pretraining.arguments import PretrainingArguments
+    from corefbert.pretraining.pretraining_args import PretrainingArguments
     from corefbert.pretraining.run import run_pretraining
 
     train_args = PretrainingArguments(
@@ -167,14 +167,16 @@ def simulated_run(args, tokenizer_dir: str, dataset_dir: str, output_dir: Path) 
     collator, seeded masks, length-grouped batches, the ``--data_path`` device's worker defaults), accelerate's
     prepared loader, ``train`` with the pretraining job (its evaluations left out). Returns the train records and
     the seconds the loop waited for each batch (its ``next`` on the loop's ``epoch_batches``)."""
-    from corefbert.pretraining.arguments import PretrainingArguments
     from corefbert.pretraining.data import load_prepared_corpus
+    from corefbert.pretraining.pretraining_args import PretrainingArguments
     from corefbert.pretraining.run import PretrainingJob, pretraining_loaders
     from corefbert.text.tokenizers import load_tokenizer
-    from corefbert.training import lock as run_lock
-    from corefbert.training import loop as loop_module
-    from corefbert.training.loop import build_accelerator, epoch_batches, prepare_output_dir, train
-    from corefbert.training.optimization import build_optimizer, build_scheduler
+    from corefbert.training.loop import core as loop_module
+    from corefbert.training.loop.core import train
+    from corefbert.training.loop.optimization import build_optimizer, build_scheduler
+    from corefbert.training.loop.rng import epoch_batches
+    from corefbert.training.loop.setup import build_accelerator, prepare_output_dir
+    from corefbert.training.outputs import lock as run_lock
 
     waits: list[float] = []
 
@@ -278,7 +280,7 @@ def model_only_seconds(args, model_dir: str, dataset_dir: str, device: torch.dev
     batches = [{k: v.to(device) for k, v in b.items()} for b in batches]
     model = load_pretraining_model(model_dir).to(device).train()
     if args.torch_compile:  # as the trainer's --torch_compile: the repeated layer, in place
-        from corefbert.training.compiling import compile_repeated_layers
+        from corefbert.training.loop.compiling import compile_repeated_layers
 
         compile_repeated_layers(model)
     step_model = model

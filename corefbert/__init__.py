@@ -10,7 +10,7 @@ Public API (imported lazily, so ``import corefbert`` stays cheap):
     CorefRobertaForPreTraining, mrp_loss,
     CorefModernBertForPreTraining, ...          the same on ModernBERT, DeBERTa-v2/v3, ELECTRA, DistilBERT (pretraining/families.py)
     load_pretraining_model                      picks the class from a checkpoint's model_type
-    TrainingArguments, TrainingJob, train       the one training loop every CLI runs  (training/loop.py)
+    TrainingArguments, TrainingJob, train       the one training loop every CLI runs  (training/loop/core.py)
     FinetuningArguments, FinetuningTask,        the fine-tuning protocol on that loop (tasks/base.py)
     run_finetuning
     load_metric                                 offline `evaluate` modules (metrics/)
@@ -49,9 +49,9 @@ _EXPORTS = {
     "CorefElectraForPreTraining": "corefbert.pretraining.families",
     "CorefDistilBertForPreTraining": "corefbert.pretraining.families",
     "load_pretraining_model": "corefbert.pretraining.families",
-    "TrainingArguments": "corefbert.training.arguments",
-    "TrainingJob": "corefbert.training.loop",
-    "train": "corefbert.training.loop",
+    "TrainingArguments": "corefbert.training.training_args",
+    "TrainingJob": "corefbert.training.loop.core",
+    "train": "corefbert.training.loop.core",
     "FinetuningArguments": "corefbert.tasks.base",
     "FinetuningTask": "corefbert.tasks.base",
     "run_finetuning": "corefbert.tasks.base",

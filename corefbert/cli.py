@@ -12,7 +12,7 @@ that its script or ``python -m`` module runs; ``corefbert finetune <task>`` to t
 Every command is a function of the package (the scripts in ``pretrain/`` and ``finetune/`` import the same
 ones), so an installed package needs no checkout. Arguments after the command go to that ``main``
 unchanged (``--help`` included); while it runs, its usage line names it ``corefbert <command>``
-(:func:`corefbert.arguments.invoked_as`), where the script names itself.
+(:func:`corefbert.argparser.invoked_as`), where the script names itself.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from corefbert.arguments import invoked_as
+from corefbert.argparser import invoked_as
 from corefbert.errors import CorefBertError, cli_entry
 from corefbert.tasks.registry import TASKS, TaskEntry
 

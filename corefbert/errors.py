@@ -58,7 +58,7 @@ class CorefBertError(Exception):
 
 
 # The files the running command reads, by (device, inode) -> path: every file a ``*_file`` argument names
-# (corefbert.arguments.parse_args), CoNLL files and resolve's text, asked by every write (corefbert.text.durable),
+# (corefbert.argparser.parse_args), CoNLL files and resolve's text, asked by every write (corefbert.text.durable),
 # so no command replaces one of its inputs. None outside a command: a
 # library user who reads a file and writes it back in one process does so on purpose.
 COMMAND_INPUTS: contextvars.ContextVar[dict[tuple[int, int], str] | None] = contextvars.ContextVar(

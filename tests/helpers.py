@@ -283,7 +283,7 @@ def run_on_a_small_disk(mount: Path, shell: str, *args: str, size_kib: int = 409
                           capture_output=True, text=True, timeout=timeout)
 
 
-# --- model cards: what a test reads in one (corefbert/training/cards.py) ---
+# --- model cards: what a test reads in one (corefbert/training/outputs/cards.py) ---
 
 
 def card_code_blocks(text: str, language: str) -> list[str]:
@@ -315,7 +315,7 @@ def card_commands(text: str, command: str) -> list[list[str]]:
 def assert_card_links_the_project(text: str, project_url: str) -> None:
     """A model card's "made with" line links this project (``project_url``); the paper and the authors' code are
     cited, not credited."""
-    from corefbert.training.cards import AUTHORS_CODE, PAPER_URL
+    from corefbert.training.outputs.cards import AUTHORS_CODE, PAPER_URL
 
     made_with = next(line for line in text.splitlines() if line.startswith("Made with"))
     assert made_with.startswith(f"Made with [corefbert]({project_url}) ")

@@ -2,7 +2,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from corefbert.arguments import parse_args, peek_argument
+from corefbert.argparser import parse_args, peek_argument
 from corefbert.errors import CorefBertError
 
 

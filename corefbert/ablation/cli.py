@@ -11,11 +11,11 @@ import sys
 
 from corefbert.ablation.curve_run import run_curve
 from corefbert.ablation.study import AblationArguments, run_study
-from corefbert.arguments import load_yaml_config, parse_args, peek_argument
+from corefbert.argparser import load_yaml_config, parse_args, peek_argument
 from corefbert.configs import config_path
 from corefbert.corpus.prepare import CorpusArguments
 from corefbert.errors import CorefBertError, cli_entry
-from corefbert.pretraining.arguments import PretrainingArguments, default_backbone
+from corefbert.pretraining.pretraining_args import PretrainingArguments, default_backbone
 
 PRESETS = ("cpu", "gpu")
 # The script's name, which messages have always shown (docs/guides/hardening.md's bad-input table pins them).

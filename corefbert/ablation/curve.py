@@ -74,7 +74,7 @@ from corefbert.text.conll import read_conll
 from corefbert.text.durable import remove_folder, replace_file, replace_folder
 from corefbert.text.jsonio import json_value, read_json
 from corefbert.text.tokenizers import load_tokenizer
-from corefbert.training.runlog import log_path, read_log
+from corefbert.training.outputs.runlog import log_path, read_log
 
 #: The schedule of the curve's arms: warm-up, then constant (a value at a step that does not depend on the budget).
 CURVE_SCHEDULE = "constant_with_warmup"

@@ -39,7 +39,7 @@ from corefbert.ablation.study import (
 )
 from corefbert.errors import CorefBertError
 from corefbert.text.durable import remove_folder, replace_folder
-from corefbert.training.checkpointing import checkpoints_root, is_complete, list_checkpoints
+from corefbert.training.checkpoints.folders import checkpoints_root, is_complete, list_checkpoints
 from corefbert.training.sweep import SweepRun, recorded_settings, run_one, run_sweep
 
 

@@ -47,7 +47,7 @@ from corefbert.ablation.pair_statistics import (
     frozen_paired_difference,
     interval,
 )
-from corefbert.arguments import load_yaml_config, parse_args
+from corefbert.argparser import load_yaml_config, parse_args
 from corefbert.errors import CorefBertError, cli_entry, one_line
 from corefbert.metrics.bootstrap import resample_weights
 from corefbert.text.conll import ConllDocument, read_conll

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from corefbert.errors import CorefBertError
+from corefbert.pronouns import PRONOUNS
 from corefbert.text.conll import ConllDocument
-from corefbert.text.pronouns import PRONOUNS
 from corefbert.text.tokenizers import word_pieces
 
 # A capitalised span that starts with one of these is a common noun phrase at a sentence start, not a name.

@@ -26,6 +26,8 @@ import numpy as np
 
 from corefbert.errors import CorefBertError
 from corefbert.tasks.qa.data import read_qa_file
+from corefbert.tasks.registry import TASKS
+from corefbert.text.conll import read_conll
 from corefbert.text.jsonio import read_json, read_jsonl
 from corefbert.text.tokenizers import load_tokenizer
 
@@ -340,8 +342,6 @@ def run_coref_e2e_probe(probe: CorefE2EProbe, model_dir: str, out_dir: Path, see
     """Run ``probe`` on ``model_dir`` in ``out_dir``; returns ``{"counts": [documents, 12], "documents": [keys],
     "reported": the task's own figures}`` (the counts' avg F1 is the task's ``predict_avg_f1``: tested)."""
     from corefbert.metrics.coref_metrics import METRICS, as_sets, document_counts
-    from corefbert.tasks.registry import TASKS
-    from corefbert.text.conll import read_conll
 
     argv = [*RECIPE_E2E, "--model_name_or_path", str(model_dir), "--output_dir", str(out_dir), "--seed", str(seed),
             "--train_file", *probe.train_files, "--test_file", *probe.eval_files, "--do_train", "--do_predict",

@@ -9,7 +9,7 @@ import numpy as np
 
 from corefbert.pretraining.plotting import pyplot, save_figure
 from corefbert.text.durable import replace_file
-from corefbert.training.runlog import read_log
+from corefbert.training.outputs.runlog import read_log
 
 ARM_LABELS = {"base": "base (whole-word MLM, shared start)", "backbone": "backbone (start)", "corefbert": "CorefBERT (MLM+MRP)", "mrm": "MRM (no copy loss)",
               "wwm": "WWM (MLM only)", "official_loss": "CorefBERT, official loss"}

@@ -45,7 +45,7 @@ from corefbert.metrics.bootstrap import paired_bootstrap
 from corefbert.text.durable import replace_file
 from corefbert.text.jsonio import json_value, read_json
 from corefbert.text.tokenizers import load_tokenizer
-from corefbert.training.runlog import log_path, read_log
+from corefbert.training.outputs.runlog import log_path, read_log
 from corefbert.training.sweep import (
     SweepRules,
     SweepRun,

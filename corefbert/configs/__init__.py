@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
 
-from corefbert.arguments import parse_args
+from corefbert.argparser import parse_args
 from corefbert.errors import CorefBertError, cli_entry
 
 KINDS = ("pretraining", "accelerate")

@@ -4,7 +4,7 @@ are in ``pretrain/prepare_corpus.py``'s docstring."""
 
 from __future__ import annotations
 
-from corefbert.arguments import parse_args
+from corefbert.argparser import parse_args
 from corefbert.corpus.prepare import PrepareArguments, prepare_corpus
 from corefbert.errors import CorefBertError, cli_entry
 

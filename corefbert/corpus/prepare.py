@@ -55,7 +55,7 @@ from corefbert.errors import CorefBertError, one_line
 from corefbert.text.durable import check_writable, replace_file, replace_folder, writing
 from corefbert.text.jsonio import read_json
 from corefbert.text.tokenizers import load_tokenizer, special_token_frame
-from corefbert.training import lock as run_lock
+from corefbert.training.outputs import lock as run_lock
 
 # Bump when the output of the same inputs and settings changes, so old caches are not reused.
 CORPUS_FORMAT_VERSION = 2  # 2: WikiText and CoNLL-2012 readers, escaped WikiExtractor titles, spaCy pieces of 20k

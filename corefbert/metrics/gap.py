@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from corefbert.errors import CorefBertError
-from corefbert.text.pronouns import forms_of
+from corefbert.pronouns import forms_of
 
 GENDERS = ("masculine", "feminine")
 _PRONOUN_GENDER = {w: g for g in GENDERS for w in forms_of(g)}  # the official scorer's: he, him, his; she, her, hers

@@ -14,11 +14,11 @@ import os
 import sys
 from pathlib import Path
 
-from corefbert.arguments import load_yaml_config, parse_args
+from corefbert.argparser import load_yaml_config, parse_args
 from corefbert.configs import config_path
 from corefbert.corpus.prepare import CorpusArguments, PrepareArguments
 from corefbert.errors import CorefBertError, cli_entry
-from corefbert.pretraining.arguments import PretrainingArguments, default_backbone
+from corefbert.pretraining.pretraining_args import PretrainingArguments, default_backbone
 
 DEMO_CORPUS = Path(__file__).resolve().parents[1] / "resources" / "demo_corpus.txt"
 # The script's name, which messages have always shown (docs/guides/hardening.md's bad-input table pins them).

@@ -38,7 +38,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from corefbert.arguments import parse_args
+from corefbert.argparser import parse_args
 from corefbert.errors import CorefBertError, cli_entry
 from corefbert.pretraining.convert_checks import (
     check_config_against_weights,
@@ -346,7 +346,7 @@ def convert_checkpoint(official_dir, output_dir, model_type: str | None = None, 
     runs before a model is built: config.json's types and sizes against the weights' shapes, then the values.
     """
     from corefbert.pretraining.families import PRETRAINING_CLASSES
-    from corefbert.training.cards import conversion_card
+    from corefbert.training.outputs.cards import conversion_card
 
     source, target = resolve_source(str(official_dir)), Path(output_dir)
     if not source.is_dir():

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler
 
-from corefbert.arguments import parse_args
+from corefbert.argparser import parse_args
 from corefbert.corpus.cache import load_verified
 from corefbert.errors import cli_entry
 

@@ -9,10 +9,10 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from corefbert.arguments import parse_args
+from corefbert.argparser import parse_args
 from corefbert.errors import CorefBertError, cli_entry
 from corefbert.text.durable import output_path
-from corefbert.training.runlog import read_log
+from corefbert.training.outputs.runlog import read_log
 
 
 def pyplot(what: str):

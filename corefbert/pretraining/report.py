@@ -11,7 +11,9 @@ import torch
 from huggingface_hub import ModelCard, ModelCardData
 
 from corefbert.text.durable import remove_folder, replace_file, replace_folder, writing
-from corefbert.training.cards import (
+from corefbert.training.checkpoints.signals import raise_if_stopping
+from corefbert.training.loop.rng import PreservedRng
+from corefbert.training.outputs.cards import (
     CARD_SETTINGS,
     LICENSE,
     PAPER,
@@ -25,9 +27,7 @@ from corefbert.training.cards import (
     settings_table,
     usage_section,
 )
-from corefbert.training.checkpointing import raise_if_stopping
-from corefbert.training.loop import PreservedRng
-from corefbert.training.runlog import log_path, read_log
+from corefbert.training.outputs.runlog import log_path, read_log
 
 
 @torch.no_grad()

@@ -1,4 +1,4 @@
-"""CorefBERT pretraining (MLM + MRP) as a job of the one training loop (:mod:`corefbert.training.loop`).
+"""CorefBERT pretraining (MLM + MRP) as a job of the one training loop (:mod:`corefbert.training.loop.core`).
 
 ``pretrain/run_mrp.py`` parses arguments and calls :func:`run_pretraining`; the loop's guarantees (exact
 resume, signals, non-finite losses, one schedule step per optimizer step on N processes) are the core's.
@@ -13,7 +13,6 @@ import json
 from pathlib import Path
 
 from corefbert.errors import CorefBertError
-from corefbert.pretraining.arguments import PretrainingArguments
 from corefbert.pretraining.data import (
     SeededCollate,
     check_corpus,
@@ -22,21 +21,17 @@ from corefbert.pretraining.data import (
     pretraining_dataloader,
 )
 from corefbert.pretraining.families import load_pretraining_model
+from corefbert.pretraining.pretraining_args import PretrainingArguments
 from corefbert.pretraining.report import evaluate
 from corefbert.text.tokenizers import load_tokenizer
-from corefbert.training import lock as run_lock
-from corefbert.training.arguments import resolve_num_workers
 from corefbert.training.hub import push_pretrained
-from corefbert.training.loop import (
-    StepOutput,
-    TrainingJob,
-    build_accelerator,
-    check_training_start,
-    prepare_output_dir,
-    train,
-)
-from corefbert.training.optimization import build_optimizer, build_scheduler
-from corefbert.training.runlog import RunLog
+from corefbert.training.loop.core import train
+from corefbert.training.loop.job import StepOutput, TrainingJob
+from corefbert.training.loop.optimization import build_optimizer, build_scheduler
+from corefbert.training.loop.setup import build_accelerator, check_training_start, prepare_output_dir
+from corefbert.training.outputs import lock as run_lock
+from corefbert.training.outputs.runlog import RunLog
+from corefbert.training.training_args import resolve_num_workers
 
 
 class PretrainingJob(TrainingJob):

@@ -4,7 +4,7 @@ A benchmark plugs in through a :class:`FinetuningTask`: ``Task(task_args, traini
 dataclass (``args_class``, the paper's defaults as its field defaults) and the paper's training settings in
 ``training_defaults``; a family with variants picks one in :meth:`FinetuningTask.variant_for`. :func:`main` is
 the whole CLI of any task, run by its entry in :mod:`corefbert.tasks.registry`. The task supplies datasets, collation,
-model, evaluation and submission files; :func:`run_finetuning` wires it to :func:`corefbert.training.loop.train` (optimizer, schedule,
+model, evaluation and submission files; :func:`run_finetuning` wires it to :func:`corefbert.training.loop.core.train` (optimizer, schedule,
 accumulation, mixed precision, exact resume from ``checkpoints/step_N``, signals, non-finite policy,
 tracking) and adds what fine-tuning has of its own: evaluation every ``--eval_steps`` (default: every
 epoch) keeping the best model in ``output_dir/best``, ``last/``, ``--do_eval``/``--do_predict`` and
@@ -29,27 +29,27 @@ from accelerate import Accelerator
 from accelerate.utils import set_seed
 from torch.utils.data import DataLoader, Dataset
 
-from corefbert.arguments import parse_args
+from corefbert.argparser import parse_args
 from corefbert.errors import CorefBertError, cli_entry
 from corefbert.tasks.heads import load_weights
 from corefbert.text.durable import check_writable, write_failure
 from corefbert.text.jsonio import json_value
-from corefbert.training import lock as run_lock
-from corefbert.training.arguments import TrainingArguments, resolve_num_workers
-from corefbert.training.checkpointing import resolve_checkpoint
+from corefbert.training.checkpoints.folders import resolve_checkpoint
 from corefbert.training.hub import public_settings, push_finetuned
-from corefbert.training.loop import (
-    TrainingJob,
+from corefbert.training.loop.core import train
+from corefbert.training.loop.job import TrainingJob
+from corefbert.training.loop.optimization import build_optimizer, build_scheduler
+from corefbert.training.loop.setup import (
     build_accelerator,
     check_training_start,
     prepare_output_dir,
     total_training_steps,
-    train,
 )
 from corefbert.training.model_folders import check_model_folder
-from corefbert.training.optimization import build_optimizer, build_scheduler
-from corefbert.training.outputs import Evaluator, save_model, write_json
-from corefbert.training.runlog import RunLog
+from corefbert.training.outputs import lock as run_lock
+from corefbert.training.outputs.evaluation import Evaluator, save_model, write_json
+from corefbert.training.outputs.runlog import RunLog
+from corefbert.training.training_args import TrainingArguments, resolve_num_workers
 
 __all__ = ["FinetuningArguments", "FinetuningTask", "HeldOutArguments", "held_out_split", "main",
            "parse_task_arguments", "run_finetuning"]
@@ -152,7 +152,7 @@ class FinetuningTask:
         """The task class that runs command line ``argv``, the one variant hook: a family whose variants change
         the recipe (FEVER's concat/KGAT, the pronoun-pair classifiers, end-to-end coreference's encoders)
         overrides it to return the variant the arguments name, on the command line or in ``--config`` alike
-        (:func:`corefbert.arguments.peek_argument`), so that variant's ``training_defaults`` are the defaults
+        (:func:`corefbert.argparser.peek_argument`), so that variant's ``training_defaults`` are the defaults
         and it is the class built and run; a task without variants, itself. The family class itself is never
         built (a ``TypeError`` says which class to build)."""
         return cls
@@ -210,7 +210,7 @@ class FinetuningTask:
 
     def learning_rates(self, model) -> dict[str, float] | None:
         """``{parameter-name prefix: learning rate}`` for parameters that train at a rate other than
-        ``--learning_rate`` (:func:`corefbert.training.optimization.parameter_groups`); None: one rate for all."""
+        ``--learning_rate`` (:func:`corefbert.training.loop.optimization.parameter_groups`); None: one rate for all."""
         return None
 
     def load_weights(self, model, directory: str) -> None:

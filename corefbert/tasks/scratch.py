@@ -40,13 +40,13 @@ from typing import Any, ClassVar, NamedTuple
 
 import torch
 
-from corefbert.arguments import conform_value
+from corefbert.argparser import conform_value
 from corefbert.errors import CorefBertError
 from corefbert.tasks.heads import check_sizes_against_weights, load_weights, weight_files
 from corefbert.text.durable import output_path
 from corefbert.text.jsonio import read_json
 from corefbert.text.vocabulary import VOCAB_FILE, Vocabulary
-from corefbert.training.outputs import write_json
+from corefbert.training.outputs.evaluation import write_json
 
 __all__ = ["WEIGHTS_FILE", "ScratchConfig", "ScratchFolder", "ScratchModel"]
 
@@ -105,7 +105,7 @@ class ScratchConfig:
 
 def _conform(key: str, value: Any, annotation) -> Any:
     """``value`` as the field ``key`` typed ``annotation`` holds it, else ``ValueError`` saying what it must be
-    (the type rules are :func:`corefbert.arguments.conform_value`'s, the one home of them)."""
+    (the type rules are :func:`corefbert.argparser.conform_value`'s, the one home of them)."""
     if isinstance(annotation, type) and issubclass(annotation, ScratchConfig):
         return annotation.from_values(value, f"{key}.")
     try:

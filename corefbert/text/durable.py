@@ -3,7 +3,7 @@
 A folder is written under a temporary name and renamed into place (:func:`replace_folder`); a rename within
 one directory is atomic, so a kill at any moment leaves the old copy or the new one, never half of one. A
 write that fails for lack of space or permission (:func:`writing`) removes its partial folder and says what
-is still intact. Checkpoints (:mod:`corefbert.training.checkpointing`), prepared corpora
+is still intact. Checkpoints (:mod:`corefbert.training.checkpoints.folders`), prepared corpora
 (:mod:`corefbert.corpus`), final models and converted checkpoints are all written this way.
 """
 

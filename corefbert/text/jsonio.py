@@ -5,7 +5,7 @@ The benchmark readers in ``corefbert/tasks/`` and the corpus reader check the st
 this module is the one place that turns "missing, unreadable, not UTF-8, not JSON" into the same one-line
 ``CorefBertError`` for all of them (``file:line:column: not valid JSON (...)``). ``.gz`` and ``.bz2`` files
 are read decompressed. No other module parses JSON (``tests/system/test_one_home_io.py``); the run log's reader
-(:mod:`corefbert.training.runlog`, which leaves out the torn last line of a killed run) parses its lines with
+(:mod:`corefbert.training.outputs.runlog`, which leaves out the torn last line of a killed run) parses its lines with
 :func:`parse_json`.
 """
 

@@ -21,11 +21,11 @@ from pathlib import Path
 
 from huggingface_hub import HfApi, ModelCard
 
-from corefbert.arguments import SECRET_ARGUMENTS
+from corefbert.argparser import SECRET_ARGUMENTS
 from corefbert.errors import CorefBertError
 from corefbert.text.durable import remove_folder, replace_file
 from corefbert.text.jsonio import read_json
-from corefbert.training.cards import finetuning_card, repo_name
+from corefbert.training.outputs.cards import finetuning_card, repo_name
 
 HUB_DIR = "hub"
 SECRET_FIELDS = SECRET_ARGUMENTS  # never in a file, a tracker, a card or a message

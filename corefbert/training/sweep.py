@@ -43,8 +43,8 @@ from typing import Any
 from corefbert.errors import CorefBertError
 from corefbert.text.durable import replace_file
 from corefbert.text.jsonio import json_value, read_json
-from corefbert.training.arguments import EXACT_SETTINGS, changed_settings, refuse_changed_settings
-from corefbert.training.checkpointing import list_checkpoints, read_trainer_state
+from corefbert.training.checkpoints.folders import list_checkpoints, read_trainer_state
+from corefbert.training.training_args import EXACT_SETTINGS, changed_settings, refuse_changed_settings
 
 RESULTS = "all_results.json"
 _ABSENT = object()  # a setting the record lacks: not the value of any setting

@@ -8,9 +8,10 @@ RUNS_FOLDER holds ``ga_gru/`` and ``ga_cgru/``, the ``--output_dir`` of each rea
 (``babi_table.json`` and ``qaN/seed_0/all_results.json``); tasks in number order.
 """
 
-import json
 import os
 import sys
+
+from corefbert.text.jsonio import read_json
 
 PAPER = {1: (0.997, 1.000), 2: (0.345, 0.990), 3: (0.558, 0.982), 4: (1.000, 1.000), 5: (0.989, 0.993),
          6: (0.962, 0.976), 7: (0.946, 0.976), 8: (0.947, 0.964), 9: (0.991, 0.990), 10: (0.992, 0.986),
@@ -19,7 +20,7 @@ PAPER = {1: (0.997, 1.000), 2: (0.345, 0.990), 3: (0.558, 0.982), 4: (1.000, 1.0
 READERS = ("ga_gru", "ga_cgru")
 
 runs = sys.argv[1]
-tables = {m: json.load(open(os.path.join(runs, m, "babi_table.json"), encoding="utf-8")) for m in READERS}
+tables = {m: read_json(os.path.join(runs, m, "babi_table.json")) for m in READERS}
 finished = sorted((t for t in tables["ga_gru"]["tasks"] if t in tables["ga_cgru"]["tasks"]), key=int)
 print("| task | GA + GRU | GA + C-GRU | paper GA + GRU / GA + C-GRU (test, max of 10 seeds) |")
 print("|---|---|---|---|")
@@ -28,8 +29,7 @@ for task in finished:
     cells = []
     for m in READERS:
         accuracy = tables[m]["tasks"][task]["accuracies"][0]  # one seed
-        with open(os.path.join(runs, m, f"qa{task}", "seed_0", "all_results.json"), encoding="utf-8") as handle:
-            questions = json.load(handle)["eval_samples"]
+        questions = read_json(os.path.join(runs, m, f"qa{task}", "seed_0", "all_results.json"))["eval_samples"]
         cells.append(f"{accuracy:.3f} ({round(accuracy * questions)} of {questions})")
         ours[m].append(accuracy)
     gru, cgru = PAPER[int(task)]

@@ -343,7 +343,7 @@ def test_real_wikipedia_text_with_the_real_pipeline(tmp_path):
 
 
 def test_train_file_flag_repeats_and_overrides_the_config(tmp_path):
-    from corefbert.arguments import parse_args
+    from corefbert.argparser import parse_args
 
     (args,) = parse_args([PrepareArguments], ["--train_file", "a", "b", "--train_file", "c"])
     assert args.train_file == ["a", "b", "c"]

@@ -71,7 +71,7 @@ def test_two_shards_load_as_the_whole_corpus(prepared):
 def test_two_shards_train_identically_to_the_whole_corpus(prepared, model_dir, tmp_path, fresh_accelerate_state):
     from safetensors.torch import load_file
 
-    from corefbert.pretraining.arguments import PretrainingArguments
+    from corefbert.pretraining.pretraining_args import PretrainingArguments
     from corefbert.pretraining.run import run_pretraining
 
     whole, parts = prepared

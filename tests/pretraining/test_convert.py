@@ -220,7 +220,7 @@ def test_the_converted_card_says_how_to_use_the_folder(converted, coef, monkeypa
 
     from corefbert.tasks.base import parse_task_arguments
     from corefbert.tasks.glue import GlueTask
-    from corefbert.training.cards import made_with
+    from corefbert.training.outputs.cards import made_with
 
     _, _, out, _ = converted["bert-cased", coef]
     card = ModelCard.load(out / "README.md")
@@ -238,7 +238,7 @@ def test_the_converted_card_says_how_to_use_the_folder(converted, coef, monkeypa
 
 
 def test_a_card_converted_from_the_hub_names_it_as_base_and_links_the_project(monkeypatch):
-    from corefbert.training import cards
+    from corefbert.training.outputs import cards
 
     monkeypatch.setattr(cards, "project_url", lambda: "https://example.org/corefbert-project")
     record = {"source": "nielsr/coref-bert-base", "model_type": "bert", "copy_head_trained": True, "notes": []}

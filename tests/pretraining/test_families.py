@@ -19,11 +19,11 @@ from helpers import synthetic_corpus, synthetic_rows
 from references import mrp_loss_reference
 from transformers import AutoModel, AutoModelForMaskedLM, AutoModelForPreTraining, AutoTokenizer
 
-from corefbert.pretraining.arguments import PretrainingArguments
 from corefbert.pretraining.collator import DataCollatorForMentionReferencePrediction
 from corefbert.pretraining.families import PRETRAINING_CLASSES, load_pretraining_model
+from corefbert.pretraining.pretraining_args import PretrainingArguments
 from corefbert.pretraining.run import run_pretraining
-from corefbert.training.checkpointing import list_checkpoints
+from corefbert.training.checkpoints.folders import list_checkpoints
 
 
 def _two_document_rows(tokenizer, n_rows: int, seed: int) -> list[dict]:
@@ -164,7 +164,7 @@ def test_each_family_pretrains_resumes_exactly_and_round_trips(family_dir, tmp_p
     states), the stock masked LM (equal logits) and, through AutoModelForPreTraining, the family's CorefBERT class."""
     from accelerate.state import AcceleratorState, GradientState
 
-    from corefbert.training.runlog import RunLog
+    from corefbert.training.outputs.runlog import RunLog
 
     splits = synthetic_corpus(AutoTokenizer.from_pretrained(family_dir), n_train=12, n_eval=4)
     args = _args(family_dir, tmp_path / "full")

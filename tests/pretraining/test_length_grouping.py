@@ -13,8 +13,8 @@ from corefbert.pretraining.length_grouping import (
     computed_slot_fill,
     grouped_order,
 )
-from corefbert.training.arguments import TrainingArguments
-from corefbert.training.loop import build_accelerator
+from corefbert.training.loop.setup import build_accelerator
+from corefbert.training.training_args import TrainingArguments
 
 pytestmark = pytest.mark.usefixtures("fresh_accelerate_state")
 

@@ -14,10 +14,10 @@ from helpers import ROOT, save_corpus, synthetic_corpus
 
 from corefbert.errors import CorefBertError
 from corefbert.pretraining import run as pretraining
-from corefbert.pretraining.arguments import PretrainingArguments
+from corefbert.pretraining.pretraining_args import PretrainingArguments
 from corefbert.pretraining.run import run_pretraining
-from corefbert.training.checkpointing import list_checkpoints, resolve_checkpoint
-from corefbert.training.optimization import parameter_groups
+from corefbert.training.checkpoints.folders import list_checkpoints, resolve_checkpoint
+from corefbert.training.loop.optimization import parameter_groups
 
 pytestmark = pytest.mark.usefixtures("fresh_accelerate_state")
 
@@ -120,7 +120,7 @@ def test_no_weight_decay_on_bias_layernorm_and_copy_vector(tiny_bert_dir):
 
 def _stop_at(monkeypatch, step: int):
     """Send ourselves SIGTERM right after the train record of ``step`` is logged."""
-    from corefbert.training.runlog import RunLog
+    from corefbert.training.outputs.runlog import RunLog
 
     real = RunLog.log
 
@@ -176,7 +176,7 @@ def test_a_checkpoint_of_the_per_tensor_optimizer_resumes_under_the_fused_one(tm
     be None", found resuming the CPU ablation curve). The resumed losses are the unfused run's up to rounding."""
     from accelerate.state import AcceleratorState, GradientState
 
-    import corefbert.training.optimization as optimization
+    import corefbert.training.loop.optimization as optimization
 
     args = _args(tiny_bert_dir, tmp_path / "full", max_steps=7)
     with monkeypatch.context() as patch:
@@ -728,7 +728,7 @@ def test_a_nonfinite_loss_found_at_a_later_log_step_stops_where_the_per_step_che
     line, and a checkpoint whose every file (weights, optimizer, RNG, schedule, data position, log window,
     accelerate's micro-batch count) is the per-step run's, although later steps ran meanwhile (the fused
     optimizer skipped their updates). With accumulation 2 the bad micro-batch is the first of step 2."""
-    from corefbert.training import loop
+    from corefbert.training.loop import core as loop
 
     calls = _nan_loss_at_training_call(monkeypatch, 3)  # {'n': training forwards so far}; a test may reset it
     real_defers = loop.defers_nonfinite_check

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from corefbert.pretraining.arguments import PretrainingArguments
+from corefbert.pretraining.pretraining_args import PretrainingArguments
 from corefbert.pretraining.report import mrp_counts, print_summary, wilson_interval
 
 

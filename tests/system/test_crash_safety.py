@@ -27,7 +27,7 @@ from test_pretraining import _save_tiny_bert
 
 from corefbert.errors import CorefBertError
 from corefbert.text.durable import check_writable
-from corefbert.training.checkpointing import (
+from corefbert.training.checkpoints.folders import (
     STATE_FILE,
     checkpoints_root,
     is_complete,

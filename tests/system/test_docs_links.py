@@ -84,7 +84,7 @@ def test_the_check_finds_a_missing_file_and_a_missing_heading(tmp_path):
 # Objects the contracts name by a variable, and the class each is: ``rules.finished`` is a field of SweepRules.
 OBJECTS = {
     "rules": "corefbert.training.sweep.SweepRules",
-    "job": "corefbert.training.loop.TrainingJob",
+    "job": "corefbert.training.loop.job.TrainingJob",
     "task": "corefbert.tasks.base.FinetuningTask",
     "mrp": "corefbert.pretraining.modeling.MentionReferenceHead",
 }

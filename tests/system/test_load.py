@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # the shared builders, also when run as
 from helpers import synthetic_corpus  # noqa: E402
 
 from corefbert.pretraining.data import PREFETCH_BATCHES, SeededCollate, pretraining_dataloader  # noqa: E402
-from corefbert.training.loop import PreservedRng, epoch_batches  # noqa: E402
+from corefbert.training.loop.rng import PreservedRng, epoch_batches  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("fresh_accelerate_state")
 
@@ -95,11 +95,11 @@ def _child(input_dir: str, output_dir: str, tokenizer_dir: str) -> dict:
 
     from corefbert.corpus.mentions import load_spacy_pipeline
     from corefbert.corpus.prepare import PrepareArguments, prepare_corpus
-    from corefbert.pretraining.arguments import PretrainingArguments
     from corefbert.pretraining.collator import DataCollatorForMentionReferencePrediction
     from corefbert.pretraining.data import check_corpus, load_prepared_corpus
+    from corefbert.pretraining.pretraining_args import PretrainingArguments
     from corefbert.text.tokenizers import load_tokenizer
-    from corefbert.training.loop import build_accelerator
+    from corefbert.training.loop.setup import build_accelerator
 
     tokenizer, nlp = load_tokenizer(tokenizer_dir), load_spacy_pipeline()
     list(nlp.pipe(["A warm-up text about a lighthouse, and the lighthouse keeper."] * 10))
@@ -201,9 +201,9 @@ def rows(bert_tokenizer):
 
 def _trainer_loader(rows, tokenizer, num_workers: int, seed: int = 5):
     """The training DataLoader exactly as ``run_pretraining`` builds and prepares it."""
-    from corefbert.pretraining.arguments import PretrainingArguments
     from corefbert.pretraining.collator import DataCollatorForMentionReferencePrediction
-    from corefbert.training.loop import build_accelerator
+    from corefbert.pretraining.pretraining_args import PretrainingArguments
+    from corefbert.training.loop.setup import build_accelerator
 
     args = PretrainingArguments(output_dir="unused", mixed_precision="no", seed=seed, num_workers=num_workers)
     accelerator = build_accelerator(args)
@@ -316,7 +316,7 @@ def test_run_pretraining_with_two_workers_repeats_the_losses_of_none(tmp_path, r
                                                                      monkeypatch):
     import datasets
 
-    from corefbert.pretraining.arguments import PretrainingArguments
+    from corefbert.pretraining.pretraining_args import PretrainingArguments
     from corefbert.pretraining.run import run_pretraining
 
     splits = datasets.DatasetDict(train=rows.select(range(24)), validation=rows.select(range(24, 32)))

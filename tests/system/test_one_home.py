@@ -15,7 +15,7 @@ TOKENIZERS = "corefbert.text.tokenizers"
 POSITIONS = "corefbert.text.positions"
 DURABLE = "corefbert.text.durable"
 ERRORS = "corefbert.errors"
-CHECKPOINTING = "corefbert.training.checkpointing"
+CHECKPOINTING = "corefbert.training.checkpoints.folders"
 HEADS = "corefbert.tasks.heads"
 SCRATCH = "corefbert.tasks.scratch"
 VOCABULARY = "corefbert.text.vocabulary"
@@ -61,7 +61,7 @@ KNOWN_WEIGHT_READERS = {
     # it sits below tasks/, so it cannot use tasks.heads
     "corefbert.pretraining.convert",
     # accelerate's optimizer, RNG and scaler states (pickles) read through weights_only
-    "corefbert.training.checkpoint_files",
+    "corefbert.training.checkpoints.files",
 }
 
 
@@ -183,7 +183,7 @@ def test_each_home_exists_and_defines_its_primitives():
 def test_the_corpus_writes_durably_without_reaching_into_checkpoints():
     reaching = [f"{m.name}:{line}" for m in MODULES.values() if m.name.startswith("corefbert.corpus")
                 for line, base, name in m.imports
-                if base == "corefbert.training.checkpointing"
+                if base == "corefbert.training.checkpoints.folders"
                 or (base == "corefbert.training" and name == "checkpointing")]
     assert not reaching, reaching
 

@@ -1,7 +1,7 @@
 """One home for the run log, for parsing JSON, for bootstrap intervals and for the mention span (issue 34, item 3),
 read from the source as tests/system/test_one_home.py reads the other primitives:
 
-- ``log.jsonl`` is named, written and read only by ``corefbert.training.runlog`` (``RunLog``, ``read_log``,
+- ``log.jsonl`` is named, written and read only by ``corefbert.training.outputs.runlog`` (``RunLog``, ``read_log``,
   ``truncate_log``): a second reader broke on the torn last line of a killed run, a second writer skipped the
   full-disk handling;
 - JSON is parsed only by ``corefbert.text.jsonio`` (``read_json``, ``read_jsonl``, ``parse_json``: one error line
@@ -23,7 +23,7 @@ from helpers import ROOT
 from test_architecture import MODULES
 
 JSONIO = "corefbert.text.jsonio"
-RUNLOG = "corefbert.training.runlog"
+RUNLOG = "corefbert.training.outputs.runlog"
 BOOTSTRAP = "corefbert.metrics.bootstrap"
 SPANS = "corefbert.text.spans"
 DURABLE = "corefbert.text.durable"

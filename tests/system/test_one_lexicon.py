@@ -1,4 +1,4 @@
-"""One English pronoun lexicon (``corefbert.text.pronouns``): no other module of the package lists pronouns.
+"""One English pronoun lexicon (``corefbert.pronouns``): no other module of the package lists pronouns.
 
 The check looks for the concept, not a spelling: any collection of words written out in code (a set, list, tuple
 or dict literal, or a string split into words) that holds three pronouns or more is a second list, wherever it is
@@ -11,9 +11,9 @@ import ast
 
 from test_architecture import MODULES
 
-from corefbert.text.pronouns import PRONOUNS
+from corefbert.pronouns import PRONOUNS
 
-HOME = "corefbert.text.pronouns"
+HOME = "corefbert.pronouns"
 
 
 def _words(node: ast.AST) -> set[str] | None:
@@ -49,7 +49,7 @@ def test_no_module_but_the_lexicon_lists_pronouns():
 
 
 def test_the_lexicon_holds_every_form_and_one_possessive_rule():
-    from corefbert.text.pronouns import LEXICON, THIRD_PERSON, is_possessive
+    from corefbert.pronouns import LEXICON, THIRD_PERSON, is_possessive
 
     assert {"he", "him", "his", "himself", "she", "her", "hers", "herself", "thou", "thee", "ye"} <= PRONOUNS
     assert len(THIRD_PERSON) == 16 and LEXICON["her"].possessive is None

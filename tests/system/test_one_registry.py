@@ -1,7 +1,7 @@
 """One way to add a task (issue 34, item 4): a task is registered once, in ``corefbert/tasks/registry.py``, from
 which the CLI's task table, ``corefbert finetune <task>`` and the ``finetune/run_<task>.py`` scripts come; a
 family with variants chooses the class in one hook, ``variant_for``; every command parses through
-``corefbert.arguments.parse_args`` (dataclass arguments, ``--config``).
+``corefbert.argparser.parse_args`` (dataclass arguments, ``--config``).
 
 Read from the source like the one-home test (``test_one_home.py``), whose module table this reuses. The planted
 test writes each second way into a fake module and watches the checker find every one, so a rule that silently
@@ -15,7 +15,7 @@ import importlib
 
 from test_architecture import MODULES
 
-ARGUMENTS = "corefbert.arguments"
+ARGUMENTS = "corefbert.argparser"
 BASE = "corefbert.tasks.base"
 REGISTRY = "corefbert.tasks.registry"
 #: Methods of the second variant hook FEVER and the pronoun pairs had beside ``variant_for``.

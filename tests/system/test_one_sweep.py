@@ -16,7 +16,7 @@ from test_architecture import MODULES
 SWEEP = "corefbert.training.sweep"
 # The comparison of recorded settings: defined in arguments, used by a resume (the loop) and by the sweep only.
 SETTINGS_CHECKS = {"changed_settings", "refuse_changed_settings"}
-CHECKS_SETTINGS = {"corefbert.training.arguments", "corefbert.training.loop", SWEEP}
+CHECKS_SETTINGS = {"corefbert.training.training_args", "corefbert.training.loop.core", SWEEP}
 # What only the sweep defines.
 SWEEP_FUNCTIONS = {"run_sweep", "run_one", "is_finished", "recorded_settings"}
 WRITERS = {"replace_file", "write_json", "write_json_durably", "output_file", "output_path", "write_text"}
@@ -76,7 +76,7 @@ def test_the_ablation_study_and_the_babi_table_run_through_it():
 def test_a_planted_second_sweep_is_found():
     planted = ast.parse(
         "import json\n"
-        "from corefbert.training.arguments import changed_settings, refuse_changed_settings\n"
+        "from corefbert.training.training_args import changed_settings, refuse_changed_settings\n"
         "RUN_MARKER = 'grid_run.json'\n"
         "def run_one(out, settings):\n"
         "    saved = json.loads((out / RUN_MARKER).read_text())\n"
@@ -94,4 +94,4 @@ def test_a_planted_second_sweep_is_found():
     assert any("defines run_one" in f for f in found), found
     # the same code is the sweep's own in the sweep, and the resume check's in the training loop
     assert second_sweeps(SWEEP, planted) == []
-    assert not any("compares" in f for f in second_sweeps("corefbert.training.loop", planted))
+    assert not any("compares" in f for f in second_sweeps("corefbert.training.loop.core", planted))

@@ -71,7 +71,7 @@ def _scan(source: str, where: str) -> list[str]:
 
 def test_scan_covers_the_code():
     names = {p.relative_to(ROOT).as_posix() for p in SCANNED}
-    assert {"corefbert/arguments.py", "pretrain/run_mrp.py", "finetune/run_glue.py"} <= names
+    assert {"corefbert/argparser.py", "pretrain/run_mrp.py", "finetune/run_glue.py"} <= names
 
 
 def test_scanner_catches_what_it_looks_for():
@@ -95,7 +95,7 @@ def test_no_code_execution_or_pickle_loading(path):
 
 def test_yaml_config_cannot_run_code(tmp_path):
     """A config holding a Python object tag is refused (safe_load), not constructed."""
-    from corefbert.arguments import load_yaml_config
+    from corefbert.argparser import load_yaml_config
     from corefbert.errors import CorefBertError
 
     marker = tmp_path / "ran"
@@ -125,7 +125,7 @@ def test_pretraining_run_writes_weights_as_safetensors_only(tmp_path):
     from tokenizers import BertWordPieceTokenizer
     from transformers import BertModel, BertTokenizerFast
 
-    from corefbert.pretraining.arguments import PretrainingArguments
+    from corefbert.pretraining.pretraining_args import PretrainingArguments
     from corefbert.pretraining.run import run_pretraining
 
     model_dir = tmp_path / "bert"
@@ -269,7 +269,7 @@ def test_a_code_running_pickle_in_any_checkpoint_file_runs_nothing_on_resume(tmp
     is the one that reads it without running code, not the size."""
     from helpers import load_cli
 
-    from corefbert.training.checkpointing import STATE_FILE, checkpoints_root
+    from corefbert.training.checkpoints.folders import STATE_FILE, checkpoints_root
 
     run, argv = _checkpointed_run(tmp_path, script)
     saved = sorted(p.name for p in (checkpoints_root(run) / "step_2").iterdir())
@@ -310,7 +310,7 @@ def test_a_checkpoint_of_another_version_is_refused_in_one_line(tmp_path, capsys
     (as a checkpoint written by another version has it) is refused by name, and nothing of it is unpickled."""
     from helpers import load_cli
 
-    from corefbert.training.checkpointing import STATE_FILE, checkpoints_root
+    from corefbert.training.checkpoints.folders import STATE_FILE, checkpoints_root
 
     run, argv = _checkpointed_run(tmp_path, "pretrain/run_mrp.py")
     marker = tmp_path / "ran"

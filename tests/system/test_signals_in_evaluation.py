@@ -31,12 +31,8 @@ from test_training import _args as _toy_args
 from test_training import _Job, _run
 from test_training_faults import _assert_same_run, _records
 
-from corefbert.training.checkpointing import (
-    checkpoints_root,
-    list_checkpoints,
-    raise_if_stopping,
-    read_trainer_state,
-)
+from corefbert.training.checkpoints.folders import checkpoints_root, list_checkpoints, read_trainer_state
+from corefbert.training.checkpoints.signals import raise_if_stopping
 
 pytestmark = pytest.mark.usefixtures("fresh_accelerate_state")
 model_dir = test_crash_safety.model_dir  # the crash tests' tiny BERT (dropout 0.1: the RNG matters)

@@ -24,7 +24,7 @@ from helpers import ROOT, can_mount_tmpfs, load_cli
 from test_corpus_reliability import run_cli
 from test_crash_safety import _env, _start, _wait_until
 
-from corefbert.training.checkpointing import checkpoints_root, list_checkpoints
+from corefbert.training.checkpoints.folders import checkpoints_root, list_checkpoints
 
 pytestmark = [pytest.mark.usefixtures("fresh_accelerate_state"), pytest.mark.slow]
 # The crash tests' tiny model and prepared corpus, one definition for both files.
@@ -38,7 +38,7 @@ DRIVER = textwrap.dedent('''
     mode, marker, argv = sys.argv[1], Path(sys.argv[2]), sys.argv[3:]
     sys.path.insert(0, "pretrain")
     import run_mrp
-    import corefbert.pretraining.run as pretraining, corefbert.pretraining.report as report, corefbert.training.loop as training
+    import corefbert.pretraining.run as pretraining, corefbert.pretraining.report as report, corefbert.training.loop.core as training
 
     def hold(seconds):  # tell the test, then stay here (a signal only sets a flag; a kill ends it here)
         marker.write_text(str(os.getpid()))

@@ -12,8 +12,8 @@ from helpers import ROOT
 
 from corefbert.errors import CorefBertError
 from corefbert.tasks.base import FinetuningArguments, FinetuningTask, run_finetuning
-from corefbert.training.checkpointing import list_checkpoints
-from corefbert.training.optimization import parameter_groups
+from corefbert.training.checkpoints.folders import list_checkpoints
+from corefbert.training.loop.optimization import parameter_groups
 
 
 class _PairDataset(torch.utils.data.Dataset):

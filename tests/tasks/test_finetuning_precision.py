@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from corefbert.arguments import parse_args
+from corefbert.argparser import parse_args
 from corefbert.tasks.base import FinetuningArguments
-from corefbert.training.loop import build_accelerator
+from corefbert.training.loop.setup import build_accelerator
 
 
 def _args(tmp_path, *flags: str) -> FinetuningArguments:

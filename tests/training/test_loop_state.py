@@ -7,7 +7,7 @@ import json
 
 import torch
 
-from corefbert.training.loop_state import LoopState, new_window
+from corefbert.training.loop.state import LoopState, new_window
 
 # The trainer state keys of the loop, as checkpoints written before the dataclass hold them.
 SAVED_NAMES = {"epoch", "batches_in_epoch", "tokens", "overflow_steps", "skipped_in_a_row", "loss_sum",

@@ -1,4 +1,4 @@
-"""The run log (corefbert/training/runlog.py): one reader for the report, the curves, the ablation study and the
+"""The run log (corefbert/training/outputs/runlog.py): one reader for the report, the curves, the ablation study and the
 resume, which leaves out the torn last line of a killed run and refuses any other unreadable line."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import pytest
 from helpers import synthetic_corpus
 
 from corefbert.errors import CorefBertError
-from corefbert.pretraining.arguments import PretrainingArguments
 from corefbert.pretraining.plotting import plot_curves
+from corefbert.pretraining.pretraining_args import PretrainingArguments
 from corefbert.pretraining.report import best_evaluation
 from corefbert.pretraining.run import run_pretraining
-from corefbert.training.runlog import log_path, read_log, truncate_log
+from corefbert.training.outputs.runlog import log_path, read_log, truncate_log
 
 pytestmark = pytest.mark.usefixtures("fresh_accelerate_state")
 

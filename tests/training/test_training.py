@@ -1,4 +1,4 @@
-"""The one training loop (corefbert/training/loop.py) on a model small enough to check by hand.
+"""The one training loop (corefbert/training/loop/core.py) on a model small enough to check by hand.
 
 A literal loop (plain PyTorch: accumulate, clip, AdamW, linear schedule) written out beside the core must
 give the same weights; the fault policy (non-finite losses, skips in a row, signals while skipping) and
@@ -17,16 +17,12 @@ import pytest
 import torch
 
 from corefbert.errors import CorefBertError
-from corefbert.training.arguments import TrainingArguments
-from corefbert.training.checkpointing import list_checkpoints
-from corefbert.training.loop import (
-    StepOutput,
-    TrainingJob,
-    build_accelerator,
-    prepare_output_dir,
-    train,
-)
-from corefbert.training.optimization import build_optimizer, build_scheduler, parameter_groups
+from corefbert.training.checkpoints.folders import list_checkpoints
+from corefbert.training.loop.core import train
+from corefbert.training.loop.job import StepOutput, TrainingJob
+from corefbert.training.loop.optimization import build_optimizer, build_scheduler, parameter_groups
+from corefbert.training.loop.setup import build_accelerator, prepare_output_dir
+from corefbert.training.training_args import TrainingArguments
 
 pytestmark = pytest.mark.usefixtures("fresh_accelerate_state")
 
@@ -187,7 +183,7 @@ def test_optim_adagrad_follows_the_update_rule_on_the_one_decay_rule(tmp_path):
 
 
 def test_optim_is_a_setting_a_resume_must_keep(tmp_path):
-    from corefbert.training.arguments import changed_settings, run_settings
+    from corefbert.training.training_args import changed_settings, run_settings
 
     saved = run_settings(_args(tmp_path), 1, "no", {})
     now = run_settings(_args(tmp_path, optim="adagrad"), 1, "no", {})

@@ -17,8 +17,8 @@ from helpers import FIXTURES, load_cli, save_corpus, synthetic_corpus
 from test_pretraining import _save_tiny_bert
 
 from corefbert.errors import CorefBertError
-from corefbert.training.arguments import TrainingArguments
-from corefbert.training.checkpointing import checkpoints_root, list_checkpoints, read_trainer_state
+from corefbert.training.checkpoints.folders import checkpoints_root, list_checkpoints, read_trainer_state
+from corefbert.training.training_args import TrainingArguments
 
 pytestmark = pytest.mark.usefixtures("fresh_accelerate_state")
 
@@ -163,7 +163,7 @@ def test_latest_with_no_complete_checkpoint_left_stops_unless_told_to_start_over
 
 def test_a_partial_first_save_alone_still_starts_fresh(tmp_path):
     """A kill inside the very first save lost nothing: `latest` starts from scratch as before."""
-    from corefbert.training.checkpointing import resolve_checkpoint
+    from corefbert.training.checkpoints.folders import resolve_checkpoint
 
     (checkpoints_root(tmp_path) / "step_1.tmp").mkdir(parents=True)
     assert resolve_checkpoint("latest", tmp_path) is None

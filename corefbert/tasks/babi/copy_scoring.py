@@ -11,10 +11,10 @@ where pronouns occur.
 
 from __future__ import annotations
 
+from corefbert.pronouns import REFLEXIVE, THIRD_PERSON, gender
 from corefbert.tasks.babi.data import entity_mentions, groups_to_ids
 from corefbert.tasks.coref.copy_scoring import CopyHeadScorer, copy_view
 from corefbert.tasks.coref.readers import PronounExample
-from corefbert.text.pronouns import REFLEXIVE, THIRD_PERSON, gender
 from corefbert.text.tokenizers import load_tokenizer
 
 __all__ = ["PRONOUNS", "CopyHeadLinker", "copy_head_clusters"]

@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass, field
 
 from corefbert.errors import CorefBertError
+from corefbert.pronouns import PRONOUNS
 from corefbert.text.jsonio import read_jsonl
-from corefbert.text.pronouns import PRONOUNS
 
 __all__ = ["BabiExample", "entity_mentions", "exact_match_clusters", "find_task_file", "groups_to_ids",
            "read_babi_file", "read_coref_file", "spans_to_clusters", "tokenize"]

@@ -47,8 +47,8 @@ from corefbert.tasks.base import (
 from corefbert.tasks.scratch import ScratchFolder
 from corefbert.text.durable import output_file, replace_file
 from corefbert.text.vocabulary import Vocabulary
-from corefbert.training.cards import repo_name
-from corefbert.training.outputs import write_json
+from corefbert.training.outputs.cards import repo_name
+from corefbert.training.outputs.evaluation import write_json
 from corefbert.training.sweep import SweepRules, SweepRun, run_sweep, training_settings
 
 __all__ = ["EXTRACTIVE_TASKS", "MODELS", "BabiArguments", "BabiTask", "babi_table", "load_babi_reader", "run_babi"]

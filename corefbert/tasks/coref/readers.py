@@ -29,7 +29,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from corefbert.errors import CorefBertError
-from corefbert.text.pronouns import LEXICON, forms_of
+from corefbert.pronouns import LEXICON, forms_of
 
 logger = logging.getLogger(__name__)
 

@@ -21,6 +21,7 @@ import os
 import torch
 
 from corefbert.errors import CorefBertError
+from corefbert.pronouns import THIRD_PERSON
 from corefbert.tasks.coref.copy_scoring import (
     CopyHeadScorer,
     CopyView,
@@ -30,7 +31,6 @@ from corefbert.tasks.coref.copy_scoring import (
     render_copy_html,
 )
 from corefbert.tasks.coref.readers import PronounExample, match_candidates
-from corefbert.text.pronouns import THIRD_PERSON
 from corefbert.text.spans import Cluster
 from corefbert.text.tokenizers import TOKENIZER_FILES, load_tokenizer
 from corefbert.training.model_folders import check_model_folder

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from tqdm.auto import tqdm
 
-from corefbert.arguments import parse_args as parse_dataclasses
+from corefbert.argparser import parse_args as parse_dataclasses
 from corefbert.corpus.mentions import MAX_PIECE_CHARS, iter_pieces, resolve_spacy_model
 from corefbert.errors import CorefBertError, cli_entry, note_input
 from corefbert.tasks.coref_e2e.inference import Resolver, Word, doc_sentences

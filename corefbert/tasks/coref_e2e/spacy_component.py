@@ -41,9 +41,9 @@ from spacy.tokens import Doc, Span, Token
 from spacy.util import minibatch, registry
 
 from corefbert.errors import CorefBertError
+from corefbert.pronouns import PLURAL_POSSESSIVE, PRONOUNS, REFLEXIVE
+from corefbert.pronouns import is_possessive as pronoun_is_possessive
 from corefbert.tasks.coref_e2e.inference import Resolver, doc_sentences
-from corefbert.text.pronouns import PLURAL_POSSESSIVE, PRONOUNS, REFLEXIVE
-from corefbert.text.pronouns import is_possessive as pronoun_is_possessive
 from corefbert.text.spans import Cluster
 from corefbert.training.model_folders import check_model_folder
 
@@ -245,7 +245,7 @@ def write_clusters(doc: Doc, clusters: list[Cluster]) -> None:
 
 
 def is_possessive(token: Token) -> bool:
-    """:func:`corefbert.text.pronouns.is_possessive` of a spaCy token: its tag when tagged, else the next word."""
+    """:func:`corefbert.pronouns.is_possessive` of a spaCy token: its tag when tagged, else the next word."""
     follower = token.nbor(1).text if token.i + 1 < len(token.doc) else None
     return pronoun_is_possessive(token.text, follower, token.tag_ or None)
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import torch
 from accelerate.utils import gather_object
 
-from corefbert.arguments import peek_argument
+from corefbert.argparser import peek_argument
 from corefbert.errors import CorefBertError
 from corefbert.metrics.coref_metrics import coref_scores
 from corefbert.tasks.base import (

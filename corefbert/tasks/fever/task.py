@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import torch
 from transformers import AutoConfig, AutoModelForSequenceClassification
 
-from corefbert.arguments import peek_argument
+from corefbert.argparser import peek_argument
 from corefbert.errors import CorefBertError
 from corefbert.metrics.fever import LABELS, fever_score, label_scores
 from corefbert.tasks.base import (

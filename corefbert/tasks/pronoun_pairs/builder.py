@@ -34,14 +34,14 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field
 
-from corefbert.arguments import parse_args, peek_argument
+from corefbert.argparser import parse_args, peek_argument
 from corefbert.corpus.readers import document_sources
 from corefbert.errors import CorefBertError, cli_entry
+from corefbert.pronouns import LEXICON, PRONOUNS, THIRD_PERSON
+from corefbert.pronouns import is_possessive as pronoun_is_possessive
 from corefbert.tasks.pronoun_pairs.output import inputs_outside_output, write_outputs
 from corefbert.text.conll import ConllDocument, expand_paths, read_conll_file
 from corefbert.text.durable import check_writable
-from corefbert.text.pronouns import LEXICON, PRONOUNS, THIRD_PERSON
-from corefbert.text.pronouns import is_possessive as pronoun_is_possessive
 
 PAIR_TYPES = ("correct", "in_scope", "out_of_scope")
 FIRST_SECOND_PERSON = PRONOUNS - THIRD_PERSON
@@ -104,7 +104,7 @@ def pos_tags(document: ConllDocument) -> list[str] | None:
 
 
 def is_possessive(words: list[str], index: int, tags: list[str] | None) -> bool:
-    """Does the pronoun at ``index`` need the possessive of its replacement (:mod:`corefbert.text.pronouns`)?"""
+    """Does the pronoun at ``index`` need the possessive of its replacement (:mod:`corefbert.pronouns`)?"""
     following = words[index + 1] if index + 1 < len(words) else "."
     return pronoun_is_possessive(words[index], following, tags[index] if tags is not None else None)
 

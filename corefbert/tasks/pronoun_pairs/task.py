@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from corefbert.arguments import peek_argument
+from corefbert.argparser import peek_argument
 from corefbert.errors import CorefBertError
 from corefbert.metrics.pair_metrics import pair_metrics_by_type
 from corefbert.tasks.base import FinetuningArguments, FinetuningTask, check_data_flags

@@ -174,7 +174,7 @@ def test_table_counts_failed_tasks_by_mean_and_max():
 def test_step_decay_schedule_halves_every_120_updates():
     from corefbert.tasks.babi.task import BabiTask
     from corefbert.tasks.base import parse_task_arguments
-    from corefbert.training.optimization import build_scheduler
+    from corefbert.training.loop.optimization import build_scheduler
 
     task_args, args = parse_task_arguments(BabiTask, ["--data_dir", str(BABI), "--task_ids", "1", "--do_train",
                                                       "--output_dir", "unused"])

@@ -112,7 +112,7 @@ def test_wsc_xml_official_collection_reads_wsc273(tmp_path, caplog, bert_tokeniz
 
 def _task(tmp_path, bert_tokenizer, *argv):
     """A CorefTask as run_coref.py builds it (the tokenizer is all it loads before reading data)."""
-    from corefbert.arguments import parse_args
+    from corefbert.argparser import parse_args
     from corefbert.tasks.base import FinetuningArguments
     from corefbert.tasks.coref.task import CorefArguments, CorefTask
 

@@ -1,7 +1,7 @@
 """One run per output folder: an exclusive ``flock`` on ``output_dir/.run.lock`` for the whole run.
 
 Two runs in one ``--output_dir`` interleave ``log.jsonl`` and rotate each other's checkpoints away. The
-main process of a run holds the lock from :func:`corefbert.training.loop.prepare_output_dir` until
+main process of a run holds the lock from :func:`corefbert.training.loop.setup.prepare_output_dir` until
 :func:`release` (or its exit: the kernel drops a ``flock`` with the last descriptor, so a killed run never
 leaves a stale lock). The file holds the holder's pid, for the error line of the run that is refused.
 """

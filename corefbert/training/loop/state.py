@@ -1,6 +1,6 @@
 """The training loop's state between optimizer steps: its position in the data and its running sums.
 
-A checkpoint's trainer state file (:func:`corefbert.training.checkpointing.save_checkpoint`) holds these fields
+A checkpoint's trainer state file (:func:`corefbert.training.checkpoints.folders.save_checkpoint`) holds these fields
 under their names, beside ``step``, ``job`` and ``settings``.
 """
 

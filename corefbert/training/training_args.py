@@ -1,7 +1,7 @@
 """The arguments every training CLI shares (Hugging Face example names), and their one validation.
 
 :class:`TrainingArguments` holds each shared flag once, with its type and default; pretraining
-(:class:`corefbert.pretraining.arguments.PretrainingArguments`) and fine-tuning
+(:class:`corefbert.pretraining.pretraining_args.PretrainingArguments`) and fine-tuning
 (:class:`corefbert.tasks.base.FinetuningArguments`) extend it, overriding a default only where their
 paper's setting differs. :meth:`TrainingArguments.validate` is the one place a bad value becomes one line.
 """
@@ -14,9 +14,9 @@ import types
 import typing
 from dataclasses import dataclass, field
 
-from corefbert.arguments import conform_value
+from corefbert.argparser import conform_value
 from corefbert.errors import CorefBertError
-from corefbert.training.lock import is_empty_output
+from corefbert.training.outputs.lock import is_empty_output
 
 MIXED_PRECISION = ("auto", "no", "bf16", "fp16")
 ON_NONFINITE = ("stop", "skip")
@@ -127,10 +127,9 @@ class TrainingArguments:
         for name in ("adam_beta1", "adam_beta2"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise CorefBertError(f"--{name} must be within [0, 1) (got {getattr(self, name)})")
-        if self.adam_epsilon <= 0:
-            raise CorefBertError(f"--adam_epsilon must be > 0 (got {self.adam_epsilon})")
-        if self.learning_rate <= 0:
-            raise CorefBertError(f"--learning_rate must be > 0 (got {self.learning_rate})")
+        for name in ("adam_epsilon", "learning_rate"):
+            if getattr(self, name) <= 0:
+                raise CorefBertError(f"--{name} must be > 0 (got {getattr(self, name)})")
         if self.max_steps <= 0 and self.num_train_epochs <= 0:
             raise CorefBertError(f"--num_train_epochs must be > 0 when --max_steps is not given (got "
                                  f"{self.num_train_epochs})")
@@ -192,7 +191,7 @@ _SCALARS = {int, float, str, bool, type(None)}
 
 
 def _check_types(args) -> None:
-    """Every scalar field holds its declared type (:func:`corefbert.arguments.conform_value`'s rules, which
+    """Every scalar field holds its declared type (:func:`corefbert.argparser.conform_value`'s rules, which
     every ``--config`` value passed already): for arguments built in code."""
     hints = typing.get_type_hints(type(args))
     for f in dataclasses.fields(args):

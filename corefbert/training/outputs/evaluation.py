@@ -1,6 +1,6 @@
 """What a training run writes: results as JSON, models saved into place (temp dir + rename), and the
 :class:`Evaluator` that evaluates with a progress bar and keeps ``output_dir/best`` (its records go to the run
-log, :class:`corefbert.training.runlog.RunLog`).
+log, :class:`corefbert.training.outputs.runlog.RunLog`).
 
 The layout of a saved fine-tuned folder itself (encoder at the top, heads in a sidecar) is
 :mod:`corefbert.tasks.heads`.
@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 from corefbert.errors import CorefBertError, out_of_memory_as_error
 from corefbert.text.durable import remove_folder, replace_file, replace_folder, writing
 from corefbert.text.jsonio import json_safe
-from corefbert.training.checkpointing import raise_if_stopping
+from corefbert.training.checkpoints.signals import raise_if_stopping
 
 
 def write_json(path: str, values: dict) -> None:

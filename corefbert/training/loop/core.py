@@ -19,179 +19,47 @@ tests/system/test_cli_resume.py, tests/system/test_crash_safety.py):
 - a non-finite loss saves and stops naming the step (``--on_nonfinite stop``) or skips the step (``skip``);
   ``--max_consecutive_skips`` skipped steps in a row (non-finite or fp16 overflow) save and stop.
 
-Checkpoints are ``output_dir/checkpoints/step_N`` (:mod:`corefbert.training.checkpointing`), one layout for every
+Checkpoints are ``output_dir/checkpoints/step_N`` (:mod:`corefbert.training.checkpoints.folders`), one layout for every
 CLI; the resume position is ``(epoch, batches_in_epoch)`` in micro-batches.
 """
 
 from __future__ import annotations
 
-import math
-import random
 import signal
 import sys
 import time
-from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field, replace
+from contextlib import nullcontext
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
 from corefbert.errors import CorefBertError, out_of_memory_as_error
-from corefbert.text.durable import check_writable
-from corefbert.training import lock as run_lock
-from corefbert.training.arguments import (
-    TrainingArguments,
-    changed_settings,
-    check_output_dir,
-    refuse_changed_settings,
-    resolve_mixed_precision,
-    run_settings,
-    tracking_backends,
-)
-from corefbert.training.checkpointing import (
+from corefbert.training.checkpoints.folders import (
     STATE_FILE,
-    EvaluationStopped,
-    StopSignal,
-    any_process,
     checkpoints_root,
     list_checkpoints,
     load_checkpoint,
     passed_over,
     read_trainer_state,
-    remove_folder,
     resolve_checkpoint,
     save_checkpoint,
 )
-from corefbert.training.compiling import CompileWatch, compile_repeated_layers
+from corefbert.training.checkpoints.signals import EvaluationStopped, StopSignal, any_process
 from corefbert.training.hub import public_settings
-from corefbert.training.loop_state import LoopState, new_window
-from corefbert.training.optimization import SCHEDULE_SETTINGS, same_schedule_until
-from corefbert.training.runlog import RunLog, log_path, truncate_log
-from corefbert.training.throughput import peak_flops, training_flops_counter
-
-
-@dataclass
-class StepOutput:
-    """What a job's training step returns: the loss to back-propagate and named parts to log as means."""
-
-    loss: torch.Tensor  # [] scalar
-    logs: dict[str, torch.Tensor] = field(default_factory=dict)  # name -> [] scalar, e.g. mlm_loss, mrp_loss
-
-
-class TrainingJob:
-    """What a model brings to the loop. Subclasses override what they need."""
-
-    #: Evaluate at the end of every epoch when ``--eval_steps`` is not given (fine-tuning's convention).
-    evaluate_each_epoch: bool = False
-
-    def training_step(self, model, batch: dict) -> StepOutput:
-        """Forward one micro-batch; the default reads ``.loss`` of the model's output."""
-        return StepOutput(model(**batch).loss)
-
-    def memory_advice(self) -> str:
-        """What to lower when a training step runs out of memory: the one line the run then ends in says it."""
-        return "lower --per_device_train_batch_size (--gradient_accumulation_steps keeps the batch an update sees)"
-
-    def token_masks(self, batch: dict) -> list[torch.Tensor]:
-        """The ``[batch, length]`` masks of real tokens the log counts (``tokens``, ``tokens_per_s``,
-        ``slot_fill``); the first one also sizes the model FLOPs. Default: ``attention_mask`` when the batch has
-        one. None counted: the log carries no token fields (never a ``tokens: 0``)."""
-        mask = batch.get("attention_mask") if isinstance(batch, dict) else None
-        return [mask] if mask is not None else []
-
-    def on_train_begin(self, model, step: int) -> None:
-        """Called once after any resume, before the first step (``step`` is where training starts)."""
-
-    def on_epoch_begin(self, epoch: int) -> None:
-        """Called before the batches of each epoch are drawn (also for the epoch a resume continues)."""
-
-    def evaluate(self, model, step: int, epoch: float) -> None:
-        """Called every ``--eval_steps``, at epoch ends when :attr:`evaluate_each_epoch`, and at the last step
-        (after its checkpoint; again on a resume from that checkpoint)."""
-
-    def on_train_end(self, model, step: int) -> None:
-        """The final save, after the last evaluation; a signal meanwhile waits for it to finish."""
-
-    def settings(self) -> dict:
-        """JSON-able settings that decide the result beyond :class:`TrainingArguments` (corpus, model, task
-        files): kept in each checkpoint; a resume under other values is refused (``--ignore_changed_settings``)."""
-        return {}
-
-    def state_dict(self) -> dict:
-        """JSON-able state to keep in each checkpoint (e.g. the best metric so far)."""
-        return {}
-
-    def load_state_dict(self, state: dict) -> None:
-        """Restore what :meth:`state_dict` returned, on resume."""
-
-
-def build_accelerator(args: TrainingArguments):
-    """The run's Accelerator: seedable sampler, accumulation across epoch ends, the launcher's precision
-    under ``--mixed_precision auto``, trackers when asked. Resets accelerate's process-wide singletons first,
-    so a second run in one process (tests, notebooks) may use another precision."""
-    from accelerate import Accelerator
-    from accelerate.state import AcceleratorState, GradientState
-    from accelerate.utils import DataLoaderConfiguration, GradientAccumulationPlugin, TorchDynamoPlugin
-
-    AcceleratorState._reset_state(reset_partial_state=False)
-    GradientState._reset_state()
-    # --torch_compile_scope model: compiled at prepare(). Dynamic shapes: a batch's length and its MRP mention /
-    # referent counts change from batch to batch, and a static compile recompiles on each new shape
-    # (docs/design.md, "Known pitfalls"). The default scope, the repeated layers, is compiled by train()
-    # (corefbert.training.compiling).
-    compile_plugin = (TorchDynamoPlugin(backend=args.torch_compile_backend, dynamic=True, mode=args.torch_compile_mode)
-                      if getattr(args, "torch_compile", False) and args.torch_compile_scope == "model" else None)
-    return Accelerator(
-        dynamo_plugin=compile_plugin,
-        mixed_precision=resolve_mixed_precision(args.mixed_precision),
-        gradient_accumulation_plugin=GradientAccumulationPlugin(
-            num_steps=args.gradient_accumulation_steps, sync_with_dataloader=False),
-        # non_blocking: host-to-GPU copies of pinned batches overlap the step (see the loaders' pin_memory).
-        dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True, data_seed=args.seed,
-                                                  non_blocking=torch.cuda.is_available()),
-        # We step the scheduler once per optimizer step ourselves; the default would step it once per
-        # process per step, ending warm-up N times too early on N processes.
-        step_scheduler_with_optimizer=False,
-        log_with=tracking_backends(args.report_to) if args.with_tracking else None,
-        project_dir=args.output_dir,
-    )
-
-
-def prepare_output_dir(args: TrainingArguments, accelerator) -> Path:
-    """Create ``output_dir``; on ``--overwrite_output_dir`` (no resume) delete the earlier run's checkpoints
-    and log, which would otherwise be rotated into this run and found by ``latest``."""
-    output_dir = Path(args.output_dir)
-    refused = None
-    if accelerator.is_main_process:
-        output_dir.mkdir(parents=True, exist_ok=True)
-        try:  # held until run_lock.release(output_dir) or this process ends
-            run_lock.acquire(output_dir)
-        except CorefBertError as err:
-            refused = err
-    if any_process(accelerator, refused is not None):
-        raise refused or CorefBertError("another run is using this --output_dir", path=output_dir)
-    if accelerator.is_main_process and args.overwrite_output_dir and (
-            not args.resume_from_checkpoint
-            or (args.resume_from_checkpoint == "latest" and not list_checkpoints(output_dir))):
-        remove_folder(checkpoints_root(output_dir))
-        log_path(output_dir).unlink(missing_ok=True)
-    accelerator.wait_for_everyone()
-    return output_dir
-
-
-def check_training_start(args: TrainingArguments) -> None:
-    """Everything about the output folder that must fail before any model or data is loaded."""
-    resolve_checkpoint(args.resume_from_checkpoint, args.output_dir, args.overwrite_output_dir)  # bad path first
-    run_lock.refuse_if_locked(args.output_dir)
-    check_output_dir(args)
-    check_writable(args.output_dir)
-
-
-def total_training_steps(args: TrainingArguments, batches_per_epoch: int) -> int:
-    """``--max_steps`` when given, else enough optimizer steps for ``--num_train_epochs`` of the data."""
-    if args.max_steps > 0:
-        return args.max_steps
-    return max(1, math.ceil(args.num_train_epochs * batches_per_epoch / args.gradient_accumulation_steps))
+from corefbert.training.loop.compiling import CompileWatch, compile_repeated_layers
+from corefbert.training.loop.job import TrainingJob
+from corefbert.training.loop.optimization import SCHEDULE_SETTINGS, same_schedule_until
+from corefbert.training.loop.rng import epoch_batches, rng_untouched
+from corefbert.training.loop.state import LoopState, new_window
+from corefbert.training.loop.throughput import peak_flops, training_flops_counter
+from corefbert.training.outputs.runlog import RunLog, truncate_log
+from corefbert.training.training_args import (
+    TrainingArguments,
+    changed_settings,
+    refuse_changed_settings,
+    run_settings,
+)
 
 
 def train(job: TrainingJob, args: TrainingArguments, accelerator, model, optimizer, scheduler, train_loader,
@@ -310,7 +178,7 @@ class _Loop:
 
     def _stopped_evaluation(self, evaluation, preserve_rng: bool = True) -> bool:
         """Run ``evaluation()``; True when a signal abandoned it (:class:`EvaluationStopped`, raised between two
-        of its batches by :func:`corefbert.training.checkpointing.raise_if_stopping`).
+        of its batches by :func:`corefbert.training.checkpoints.signals.raise_if_stopping`).
 
         ``preserve_rng``: every RNG is put back as it was before, also after an abandoned evaluation, so the
         training that follows (and the checkpoint saved at the signal) sees the RNG an uninterrupted run sees,
@@ -637,56 +505,6 @@ def _update_count(optimizer, parameter) -> float | None:
 def _inner_optimizer(optimizer):
     """The torch optimizer inside accelerate's wrapper."""
     return getattr(optimizer, "optimizer", optimizer)
-
-
-@contextmanager
-def rng_untouched():
-    """Every RNG a training step draws from (Python, NumPy, torch CPU, CUDA), restored on leaving the block,
-    also when it raises. Around an evaluation: creating its DataLoader iterator draws a seed from the torch RNG,
-    and a task may draw more; none of that may shift the dropout masks of the steps that follow."""
-    import numpy as np
-
-    states = (random.getstate(), np.random.get_state(), torch.get_rng_state(),
-              torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None)
-    try:
-        yield
-    finally:
-        random.setstate(states[0])
-        np.random.set_state(states[1])
-        torch.set_rng_state(states[2])
-        if states[3] is not None:
-            torch.cuda.set_rng_state_all(states[3])
-
-
-def epoch_batches(accelerator, loader, skip: int = 0) -> PreservedRng:
-    """An epoch's batches of a prepared ``loader`` as the training loop iterates them: after the ``skip`` batches
-    already trained on (a resume mid-epoch), without consuming the global RNG."""
-    return PreservedRng(accelerator.skip_first_batches(loader, skip) if skip else loader)
-
-
-class PreservedRng:
-    """Iterate a DataLoader without letting it consume the global torch RNG.
-
-    Creating a DataLoader iterator draws a base seed from the global RNG. After a resume that draw would
-    happen after the restored RNG state, shifting every later dropout mask; here it never counts.
-    """
-
-    def __init__(self, dataloader):
-        self.dataloader = dataloader
-
-    def __iter__(self):
-        iterator = None
-        while True:
-            state = torch.get_rng_state()
-            try:
-                if iterator is None:
-                    iterator = iter(self.dataloader)
-                batch = next(iterator)
-            except StopIteration:
-                return
-            finally:
-                torch.set_rng_state(state)
-            yield batch
 
 
 def _progress(args, accelerator, total: int, initial: int):

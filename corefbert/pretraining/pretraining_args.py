@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from corefbert.errors import CorefBertError
-from corefbert.training.arguments import TrainingArguments
+from corefbert.training.training_args import TrainingArguments
 
 
 @dataclass(kw_only=True)

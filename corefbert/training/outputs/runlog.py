@@ -18,7 +18,8 @@ from pathlib import Path
 from corefbert.errors import CorefBertError
 from corefbert.text.durable import append_file, os_error_reason, replace_file
 from corefbert.text.jsonio import json_safe, parse_json
-from corefbert.training.checkpointing import any_process, list_checkpoints
+from corefbert.training.checkpoints.signals import any_process
+from corefbert.training.checkpoints.folders import list_checkpoints
 
 LOG_FILE = "log.jsonl"
 

@@ -1,6 +1,6 @@
 """The optimizer and the schedule every run uses: AdamW (or Adagrad, ``--optim``) over one decay rule (with per-prefix learning rates
 for a task head beside a pretrained encoder) and a transformers schedule or the step decay (as in
-``transformers.optimization``, kept apart from the loop in :mod:`corefbert.training.loop`)."""
+``transformers.optimization``, kept apart from the loop in :mod:`corefbert.training.loop.core`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import math
 import torch
 
 from corefbert.errors import CorefBertError
-from corefbert.training.arguments import TrainingArguments
+from corefbert.training.training_args import TrainingArguments
 
 __all__ = ["build_optimizer", "build_scheduler", "parameter_groups", "same_schedule_until"]
 
@@ -106,7 +106,7 @@ def build_optimizer(model: torch.nn.Module, args: TrainingArguments,
     fused kernel on CUDA and CPU (one launch for all parameters instead of several per tensor group, 2-6x less CPU
     time than the per-tensor loop on BERT-base's parameters; the same update up to float rounding), or Adagrad. The
     fused AdamW can skip an update on a device-side flag, which lets the loop check for a non-finite loss without
-    waiting on the device every step (:mod:`corefbert.training.loop`). The schedule scales every group's rate alike."""
+    waiting on the device every step (:mod:`corefbert.training.loop.core`). The schedule scales every group's rate alike."""
     groups = parameter_groups(model, args.weight_decay, learning_rates)
     if args.optim == "adagrad":
         # PyTorch's defaults, as Hugging Face's --optim adagrad: accumulators start at 0. A start of 0.1 (TensorFlow's
