@@ -131,6 +131,16 @@ def mrp_counts(metrics: dict) -> str:
     return f"{correct} of {total} ({metrics['mrp_accuracy']:.3f}, 95% CI {low:.2f}-{high:.2f})"
 
 
+def run_folder(output_dir: str) -> str:
+    """``--output_dir`` as the card's snippets name it, seen from where the run was started (the demo's
+    ``runs/corefbert_demo``, which its snippets then load as ``runs/corefbert_demo/final``); an absolute folder
+    outside that one by its last component, since no card holds a local absolute path."""
+    if not os.path.isabs(output_dir):
+        return Path(os.path.normpath(output_dir)).as_posix()
+    inside = os.path.relpath(os.path.abspath(output_dir), os.getcwd())
+    return Path(inside).as_posix() if not inside.startswith(os.pardir) else Path(output_dir).name
+
+
 def pretraining_card(args, before: dict, after: dict, num_processes: int, precision: str) -> ModelCard:
     """The card of a pretraining ``final/``: MLM + MRP from ``--model_name_or_path``, the settings, the
     held-out MLM/MRP metrics before and after, how to load. ``model-index`` holds the after-metrics."""
@@ -152,8 +162,7 @@ def pretraining_card(args, before: dict, after: dict, num_processes: int, precis
     # The copy head learns only from the MRP loss: without it V stays at its initial value.
     copy_trained = args.mrp_loss_weight > 0 and args.mrp_ratio > 0
     # Published under a known name: the download's folder; else the run's own folder, as the card names it.
-    folder = (args.hub_model_id.rsplit("/", 1)[-1] if args.hub_model_id
-              else f"{Path(os.path.abspath(args.output_dir)).name}/final")
+    folder = args.hub_model_id.rsplit("/", 1)[-1] if args.hub_model_id else f"{run_folder(args.output_dir)}/final"
     usage = Usage(folder, args.hub_model_id, finetune=pretrained_finetune_line(folder),
                   spacy_config={"scorer": "copy"} if copy_trained else None)
     copy_note = "" if copy_trained else (

@@ -14,6 +14,7 @@ import errno
 import json
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -264,15 +265,19 @@ def replace_files(partial: str | os.PathLike, final: str | os.PathLike, names: l
 def refuse_writing_inputs(outputs: Iterable[str | os.PathLike], inputs: Iterable[str | os.PathLike],
                           flag: str = "--output_dir") -> None:
     """One line when a file a command is about to write is one of the files it reads (the same path after
-    resolving links, or the same file by another name): no command ever writes onto one of its inputs."""
+    resolving links, or the same file by another name): no command ever writes onto one of its inputs. An input
+    ``-`` is standard input: the file it was redirected from, as for ``/dev/stdin``."""
     read = {}
     for source in inputs:
         try:
-            read[Path(source).resolve()] = source
-            info = os.stat(source)
+            if os.fspath(source) == "-":
+                info = os.fstat(sys.stdin.fileno())
+            else:
+                read[Path(source).resolve()] = source
+                info = os.stat(source)
             read[(info.st_dev, info.st_ino)] = source
-        except (OSError, RuntimeError):
-            continue  # a missing input is reported by its reader; standard input has no name
+        except (OSError, RuntimeError, ValueError, AttributeError):
+            continue  # a missing input is reported by its reader; standard input may be closed or replaced
     for target in outputs:
         keys = []
         with contextlib.suppress(OSError, RuntimeError):

@@ -986,3 +986,7 @@ CASES += [
 # issue 33 (12): the pronoun-pair builder checks its --output_dir before reading any file
 CASES.append(Case(PAIRS_CLI, "output dir not writable", lambda w, m: ["--input", str(PAIRS_CONLL), "--output_dir",
                                                                       _unwritable(w)]))
+# issue 45 (3): resolve reads at most --max_input_mb of any input, standard input included (before the model loads)
+CASES.append(Case(RESOLVE_CLI, "--input_file over --max_input_mb",
+                  lambda w, m: ["--model", str(w), "--input_file", _file(w, "big.txt", "Anna met Tom. " * 80_000),
+                                "--max_input_mb", "1"]))

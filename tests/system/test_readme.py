@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import glob
 import re
+import shlex
 
+import pytest
 from helpers import ROOT
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -92,3 +95,80 @@ def test_console_scripts_exit_zero_after_a_run():
         module, function = target.split(":")
         signature = inspect.signature(getattr(importlib.import_module(module), function))
         assert signature.return_annotation in (None, "None"), f"{name} -> {target} returns {signature.return_annotation}"
+
+
+# --- every path a README command names exists ---------------------------------------------------------------
+
+COMMAND_WORDS = ("corefbert", "python", "accelerate", "bash", "pytest")
+OUTPUT_FLAGS = {"--output_dir", "-o", "--output", "--local-dir"}
+# What the README declares a placeholder: a checkpoint of yours, the folder of a benchmark's official files.
+PLACEHOLDERS = ("CKPT", "DATA/", "/path/to/")
+PATH_SUFFIXES = (".py", ".sh", ".yaml", ".yml", ".conll", ".json", ".jsonl", ".tsv", ".txt", ".gz", ".bz2", ".png")
+
+
+def readme_commands(text: str) -> list[list[str]]:
+    """Every command of ``text`` as words: each line of its bash blocks (continuations joined, comments dropped)
+    and each inline code span that starts with a command word (``corefbert``, ``python``, ...)."""
+    lines = []
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+        lines += block.replace("\\\n", " ").splitlines()
+    lines += [span for span in re.findall(r"`([^`\n]+)`", re.sub(r"```.*?```", "", text, flags=re.S))
+              if span.split(" ", 1)[0] in COMMAND_WORDS]
+    commands = []
+    for line in lines:
+        lexer = shlex.shlex(line, posix=True, punctuation_chars=";&|")  # `a && b`, `a; b`, `a | b`: two commands
+        lexer.whitespace_split, lexer.commenters = True, "#"
+        words: list[str] = []
+        for word in [*lexer, ";"]:
+            if set(word) <= set(";&|"):
+                if words and words[0] in COMMAND_WORDS:
+                    commands.append(words)
+                words = []
+            else:
+                words.append(word)
+    return commands
+
+
+def named_paths(commands: list[list[str]]) -> tuple[list[str], set[str]]:
+    """``(the input paths and globs the commands name, the folders they write)``: a word is a path when it holds
+    a ``/`` or a glob character or ends like a file; the value of an output flag is a folder written."""
+    inputs, outputs = [], {"runs"}  # runs/: where pretraining writes by default (runs/corefbert_demo)
+    for words in commands:
+        for previous, word in zip(["", *words], words):
+            if previous in OUTPUT_FLAGS:
+                outputs.add(word.split("/", 1)[0])
+            elif not word.startswith("-") and ("/" in word or "*" in word or word.endswith(PATH_SUFFIXES)):
+                inputs.append(word)
+    return inputs, outputs
+
+
+def missing_paths(text: str, root) -> list[str]:
+    """The paths ``text``'s commands read that do not exist under ``root`` (the repository): placeholders
+    (:data:`PLACEHOLDERS`), what a README command writes, and ``../shared`` where it is absent are left out."""
+    inputs, outputs = named_paths(readme_commands(text))
+    shared = (root / ".." / "shared").exists()
+    missing = []
+    for path in inputs:
+        if path.startswith(PLACEHOLDERS) or path.split("/", 1)[0] in outputs or \
+                (path.startswith("../shared/") and not shared):
+            continue
+        if not glob.glob(str(root / path)):
+            missing.append(path)
+    return missing
+
+
+def test_every_path_a_readme_command_names_exists_from_the_repository_root():
+    """Issue 45.9: the quick end-to-end command's --train_file 'litbank/*.conll' matched nothing from the root."""
+    if not (ROOT / ".." / "shared").exists():
+        pytest.skip("../shared is only on developer machines; the paths under it are checked there")
+    assert not missing_paths(README, ROOT), f"README.md names paths that do not exist: {missing_paths(README, ROOT)}"
+
+
+def test_the_path_check_finds_the_quick_commands_old_glob(tmp_path):
+    old = "`corefbert finetune coref-e2e --train_file 'litbank/*.conll' --do_train --output_dir out/asl`"
+    assert missing_paths(old, ROOT) == ["litbank/*.conll"]
+    fixed = old.replace("litbank/", "tests/fixtures/coref_e2e/")
+    assert missing_paths(fixed, ROOT) == []
+    produced = "```bash\ncorefbert pronoun-pairs --input x.conll --output_dir pairs\ncorefbert finetune pronoun-pairs \\\n" \
+               "    --train_file pairs/train.jsonl --model_name_or_path CKPT --output_dir out/da   # a comment/x.py\n```"
+    assert missing_paths(produced, ROOT) == ["x.conll"]

@@ -148,6 +148,38 @@ def test_the_pretraining_card_links_the_project_names_the_pypi_base_and_shows_wo
     assert training_args.model_name_or_path == "pre/final" and (tmp_path / "pre" / "final" / "config.json").is_file()
 
 
+def test_every_python_snippet_of_a_pretraining_card_runs_where_the_run_started(
+        tmp_path, tiny_bert_dir, project_url, monkeypatch, fresh_accelerate_state):
+    """Issue 45.12: the card of the demo's ``runs/corefbert_demo`` loaded "corefbert_demo/final", and its spaCy
+    snippet loaded en_core_web_sm, which the documented install does not give (it installs the mirror)."""
+    from corefbert.pretraining.arguments import PretrainingArguments
+    from spacy.util import registry
+    from transformers import AutoTokenizer
+
+    from corefbert.pretraining.run import run_pretraining
+    from corefbert.tasks.coref.resolver import spacy_copy_scorer
+
+    if "corefbert.scorer.copy" not in registry.misc.get_all():  # as the installed entry point registers it
+        registry.misc.register("corefbert.scorer.copy", func=spacy_copy_scorer)
+    start = tmp_path / "project"
+    start.mkdir()
+    monkeypatch.chdir(start)  # the user's folder: the run and the card's code both start here
+    corpus = synthetic_corpus(AutoTokenizer.from_pretrained(tiny_bert_dir), n_train=8, n_eval=4)
+    args = PretrainingArguments(model_name_or_path=str(tiny_bert_dir), output_dir="runs/corefbert_demo",
+                                max_steps=2, per_device_train_batch_size=4, per_device_eval_batch_size=4,
+                                mixed_precision="no")
+    run_pretraining(args, splits=corpus)
+    card = ModelCard.load(start / "runs" / "corefbert_demo" / "final" / "README.md")
+    blocks = card_code_blocks(card.text, "python")
+    scope = {}
+    for block in blocks:  # the card's own code, as a user pastes it
+        exec(block, scope)
+    assert len(blocks) == 2 and "spacy.load(" in blocks[1], blocks  # transformers, then the spaCy component
+    assert scope["model"].config.hidden_size == 32
+    assert [type(c) for c in scope["doc"]._.coref_clusters] == [list] * len(scope["doc"]._.coref_clusters)
+    assert scope["doc"].text == cards.EXAMPLE_TEXT and "corefbert_coref" in scope["nlp"].pipe_names
+
+
 def test_a_pretraining_card_without_mrp_offers_no_copy_scorer(tmp_path, project_url):
     from corefbert.pretraining.pretraining_args import PretrainingArguments
     from corefbert.pretraining.report import pretraining_card

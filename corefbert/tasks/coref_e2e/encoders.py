@@ -26,7 +26,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from corefbert.training.memory import map_row_chunks
+from corefbert.training.memory import CHUNK_ELEMENTS, map_row_chunks
 
 RECURRENT_ENCODERS = ("bilstm", "lsl", "asl")
 TRANSFORMER_ENCODERS = ("bert",)
@@ -276,18 +276,38 @@ class StaticAttentionalSentenceLinking(nn.Module):
         self.lstm = nn.LSTM(input_dim, hidden, batch_first=True, bidirectional=True)
         self.dropout, self.output_dim = nn.Dropout(dropout), 2 * hidden
 
-    def gated_inputs(self, words: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        """Eqs. 1-5: ``words`` [sentences, len, dim] -> x' [sentences, len, dim]."""
-        previous = previous_sentence(words)  # [sentences, len_prev, dim]: p_j
-        previous_lengths = previous_sentence(lengths)
-        # Eq. 1 with W_e [x; p] = W_x x + W_p p: [sentences, len, 1, h] + [sentences, 1, len_prev, h]
-        hidden = torch.tanh(self.attend_word(words).unsqueeze(2) + self.attend_previous(previous).unsqueeze(1))
-        logits = self.attention_out(hidden).squeeze(-1)  # [sentences, len, len_prev]
-        positions = torch.arange(words.shape[1], device=words.device)
-        valid = positions[None, :] < previous_lengths[:, None]  # [sentences, len_prev]
+    def summaries(self, start: int, end: int, words: torch.Tensor, lengths: torch.Tensor, previous: torch.Tensor,
+                  previous_lengths: torch.Tensor) -> torch.Tensor:
+        """Eqs. 1-3 for sentences ``start:end``: c_t [end - start, len, dim], zero past each sentence's end.
+
+        Cut to the longest sentence and previous sentence among these rows: one long sentence in a window no
+        longer pads every other sentence's [len, len_prev, h] attention to its length."""
+        t_max = words.shape[1]
+        own = max(1, int(lengths[start:end].max()))
+        prior_lengths = previous_lengths[start:end]
+        prior = previous[start:end, :max(1, int(prior_lengths.max()))]  # [rows, len_prev, dim]: p_j
+        # Eq. 1 with W_e [x; p] = W_x x + W_p p: [rows, len, 1, h] + [rows, 1, len_prev, h]
+        hidden = torch.tanh(self.attend_word(words[start:end, :own]).unsqueeze(2)
+                            + self.attend_previous(prior).unsqueeze(1))
+        logits = self.attention_out(hidden).squeeze(-1)  # [rows, len, len_prev]
+        positions = torch.arange(prior.shape[1], device=words.device)
+        valid = positions[None, :] < prior_lengths[:, None]  # [rows, len_prev]
         logits = logits.masked_fill(~valid[:, None, :], float("-inf"))
         weights = torch.softmax(logits, dim=-1).nan_to_num(0.0)  # eq. 2; the first sentence: all zero
-        summary = weights @ previous  # eq. 3, [sentences, len, dim]
+        return nn.functional.pad(weights @ prior, (0, 0, 0, t_max - own))  # eq. 3
+
+    def gated_inputs(self, words: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """Eqs. 1-5: ``words`` [sentences, len, dim] -> x' [sentences, len, dim].
+
+        Eq. 1's tanh layer is [len, len_prev, h] floats a sentence, so a window's sentences are attended
+        :data:`CHUNK_ELEMENTS` floats at a time (:func:`map_row_chunks`; recomputed in the backward pass): in
+        one call it held sentences × longest sentence² × h floats, 0.8 MB per word of a ``resolve`` window at
+        h = 150 (``benchmarks/bench_resolve_memory.py``; docs/guides/coref_e2e.md, "Long documents")."""
+        previous = previous_sentence(words)  # [sentences, len_prev, dim]: p_j
+        previous_lengths = previous_sentence(lengths)
+        per_sentence = words.shape[1] ** 2 * self.attend_word.out_features
+        summary = map_row_chunks(self.summaries, words.shape[0], per_sentence, CHUNK_ELEMENTS, words, lengths,
+                                 previous, previous_lengths)  # [sentences, len, dim]
         gate = torch.sigmoid(self.gate(torch.cat([words, summary], dim=-1)))  # eq. 4
         gated = gate * words + (1 - gate) * summary  # eq. 5
         has_previous = (previous_lengths > 0)[:, None, None]

@@ -122,7 +122,10 @@ def save_model(model: E2ECorefModel, output_dir: str, vocab: Vocabulary | None, 
 
 def load_model(directory: str) -> tuple[E2ECorefModel, Vocabulary | None, object]:
     """``(model, vocabulary or None, tokenizer or None)`` of a folder :func:`save_model` wrote."""
-    values = read_head_config(directory, TASK) if os.path.isdir(directory) else None
+    if not os.path.isdir(directory):
+        raise CorefBertError("no such model folder (a relative path is read from the working directory); pass a "
+                             "folder finetune/run_coref_e2e.py wrote", path=directory)
+    values = read_head_config(directory, TASK)
     if values is None:
         raise CorefBertError(f"not a coreference model folder (no {TASK}_head.json); train one with "
                              "finetune/run_coref_e2e.py --do_train", path=directory)

@@ -96,13 +96,26 @@ def resolve_texts(resolver: Resolver, nlp, texts: list[str]) -> list[dict]:
 
 
 STDIN = "-"
+# What one run reads at most (--max_input_mb): a novel is about 1 MB, so 64 MB is dozens of them; a run keeps a few
+# hundred bytes per word besides the text. Without a bound, endless standard input ended in a MemoryError.
+MAX_INPUT_MB = 64
 
 
-def read_input(path: str) -> bytes:
-    """The bytes of ``--input_file``: a file, a named pipe, or standard input (``-`` or ``/dev/stdin``).
-    A folder, a missing path or another device is a one-line error."""
+def read_bounded(handle, path: str, max_mb: int) -> bytes:
+    """At most ``max_mb`` MiB of ``handle``; one line naming ``path`` where there is more."""
+    limit = max_mb << 20
+    data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise CorefBertError(f"more than {max_mb} MiB (--max_input_mb {max_mb}); split the input into several "
+                             "runs or raise --max_input_mb", path=path)
+    return data
+
+
+def read_input(path: str, max_mb: int = MAX_INPUT_MB) -> bytes:
+    """The bytes of ``--input_file``: a file, a named pipe, or standard input (``-`` or ``/dev/stdin``), at most
+    ``max_mb`` MiB of it. A folder, a missing path, another device or a larger input is a one-line error."""
     if path == STDIN:
-        return sys.stdin.buffer.read()
+        return read_bounded(sys.stdin.buffer, path, max_mb)
     if os.path.isdir(path):
         raise CorefBertError("a folder, not a file; pass a UTF-8 text file (one text per run)", path=path)
     try:
@@ -114,7 +127,7 @@ def read_input(path: str) -> bytes:
     note_input(path)
     try:
         with open(path, "rb") as handle:
-            return handle.read()
+            return read_bounded(handle, path, max_mb)
     except OSError as err:
         raise CorefBertError(f"cannot read the file ({os_error_reason(err)})", path=path) from None
 
@@ -137,9 +150,9 @@ def decode_text(data: bytes, path: str | None) -> str:
         raise CorefBertError(f"not UTF-8 text (byte {err.start}); convert it to UTF-8", path=path) from None
 
 
-def read_text(path: str) -> str:
+def read_text(path: str, max_mb: int = MAX_INPUT_MB) -> str:
     """The UTF-8 text of ``path`` (a file, a named pipe or ``-``); a one-line error for anything else."""
-    return decode_text(read_input(path), path)
+    return decode_text(read_input(path, max_mb), path)
 
 
 def _open_tag(index: int, number: int) -> str:
@@ -214,6 +227,8 @@ class ResolveArguments:
     overlap_words: int | None = field(default=None, metadata={
         "help": "Words (whole sentences) consecutive windows share; clusters are merged through the mentions "
                 "they share (default: a quarter window)."})
+    max_input_mb: int = field(default=MAX_INPUT_MB, metadata={
+        "help": "Read at most this many MiB of --input_file (standard input included); more is an error."})
     disable_tqdm: bool = field(default=False, metadata={"help": "No progress bar."})
 
     def __post_init__(self):
@@ -307,7 +322,7 @@ def read_texts(args) -> tuple[list[tuple[str, str]], bool, str]:
     name = os.path.basename(args.input_file.rstrip("/"))
     stem = "stdin" if args.input_file == STDIN else os.path.splitext(name)[0] or name
     many = args.input_format == "jsonl" or (args.input_format == "auto" and args.input_file.endswith(".jsonl"))
-    data = read_input(args.input_file)
+    data = read_input(args.input_file, args.max_input_mb)
     if many:
         return read_jsonl_texts(args.input_file, data), True, stem
     return [(stem, decode_text(data, args.input_file))], False, stem
@@ -324,7 +339,7 @@ def planned_outputs(output_dir: str, stem: str, texts: list[tuple[str, str]], ma
 @cli_entry
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
-    for name in ("max_sentence_words", "max_segment_words", "batch_size"):
+    for name in ("max_sentence_words", "max_segment_words", "batch_size", "max_input_mb"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise CorefBertError(f"--{name} must be at least 1 (got {getattr(args, name)})")
     if args.overlap_words is not None and args.overlap_words < 0:
@@ -335,7 +350,8 @@ def main(argv: list[str] | None = None) -> dict:
     if not many and not texts[0][1].strip():
         raise CorefBertError("the text is empty; pass some sentences", path=args.input_file)
     check_output_dir(args.output_dir)
-    if args.output_dir and args.input_file not in (None, STDIN):
+    if args.output_dir and args.input_file is not None:
+        # Standard input is the file it was redirected from, as /dev/stdin is: never written onto either.
         refuse_writing_inputs(planned_outputs(args.output_dir, stem, texts, many), [args.input_file])
     if many and os.path.islink(os.path.join(args.output_dir, stem)):
         # The pages folder is this run's own: pages written through a planted link would land elsewhere.

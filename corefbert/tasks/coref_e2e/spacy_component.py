@@ -25,6 +25,13 @@ entry point), so this family never imports that one. A scorer maps a batch of Do
 ``(first token, last token)`` mentions, both ends inclusive (the toolkit's one span type,
 :mod:`corefbert.text.spans`); :func:`write_clusters` makes them spaCy spans, whose end is exclusive.
 
+**Saving a pipeline.** ``nlp.to_disk(folder)`` copies the component's model folder into the pipeline folder
+(``folder/corefbert_coref/model``, the component's own ``to_disk``), and ``spacy.load(folder)`` reads it from
+there (``from_disk``), as spacy-experimental's coref component serialises its model: the folder works from any
+working directory or machine, and ``spacy package`` ships the model with it. The ``model`` of the saved config
+(often a relative path) is then only where the model came from; a config folder that does not exist when the
+pipeline is built is read at the first Doc instead, one line if it is missing then.
+
 ``resolved_text`` replaces each pronoun that is a mention of a cluster by the cluster's first mention that is
 not a lone pronoun (possessives stay possessive: "his" -> "Tom's", "their" of "the dogs" -> "the dogs'");
 reflexives ("himself") and pronouns of a cluster of pronouns only are kept as written.
@@ -33,8 +40,10 @@ reflexives ("himself") and pronouns of a cluster of pronouns only are kept as wr
 from __future__ import annotations
 
 import os
+import shutil
 import weakref
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 
 from spacy.language import Language
 from spacy.tokens import Doc, Span, Token
@@ -44,10 +53,12 @@ from corefbert.errors import CorefBertError
 from corefbert.pronouns import PLURAL_POSSESSIVE, PRONOUNS, REFLEXIVE
 from corefbert.pronouns import is_possessive as pronoun_is_possessive
 from corefbert.tasks.coref_e2e.inference import Resolver, doc_sentences
+from corefbert.text.durable import replace_folder
 from corefbert.text.spans import Cluster
 from corefbert.training.model_folders import check_model_folder
 
 NAME = "corefbert_coref"
+MODEL_FOLDER = "model"  # the model's copy inside a saved pipeline: <pipeline>/corefbert_coref/model
 CLUSTER_PREFIX = "coref_clusters"  # doc.spans["coref_clusters_1"], ...: spacy-experimental's default prefix
 Scorer = Callable[[list[Doc]], list[list[Cluster]]]  # each Doc's clusters of token mentions, ends inclusive
 
@@ -199,12 +210,25 @@ def check_config(model: object, scorer: object, batch_size: object, max_segment_
 
 
 class CorefComponent:
-    """The pipeline component: runs a scorer over batches of Docs and writes the clusters onto them."""
+    """The pipeline component: runs a scorer over batches of Docs and writes the clusters onto them.
 
-    def __init__(self, nlp: Language, name: str, scorer: Scorer, batch_size: int = 32):
-        self.name, self.scorer = name, scorer
+    ``model`` is the folder the scorer reads (None: a scorer given as a function). ``scorer`` None defers
+    building it: from the saved copy when spaCy loads the pipeline folder (:meth:`from_disk`), else from
+    ``model`` at the first Doc."""
+
+    def __init__(self, nlp: Language, name: str, scorer: Scorer | None, batch_size: int = 32,
+                 model: str | None = None, kind: str = "e2e", max_segment_words: int | None = None,
+                 overlap_words: int | None = None):
+        self.name, self._scorer, self.model = name, scorer, model
+        self.kind, self.windows = kind, (max_segment_words, overlap_words)
         self.batch_size = check_whole_number("batch_size", batch_size)
         set_extensions()
+
+    @property
+    def scorer(self) -> Scorer:
+        if self._scorer is None:
+            self._scorer = build_scorer(self.kind, self.model, *self.windows)
+        return self._scorer
 
     def __call__(self, doc: Doc) -> Doc:
         return next(iter(self.pipe([doc], batch_size=1)))
@@ -216,6 +240,28 @@ class CorefComponent:
                 write_clusters(doc, clusters)
                 yield doc
 
+    def to_disk(self, path: str | os.PathLike, *, exclude: Iterable[str] = ()) -> None:
+        """Copy the model folder into ``path/model`` (``nlp.to_disk`` passes ``<pipeline>/corefbert_coref``); a
+        scorer without a local folder (a function, a Hub id) saves nothing and is rebuilt from the config."""
+        target = Path(path) / MODEL_FOLDER
+        Path(path).mkdir(parents=True, exist_ok=True)
+        if self.model is None or not os.path.isdir(self.model) or "model" in exclude:
+            return
+        if target.exists() and os.path.samefile(self.model, target):
+            return  # saved back into the folder it was loaded from
+        partial = target.with_name(MODEL_FOLDER + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.copytree(self.model, partial)
+        replace_folder(partial, target)
+
+    def from_disk(self, path: str | os.PathLike, *, exclude: Iterable[str] = ()) -> CorefComponent:
+        """Read the model from the copy :meth:`to_disk` saved in ``path``, where there is one."""
+        saved = Path(path) / MODEL_FOLDER
+        if saved.is_dir() and "model" not in exclude:
+            self.model = str(saved)
+            self._scorer = build_scorer(self.kind, self.model, *self.windows)
+        return self
+
 
 @Language.factory(NAME, default_config={"model": None, "scorer": "e2e", "batch_size": 32,
                                         "max_segment_words": None, "overlap_words": None})
@@ -226,7 +272,10 @@ def make_coref_component(nlp: Language, name: str, model: str | None, scorer: st
     the windows of a long text (default: the model's setting, a quarter of it). Every value is checked here,
     before the model loads."""
     model = check_config(model, scorer, batch_size, max_segment_words, overlap_words)
-    return CorefComponent(nlp, name, build_scorer(scorer, model, max_segment_words, overlap_words), batch_size)
+    # spacy.load(pipeline folder) builds the component from the saved config, whose model path (often relative)
+    # may not exist where it runs: the saved copy comes in from_disk right after, so a missing one waits.
+    built = build_scorer(scorer, model, max_segment_words, overlap_words) if os.path.exists(model) else None
+    return CorefComponent(nlp, name, built, batch_size, model, scorer, max_segment_words, overlap_words)
 
 
 def write_clusters(doc: Doc, clusters: list[Cluster]) -> None:

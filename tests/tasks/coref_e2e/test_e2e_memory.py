@@ -161,6 +161,64 @@ def test_resolve_with_a_model_that_keeps_three_spans_per_word_stays_under_a_memo
     assert "lower --max_segment_words" in errors[0], errors[0]
 
 
+def test_the_static_asl_attends_in_chunks_with_the_values_and_gradients_of_one_pass(monkeypatch):
+    from corefbert.tasks.coref_e2e import encoders
+
+    torch.manual_seed(3)
+    module = encoders.StaticAttentionalSentenceLinking(6, 5, 7).eval()
+    lengths = torch.tensor([3, 9, 1, 4, 2, 8, 5])  # one long sentence pads the others in one call
+    words = torch.randn(len(lengths), int(lengths.max()), 6) * (torch.arange(9)[None, :, None] < lengths[:, None, None])
+
+    def run(budget: int):
+        monkeypatch.setattr(encoders, "CHUNK_ELEMENTS", budget)
+        module.zero_grad()
+        given = words.clone().requires_grad_(True)
+        out = module(given, lengths)
+        (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
+        return out, {"words": given.grad, **{n: p.grad.clone() for n, p in module.named_parameters()}}
+
+    whole, whole_grads = run(10**9)
+    chunked, chunked_grads = run(9 * 9 * 7)  # one sentence a chunk, each cut to its own and its previous length
+    torch.testing.assert_close(chunked, whole)
+    for name, gradient in whole_grads.items():
+        torch.testing.assert_close(chunked_grads[name], gradient, msg=name)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_resolve_with_the_static_asl_stays_under_a_memory_cap(tmp_path):
+    """Issue 45.5: the static ASL's attention held sentences × longest sentence² × 150 floats at once, about
+    0.9 MB per word of a window (1.9 GB for one 1,925-word chapter); the other encoders stay within a few
+    hundred MB on the same text."""
+    model = tmp_path / "m"
+    train = ["--encoder", "asl", "--asl_variant", "static", *SMALL, "--train_file", str(FIXTURE), "--do_train",
+             "--max_steps", "1", "--output_dir", str(model)]
+    # 5,000 words in sentences of 5 to 64 words, every 40th of 160 (LitBank's longest): one window.
+    base = "Anna met Tom at the station and she gave him the letter from her mother".split()
+    sentences, total = [], 0
+    while total < 5000:
+        n = 160 if len(sentences) % 40 == 39 else 5 + (len(sentences) * 7) % 60
+        sentences.append(" ".join(base[k % len(base)] for k in range(len(sentences), len(sentences) + n)) + ".")
+        total += n
+    story = tmp_path / "story.txt"
+    story.write_text(" ".join(sentences), encoding="utf-8")
+    resolve = lambda *extra: ["--model", str(model / "last"), "--spacy_model", "blank", *extra]  # noqa: E731
+    setup = f"""
+        from helpers import load_cli
+        from corefbert.tasks.coref_e2e.resolve import main
+        load_cli("finetune/run_coref_e2e.py").main({train!r})
+        main({resolve("--text", "Anna met Tom. She gave him a letter.")!r})
+    """
+    work = f"""
+        result = main({resolve("--input_file", str(story), "--output_dir", str(tmp_path / "view"))!r})
+        print("CLUSTERS", len(result["clusters"]))
+    """
+    done = run_under_memory_cap(textwrap.dedent(setup) + "cap_memory()\n" + textwrap.dedent(work), headroom_mb=400,
+                                timeout=800)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1].startswith("CLUSTERS"), done.stdout[-2000:]
+
+
 def test_windows_in_groups_give_the_states_and_gradients_of_one_encoder_call(tiny_bert_dir):
     from transformers import BertModel
 

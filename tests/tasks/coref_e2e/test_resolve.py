@@ -405,6 +405,53 @@ def test_standard_input_and_a_named_pipe_are_read(model_dir, tmp_path):
     assert result["clusters"] == by_stdin and result["text"] == TEXT
 
 
+def test_standard_input_redirected_from_an_output_is_refused_as_dev_stdin_is(model_dir, tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3]), "OMP_NUM_THREADS": "1"}
+    out = tmp_path / "out"
+    out.mkdir()
+    for name, content, flags in (("stdin.json", '"Anna met Tom. She smiled."', []),
+                                 ("stdin.jsonl", '{"text": "Anna met Tom. She smiled."}\n', ["--input_format", "jsonl"])):
+        source = out / name  # `resolve --input_file - --output_dir out < out/stdin.json` would write onto it
+        source.write_text(content, encoding="utf-8")
+        for given in ("-", "/dev/stdin"):
+            with open(source, encoding="utf-8") as handle:
+                done = subprocess.run([sys.executable, "-m", "corefbert.tasks.coref_e2e.resolve", "--model",
+                                       str(model_dir), "--spacy_model", "blank", "--input_file", given,
+                                       "--output_dir", str(out), "--disable_tqdm", *flags], stdin=handle,
+                                      capture_output=True, text=True, env=env, timeout=300)
+            assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr[-2000:]
+            assert f"{given}: the output {out / name} would replace the input {given}" in done.stderr, done.stderr
+        assert source.read_text(encoding="utf-8") == content
+    assert sorted(p.name for p in out.iterdir()) == ["stdin.json", "stdin.jsonl"]
+
+
+def _cap_address_space():
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))  # an unbounded read fails here, not the machine
+
+
+def test_endless_standard_input_and_a_file_over_the_bound_are_one_line(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3]), "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "corefbert.tasks.coref_e2e.resolve", "--model", str(tmp_path / "no_model"),
+               "--spacy_model", "blank"]
+    endless = subprocess.Popen(["yes", "Anna met Tom. She smiled."], stdout=subprocess.PIPE)
+    try:
+        done = subprocess.run([*command, "--input_file", "-"], stdin=endless.stdout, capture_output=True, text=True,
+                              env=env, timeout=300, preexec_fn=_cap_address_space)
+    finally:
+        endless.kill()
+        endless.wait()
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert done.stderr.startswith("error: -: more than 64 MiB (--max_input_mb 64)"), done.stderr
+    big = tmp_path / "big.txt"
+    big.write_bytes(b"Anna met Tom. " * 80_000)  # 1.07 MiB
+    done = subprocess.run([*command, "--input_file", str(big), "--max_input_mb", "1"], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert done.returncode == 2 and done.stderr == f"error: {big}: more than 1 MiB (--max_input_mb 1); split the " \
+        "input into several runs or raise --max_input_mb\n", done.stderr
+
+
 @pytest.mark.slow
 def test_a_full_disk_while_writing_results_is_one_line_and_leaves_no_half_file(model_dir, tmp_path):
     mount = tmp_path / "small"

@@ -168,6 +168,35 @@ def test_model_folders_the_component_cannot_read_are_one_line(lsl, coref_checkpo
         assert "\n" not in line and not line.endswith(":") and folder in line, (scorer, folder, line)
 
 
+def test_a_saved_pipeline_carries_its_model_and_loads_from_anywhere(lsl, tmp_path, monkeypatch):
+    """Issue 45.11: nlp.to_disk wrote only the config's relative model path; spacy.load from another folder
+    failed, calling the missing folder "not a coreference model folder"."""
+    project = tmp_path / "project"
+    shutil.copytree(lsl, project / "out" / "asl" / "best")
+    monkeypatch.chdir(project)
+    nlp = _pipeline("out/asl/best")  # relative, as the resolve guide writes it
+    expected = _everything(nlp(TEXT))
+    assert expected[0], "the fitted model links the fixture's pronouns"
+    nlp.to_disk("pipeline")
+    assert (project / "pipeline" / "corefbert_coref" / "model" / "model.safetensors").is_file()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.move(str(project / "pipeline"), str(elsewhere / "pipeline"))
+    shutil.rmtree(project)  # the model's first home is gone too: another machine
+    monkeypatch.chdir(elsewhere)
+    loaded = spacy.load(elsewhere / "pipeline")
+    assert _everything(loaded(TEXT)) == expected
+    loaded.to_disk(elsewhere / "pipeline")  # saved back where it was loaded from
+    loaded.to_disk(tmp_path / "again")
+    assert _everything(spacy.load(tmp_path / "again")(TEXT)) == expected
+    shutil.rmtree(tmp_path / "again" / "corefbert_coref" / "model")  # a folder without its model copy
+    bare = spacy.load(tmp_path / "again")
+    with pytest.raises(CorefBertError) as caught:
+        bare(TEXT)
+    assert str(caught.value) == ("out/asl/best: no such model folder (a relative path is read from the working "
+                                 "directory); pass a folder finetune/run_coref_e2e.py wrote")
+
+
 def test_their_of_the_dogs_is_the_dogs_with_the_guides_blank_pipeline():
     """Issue 33: without tags "their" of "The dogs" became "the dogs's"; resolve.md promises "the dogs'"."""
     nlp = spacy.blank("en")

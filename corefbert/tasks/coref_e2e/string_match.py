@@ -1,0 +1,62 @@
+"""A rule baseline beside every end-to-end coreference figure: identical pronouns and identical capitalised names
+linked, nothing learned.
+
+Mentions are every pronoun (:data:`corefbert.pronouns.PRONOUNS`, the toolkit's one lexicon) and every maximal run of capitalised words inside a sentence
+(pronouns end a run: "Mr. Darcy", "Elizabeth", "The Flying U"); mentions whose words are the same once
+lower-cased are one cluster, and clusters of one mention are dropped (the model never predicts singletons
+either). On LitBank this scores close to the small recurrent models the guides train
+(docs/guides/coref_e2e.md, "A rule to beat"): a model that does not clear it has learned little beyond it.
+
+Scored as the end-to-end figures are (:func:`corefbert.metrics.coref_metrics.coref_scores` against gold clusters
+of at least two mentions, ``--drop_singletons``)::
+
+    python -c "from corefbert.tasks.coref_e2e.string_match import string_match_scores as s; print(s(['doc.conll']))"
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from corefbert.metrics.coref_metrics import coref_scores
+from corefbert.pronouns import PRONOUNS
+from corefbert.text.conll import ConllDocument, read_conll
+from corefbert.text.spans import Cluster
+
+
+def rule_mentions(document: ConllDocument) -> list[tuple[int, int]]:
+    """Every pronoun and every maximal run of capitalised words of ``document`` (runs stop at a sentence's end
+    and at a pronoun), as ``(first, last)`` word indices into its flat word list, in text order."""
+    mentions, offset = [], 0
+    for sentence in document.sentences:
+        run_start = None
+        for i, word in enumerate([*sentence, ""]):  # "" closes a run at the sentence's end
+            pronoun = word.lower() in PRONOUNS
+            capitalised = word[:1].isupper() and not pronoun
+            if run_start is not None and not capitalised:
+                mentions.append((offset + run_start, offset + i - 1))
+                run_start = None
+            if capitalised and run_start is None:
+                run_start = i
+            if pronoun:
+                mentions.append((offset + i, offset + i))
+        offset += len(sentence)
+    return sorted(mentions)
+
+
+def string_match_clusters(document: ConllDocument) -> list[Cluster]:
+    """The rule's clusters of ``document``: its :func:`rule_mentions` grouped by their lower-cased words, groups
+    of at least two mentions, in the order of their first mention."""
+    words = document.words
+    groups: dict[tuple[str, ...], Cluster] = defaultdict(list)
+    for first, last in rule_mentions(document):
+        groups[tuple(w.lower() for w in words[first:last + 1])].append((first, last))
+    return [cluster for cluster in groups.values() if len(cluster) > 1]
+
+
+def string_match_scores(documents: list[ConllDocument] | str | list[str]) -> dict[str, float]:
+    """MUC, B³, CEAF-φ4 and their average F1 (percent) of the rule on ``documents`` (or CoNLL files and globs)
+    against their gold clusters of at least two mentions, as ``--drop_singletons`` scores the model."""
+    if isinstance(documents, str) or documents and isinstance(documents[0], str):
+        documents = read_conll(documents)
+    gold = [[cluster for cluster in d.clusters if len(cluster) > 1] for d in documents]
+    return coref_scores([string_match_clusters(d) for d in documents], gold)
