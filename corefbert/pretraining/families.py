@@ -54,7 +54,11 @@ from corefbert.pretraining.modeling import (
     document_attention_mask,
     ensure_mrp_config,
 )
-from corefbert.training.model_folders import check_model_folder
+from corefbert.training.model_folders import (
+    check_model_folder,
+    check_sizes_against_weights,
+    safetensors_files,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -316,12 +320,14 @@ def _read_config(path: str):
         ) from None
 
 
-def load_pretraining_model(model_name_or_path: str | os.PathLike, **config_overrides) -> nn.Module:
+def load_pretraining_model(model_name_or_path: str | os.PathLike, report_fresh_heads: bool = True,
+                           **config_overrides) -> nn.Module:
     """Load a checkpoint of any family with a masked-LM head (:func:`pretraining_class`) as a CorefBERT
     pretraining model.
 
     A backbone without an MLM head (e.g. a bare ``BertModel``) gets a freshly initialized one, said
-    once in the log; a checkpoint without the MRP head gets ``V`` at its initial value.
+    once in the log (unless ``report_fresh_heads`` is off: a resume restores them from its checkpoint); a
+    checkpoint without the MRP head gets ``V`` at its initial value.
     ``config_overrides`` (e.g. ``mrp_loss_weight=0.0``) are set on the config before loading.
     Raises :class:`CorefBertError` for an unreadable checkpoint, a family without a masked-LM head, or a
     checkpoint that lacks encoder weights.
@@ -333,6 +339,9 @@ def load_pretraining_model(model_name_or_path: str | os.PathLike, **config_overr
         setattr(config, key, value)
     ensure_mrp_config(config)
 
+    # Sizes the config gives that the stored tensors do not have: one line naming the first, before allocating.
+    if os.path.isdir(path):
+        check_sizes_against_weights(lambda: model_class(config), safetensors_files(path), "config.json", path)
     # transformers prints its own multi-line loading report; we say what matters in one line below.
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
@@ -358,6 +367,6 @@ def load_pretraining_model(model_name_or_path: str | os.PathLike, **config_overr
         fresh.append("MLM head")
     if any(k.startswith(f"{prefix}.pooler.") for k in missing):
         fresh.append("pooler")
-    if fresh:
+    if fresh and report_fresh_heads:
         logger.warning("%s has no %s: initialized a new one", path, " and no ".join(fresh))
     return model

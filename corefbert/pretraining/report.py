@@ -213,9 +213,11 @@ def print_summary(accelerator, args, before: dict, after: dict, final_dir: Path)
     """What the demo promises to print: MRP before/after as counts with intervals, the checkpoint (the last
     step's, and where the best evaluation was), how to load it."""
     best = best_evaluation(log_path(args.output_dir))
-    last = f"final/ holds the model after the last step (step {args.max_steps}), not the best evaluation"
+    last = f"final/ holds the model after the last step (step {args.max_steps})"
     if best is not None and best["mrp_accuracy"] > after["mrp_accuracy"]:
-        last += f" (step {best['step']} had {mrp_counts(best)})"
+        last += f", not the best evaluation (step {best['step']} had {mrp_counts(best)})"
+    else:
+        last += ", the best held-out evaluation too"
     lines = [
         "",
         f"held-out MRP: {mrp_counts(before)} masked mentions copied right before -> {mrp_counts(after)} after; "
@@ -226,5 +228,10 @@ def print_summary(accelerator, args, before: dict, after: dict, final_dir: Path)
         f"checkpoint: {final_dir}",
         "load it with:",
         *(f"    {line}" for line in load_lines(final_dir)),
+        "next:",
+        f"    corefbert plot {log_path(args.output_dir)} -o {Path(args.output_dir) / 'curves.png'}   # the training curves",
+        f"    corefbert finetune coref --model_name_or_path {final_dir} --zero_shot copy --validation_file FILE "
+        "--do_eval --output_dir out/zero_shot   # GAP/DPR/WSC/... with the copy head",
+        "    corefbert finetune --help   # QUOREF, MRQA, DocRED, FEVER, GLUE; every guide: docs/README.md",
     ]
     accelerator.print("\n".join(lines))

@@ -24,6 +24,7 @@ from corefbert.pretraining.families import load_pretraining_model
 from corefbert.pretraining.pretraining_args import PretrainingArguments
 from corefbert.pretraining.report import evaluate
 from corefbert.text.tokenizers import load_tokenizer
+from corefbert.training.checkpoints.folders import resolve_checkpoint
 from corefbert.training.hub import push_pretrained
 from corefbert.training.loop.core import train
 from corefbert.training.loop.job import StepOutput, TrainingJob
@@ -109,9 +110,12 @@ def _run(args: PretrainingArguments, data_args, splits, accelerator) -> dict[str
 
     set_seed(args.seed)
     output_dir = prepare_output_dir(args, accelerator)
+    # A resume restores every weight from its checkpoint: a head the starting folder lacks is no news then.
+    resuming = resolve_checkpoint(args.resume_from_checkpoint, args.output_dir, args.overwrite_output_dir) is not None
     model = load_pretraining_model(
         args.model_name_or_path, mrp_loss_weight=args.mrp_loss_weight, mrp_official_loss=args.mrp_official_loss,
-        mrp_copy_candidates=args.mrp_copy_candidates, mrp_attention_within_documents=args.attention_within_documents)
+        mrp_copy_candidates=args.mrp_copy_candidates, mrp_attention_within_documents=args.attention_within_documents,
+        report_fresh_heads=not resuming)
     if args.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     tokenizer = load_tokenizer(args.model_name_or_path)  # refuses a fallback tokenizer that maps text to [UNK]

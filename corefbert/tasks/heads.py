@@ -12,7 +12,7 @@ RoBERTa classifier on the Hub; every other encoder weight is there (``tests/task
 
 Here too is the one weight loader (:func:`load_weights`: safetensors only, every mismatch one
 :class:`CorefBertError` line) and the check of a config's sizes against the stored weights before a model is built
-(:func:`check_sizes_against_weights`); models trained from scratch are saved and loaded through them by
+(:func:`corefbert.training.model_folders.check_sizes_against_weights`); models trained from scratch are saved and loaded through them by
 :mod:`corefbert.tasks.scratch`.
 """
 
@@ -27,6 +27,12 @@ import torch
 from corefbert.errors import CorefBertError, one_line
 from corefbert.text.durable import output_path, replace_file
 from corefbert.text.jsonio import read_json
+from corefbert.training.model_folders import (
+    check_shapes,
+    check_sizes_against_weights,
+    safetensors_files,
+    weight_shapes,
+)
 
 ENCODER_PREFIX = "encoder."
 
@@ -39,16 +45,6 @@ def head_weights_file(task: str) -> str:
 def head_config_file(task: str) -> str:
     """``<task>_head.json``: what rebuilds ``task``'s head (sizes, labels, options)."""
     return f"{task}_head.json"
-
-
-def safetensors_files(directory: str) -> list[str]:
-    """The weight files of a ``save_pretrained`` folder: the shards its index lists, else ``model.safetensors``."""
-    index = os.path.join(directory, "model.safetensors.index.json")
-    if os.path.isfile(index):
-        files = sorted(set(read_json(index)["weight_map"].values()))
-    else:
-        files = ["model.safetensors"]
-    return [os.path.join(directory, name) for name in files]
 
 
 def weight_files(directory: str) -> list[str]:
@@ -88,56 +84,6 @@ def load_weights(model: torch.nn.Module, directory: str, extra_prefixes: tuple[s
         raise CorefBertError(f"the weights do not match the model (missing {untied[:4]}, unexpected {unexpected[:4]}): "
                              "they were saved from another model or with other settings; pass the folder saved with "
                              "this model's settings", path=directory)
-
-
-def weight_shapes(files: list[str]) -> dict[str, tuple[int, ...]]:
-    """``{name: shape}`` of the tensors in safetensors ``files``, from their headers alone (no weight is read)."""
-    from safetensors import safe_open
-
-    shapes = {}
-    for path in files:
-        if os.path.isfile(path):
-            try:
-                with safe_open(path, framework="pt") as weights:
-                    shapes.update({key: tuple(weights.get_slice(key).get_shape()) for key in weights.keys()})
-            except Exception as err:  # noqa: BLE001 - safetensors' own error type for a damaged header
-                raise CorefBertError(f"not a readable safetensors file ({one_line(err, first_line=True, limit=120)}); "
-                                     "save or download the model again", path=path) from None
-    return shapes
-
-
-def check_shapes(expected: dict[str, tuple[int, ...]], stored: dict[str, tuple[int, ...]], sized_by: str,
-                 where: str, prefix: str = "") -> None:
-    """One line at the first stored tensor whose shape differs from the one ``sized_by`` (a config file, or "the
-    model") gives it; stored names may carry ``prefix`` (a checkpoint saved from a class that wraps the model)."""
-    for name, shape in stored.items():
-        key = name if name in expected or not prefix else name.removeprefix(prefix)
-        if key in expected and expected[key] != shape:
-            advice = (f"use the {sized_by} saved with these weights" if sized_by != "the model" else
-                      "pass the folder saved with this model's settings")
-            raise CorefBertError(f"{sized_by} sizes {key} as {list(expected[key])} but the stored weight has shape "
-                                 f"{list(shape)}: config and weights are of different models; {advice}", path=where)
-
-
-def check_sizes_against_weights(build: Callable[[], torch.nn.Module], files: list[str], config_name: str,
-                                where: str) -> None:
-    """One line when the config in ``config_name`` sizes a model whose tensors differ from those stored in
-    ``files``, asked before the model is allocated: ``build`` runs on the meta device (shapes, no memory),
-    so ``lstm_size: 200000`` or ``vocab_size: 400000000`` costs nothing (issue 33.6). Stored names may carry
-    the built model's ``base_model_prefix`` (a checkpoint saved from a class that wraps it: ``bert.``)."""
-    stored = weight_shapes(files)
-    if not stored:
-        return  # no safetensors here: the loader says so
-    try:
-        with torch.device("meta"):
-            model = build()
-        expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
-    except (TypeError, ValueError, RuntimeError, OverflowError) as err:
-        raise CorefBertError(f"{config_name} does not describe a model that can be built "
-                             f"({one_line(err, first_line=True, limit=160)}); use the file saved with the weights",
-                             path=where) from None
-    prefix = getattr(model, "base_model_prefix", "")
-    check_shapes(expected, stored, config_name, where, f"{prefix}." if prefix else "")
 
 
 def load_encoder(model_name_or_path: str) -> torch.nn.Module:

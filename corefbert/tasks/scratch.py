@@ -15,7 +15,7 @@ folder saved before this module loads unchanged), and saves and loads only throu
 :meth:`~ScratchFolder.save_pretrained` / :meth:`~ScratchFolder.from_pretrained`. Loading reads the config
 (:meth:`ScratchConfig.from_dict`: one line naming the file for an unknown key, a missing one or a value of the
 wrong type), compares the sizes it gives with the safetensors headers on the meta device before anything is
-allocated (:func:`~corefbert.tasks.heads.check_sizes_against_weights`) and loads the weights with the one
+allocated (:func:`~corefbert.training.model_folders.check_sizes_against_weights`) and loads the weights with the one
 loader (:func:`~corefbert.tasks.heads.load_weights`); every mismatch is one :class:`CorefBertError` line.
 
 Why not ``huggingface_hub.PyTorchModelHubMixin`` (2.4): its ``save_pretrained`` writes ``config.json`` and a
@@ -42,10 +42,11 @@ import torch
 
 from corefbert.argparser import conform_value
 from corefbert.errors import CorefBertError
-from corefbert.tasks.heads import check_sizes_against_weights, load_weights, weight_files
+from corefbert.tasks.heads import load_weights, weight_files
 from corefbert.text.durable import output_path
 from corefbert.text.jsonio import read_json
 from corefbert.text.vocabulary import VOCAB_FILE, Vocabulary
+from corefbert.training.model_folders import check_sizes_against_weights
 from corefbert.training.outputs.evaluation import write_json
 
 __all__ = ["WEIGHTS_FILE", "ScratchConfig", "ScratchFolder", "ScratchModel"]
@@ -191,7 +192,9 @@ class ScratchFolder:
         allocated; every file that is missing, unreadable or of another model is one line."""
         config, vocabulary, settings = self.read(directory)
         files = weight_files(directory)
-        check_sizes_against_weights(lambda: self.build(config, vocabulary), files, self.config_file, directory)
+        # The sizes come from the config and, for the embeddings, from the vocabulary's length: name both.
+        sized_by = self.config_file if self.vocab_file is None else f"{self.config_file} with {self.vocab_file}"
+        check_sizes_against_weights(lambda: self.build(config, vocabulary), files, sized_by, directory)
         model = self.build(config, vocabulary)
         load_weights(model, directory)
         return ScratchModel(model.eval(), config, vocabulary, settings)

@@ -112,11 +112,10 @@ class Vocabulary:
 
     @classmethod
     def from_dict(cls, values, path: str | None = None) -> Vocabulary:
-        """The vocabulary of :meth:`to_dict`'s object (a plain list of words reads as that word list)."""
-        if isinstance(values, list):
-            values = {"words": values}
+        """The vocabulary of :meth:`to_dict`'s object; anything else (another version's file) is one line."""
         if not isinstance(values, dict) or not isinstance(values.get("words"), list):
-            raise CorefBertError('not a vocabulary (expected {"words": [...]})', path=path)
+            raise CorefBertError('not a vocabulary of this version (expected {"words": [...], ...}); train the model '
+                                 "again", path=path)
         return cls(values["words"], values.get("chars"), bool(values.get("lowercase", False)),
                    int(values.get("oov_buckets", 0)))
 

@@ -1,14 +1,19 @@
-"""Checks of a model folder that must fail before any weight is read: its weights format and its length.
+"""Checks of a model folder that must fail before any weight is read: its weights format, its length, and its
+config's sizes against the stored tensors.
 
-Every CLI calls :func:`check_model_folder` on ``--model_name_or_path`` before it loads a model.
+Every CLI calls :func:`check_model_folder` on ``--model_name_or_path`` before it loads a model; every loader of a
+folder compares the model its config builds with the stored shapes first (:func:`check_sizes_against_weights`).
 """
 
 from __future__ import annotations
 
 import glob
 import os
+from collections.abc import Callable
 
-from corefbert.errors import CorefBertError
+import torch
+
+from corefbert.errors import CorefBertError, one_line
 from corefbert.text.jsonio import read_json
 from corefbert.text.positions import max_positions, positions_reason
 
@@ -42,3 +47,65 @@ def check_model_folder(path: str, max_seq_length: int | None = None) -> None:
             f"--max_seq_length {max_seq_length} exceeds the {limit} positions of this model "
             f"({positions_reason(config)}); "
             f"lower --max_seq_length to {limit}", path=path)
+
+
+def safetensors_files(directory: str) -> list[str]:
+    """The weight files of a ``save_pretrained`` folder: the shards its index lists, else ``model.safetensors``."""
+    index = os.path.join(directory, "model.safetensors.index.json")
+    if os.path.isfile(index):
+        files = sorted(set(read_json(index)["weight_map"].values()))
+    else:
+        files = ["model.safetensors"]
+    return [os.path.join(directory, name) for name in files]
+
+
+def weight_shapes(files: list[str]) -> dict[str, tuple[int, ...]]:
+    """``{name: shape}`` of the tensors in safetensors ``files``, from their headers alone (no weight is read)."""
+    from safetensors import safe_open
+
+    shapes = {}
+    for path in files:
+        if os.path.isfile(path):
+            try:
+                with safe_open(path, framework="pt") as weights:
+                    shapes.update({key: tuple(weights.get_slice(key).get_shape()) for key in weights.keys()})
+            except Exception as err:  # noqa: BLE001 - safetensors' own error type for a damaged header
+                raise CorefBertError(f"not a readable safetensors file ({one_line(err, first_line=True, limit=120)}); "
+                                     "save or download the model again", path=path) from None
+    return shapes
+
+
+def check_shapes(expected: dict[str, tuple[int, ...]], stored: dict[str, tuple[int, ...]], sized_by: str,
+                 where: str, prefix: str = "") -> None:
+    """One line at the first stored tensor whose shape differs from the one ``sized_by`` (a config file, or "the
+    model") gives it; stored names may carry ``prefix`` (a checkpoint saved from a class that wraps the model)."""
+    for name, shape in stored.items():
+        # Stored under the model's names, or saved from a class with (or without) its base model's prefix.
+        candidates = (name, name.removeprefix(prefix), prefix + name) if prefix else (name,)
+        key = next((k for k in candidates if k in expected), name)
+        if key in expected and expected[key] != shape:
+            advice = (f"use the files saved with these weights ({sized_by})" if sized_by != "the model" else
+                      "pass the folder saved with this model's settings")
+            raise CorefBertError(f"{sized_by} sizes {key} as {list(expected[key])} but the stored weight has shape "
+                                 f"{list(shape)}: config and weights are of different models; {advice}", path=where)
+
+
+def check_sizes_against_weights(build: Callable[[], torch.nn.Module], files: list[str], config_name: str,
+                                where: str) -> None:
+    """One line when the config in ``config_name`` sizes a model whose tensors differ from those stored in
+    ``files``, asked before the model is allocated: ``build`` runs on the meta device (shapes, no memory),
+    so ``lstm_size: 200000`` or ``vocab_size: 400000000`` costs nothing (issue 33.6). Stored names may carry
+    the built model's ``base_model_prefix`` (a checkpoint saved from a class that wraps it: ``bert.``)."""
+    stored = weight_shapes(files)
+    if not stored:
+        return  # no safetensors here: the loader says so
+    try:
+        with torch.device("meta"):
+            model = build()
+        expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    except (TypeError, ValueError, RuntimeError, OverflowError) as err:
+        raise CorefBertError(f"{config_name} does not describe a model that can be built "
+                             f"({one_line(err, first_line=True, limit=160)}); use the file saved with the weights",
+                             path=where) from None
+    prefix = getattr(model, "base_model_prefix", "")
+    check_shapes(expected, stored, config_name, where, f"{prefix}." if prefix else "")

@@ -786,3 +786,57 @@ def test_a_compiled_run_compiles_its_repeated_layer_a_bounded_number_of_times(tm
     graphs = [r["graphs"] for r in records if r["split"] == "train"]
     assert len(graphs) == 5 and 2 <= compiled[0]["graphs"] <= graphs[-1] <= 4, (compiled, graphs)
     assert len([r for r in records if r["split"] == "eval"]) == 3  # before, at step 5, at the end: 8 rows as 3, 3, 2
+
+
+def test_a_final_folder_that_is_a_link_is_replaced_on_every_later_run(tmp_path, tiny_bert_dir, corpus):
+    """``final/`` a link to a folder of the user's: the next run replaces the link by its own final/ (the folder it
+    pointed to keeps its files), leaves no ``final.deleting`` behind, and every later run ends as the first did,
+    its final/ the weights of its last step."""
+    from safetensors.torch import load_file
+
+    out = tmp_path / "run"
+    run_pretraining(_args(tiny_bert_dir, out, max_steps=2, checkpointing_steps=1), splits=corpus)
+    elsewhere = tmp_path / "elsewhere"
+    (out / "final").rename(elsewhere)
+    (out / "final").symlink_to(elsewhere, target_is_directory=True)
+    kept = sorted(p.name for p in elsewhere.iterdir())
+    for steps in (3, 4):
+        _reset_accelerate()
+        run_pretraining(_args(tiny_bert_dir, out, max_steps=steps, checkpointing_steps=1,
+                              resume_from_checkpoint="latest"), splits=corpus)
+        assert not (out / "final").is_symlink() and not (out / "final.deleting").exists()
+        final, last = load_file(str(out / "final" / "model.safetensors")), load_file(
+            str(out / "checkpoints" / f"step_{steps}" / "model.safetensors"))
+        assert all(torch.equal(final[name], last[name]) for name in last), steps
+    assert sorted(p.name for p in elsewhere.iterdir()) == kept
+
+
+def test_only_a_fresh_start_says_it_initialised_a_head(tmp_path, tiny_bert_dir, corpus, caplog):
+    """A backbone without an MLM head: the first run says it initialised one; a resume from the run's own
+    checkpoint, whose head is restored with every other weight, says nothing of the kind."""
+    out = tmp_path / "run"
+    with caplog.at_level("WARNING", logger="corefbert.pretraining.families"):
+        run_pretraining(_args(tiny_bert_dir, out, max_steps=2, checkpointing_steps=1), splits=corpus)
+        assert "has no MLM head: initialized a new one" in caplog.text
+        caplog.clear()
+        _reset_accelerate()
+        run_pretraining(_args(tiny_bert_dir, out, max_steps=3, checkpointing_steps=1,
+                              resume_from_checkpoint="latest"), splits=corpus)
+    assert "initialized a new one" not in caplog.text
+
+
+def test_a_config_whose_sizes_do_not_fit_the_weights_is_one_line_naming_the_tensor(tmp_path, tiny_bert_dir,
+                                                                                    corpus_dir, capsys):
+    """transformers' own error pointed at "the above report", which it never printed; the one size check of every
+    loader names the tensor, before anything is allocated."""
+    import shutil
+
+    liar = tmp_path / "liar"
+    shutil.copytree(tiny_bert_dir, liar)
+    config = json.loads((liar / "config.json").read_text())
+    config["intermediate_size"] *= 2
+    (liar / "config.json").write_text(json.dumps(config))
+    line = _one_error_line(capsys, ["--model_name_or_path", str(liar), "--dataset_dir", str(corpus_dir),
+                                    "--output_dir", str(tmp_path / "out"), "--max_steps", "1"])
+    assert "config.json sizes bert.encoder.layer.0.intermediate.dense." in line and "stored weight has shape" in line
+    assert "above report" not in line and "use the files saved with these weights (config.json)" in line

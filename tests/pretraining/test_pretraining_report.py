@@ -44,6 +44,14 @@ def test_the_summary_shows_counts_intervals_and_that_final_is_the_last_step(tmp_
     assert "a smoke test that the pipeline trains, not a measurement" in text
     assert "final/ holds the model after the last step (step 120), not the best evaluation (step 80 had 12 of 45" \
            in text
+    # What to do next: the curves, the copy head on a pronoun benchmark, the other tasks and the guides.
+    assert f"corefbert plot {tmp_path / 'log.jsonl'} -o " in text and "--zero_shot copy" in text
+    assert "docs/README.md" in text
+    # The last step the best: said so, not "not the best evaluation".
+    printer = _Printer()
+    print_summary(printer, args, _metrics(8), _metrics(12), tmp_path / "final")
+    assert "final/ holds the model after the last step (step 120), the best held-out evaluation too" in printer.text
+    assert "not the best" not in printer.text
 
 
 def test_the_model_card_says_the_counts_and_the_last_step(tmp_path):

@@ -24,7 +24,6 @@ from corefbert.tasks.coref_e2e.documents import VOCAB_FILE
 from corefbert.tasks.coref_e2e.encoders import WordRepresentation, sentence_encoder, window_word_states
 from corefbert.tasks.coref_e2e.span_ranking import SpanRanker
 from corefbert.tasks.heads import (
-    check_sizes_against_weights,
     head_config_file,
     head_weights_file,
     load_encoder,
@@ -36,6 +35,7 @@ from corefbert.tasks.heads import (
 from corefbert.tasks.scratch import ScratchFolder
 from corefbert.text.tokenizers import load_tokenizer
 from corefbert.text.vocabulary import Vocabulary
+from corefbert.training.model_folders import check_sizes_against_weights
 
 TASK = "coref_e2e"
 

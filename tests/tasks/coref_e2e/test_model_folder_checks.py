@@ -44,9 +44,12 @@ def _edited(trained, tmp_path, encoder: str, file: str, edit) -> str:
 
 @pytest.mark.parametrize("encoder, file, edit, message", [
     ("bilstm", "coref_e2e_head.json", lambda v: v.update(lstm_size=200_000),
-     "coref_e2e_head.json sizes encoder."),
+     "coref_e2e_head.json with coref_e2e_vocab.json sizes encoder."),
     ("bilstm", "coref_e2e_head.json", lambda v: v["ranker"].update(ffnn_size=3_000_000),
-     "coref_e2e_head.json sizes ranker."),
+     "coref_e2e_head.json with coref_e2e_vocab.json sizes ranker."),
+    # An enlarged vocabulary sizes the embeddings: the message names the vocabulary beside the config.
+    ("bilstm", "coref_e2e_vocab.json", lambda v: v["words"].extend(f"extra{i}" for i in range(1000)),
+     "coref_e2e_head.json with coref_e2e_vocab.json sizes "),
     ("bert", "coref_e2e_head.json", lambda v: v["ranker"].update(ffnn_size=3_000_000),
      "coref_e2e_head.json sizes ranker."),
     ("bert", "config.json", lambda v: v.update(vocab_size=400_000_000),

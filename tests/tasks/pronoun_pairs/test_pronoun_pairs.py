@@ -345,3 +345,20 @@ def test_a_full_disk_leaves_the_earlier_pairs_whole_and_is_one_line(tmp_path):
     files = sorted(p.relative_to(earlier) for p in earlier.rglob("*"))
     assert sorted(p.relative_to(after) for p in after.rglob("*")) == files  # no split file, no .partial-*
     assert all((after / f).read_bytes() == (earlier / f).read_bytes() for f in files if (earlier / f).is_file())
+
+
+def test_a_dataset_folder_that_is_a_link_is_replaced_on_every_rerun(tmp_path):
+    """The pairs' ``dataset/`` a link to a folder of the user's: a rerun replaces the link by its own folder (the
+    folder it pointed to keeps its files) and leaves nothing beside it, and so does the rerun after it (before, every
+    rerun ended in a traceback)."""
+    out = tmp_path / "pairs"
+    main(["--input", str(STORY), str(HAT), "--output_dir", str(out), "--seed", "0"])
+    elsewhere = tmp_path / "elsewhere"
+    (out / "dataset").rename(elsewhere)
+    (out / "dataset").symlink_to(elsewhere, target_is_directory=True)
+    kept = sorted(p.name for p in elsewhere.iterdir())
+    for seed in ("1", "2"):
+        main(["--input", str(STORY), str(HAT), "--output_dir", str(out), "--seed", seed])
+        assert (out / "dataset").is_dir() and not (out / "dataset").is_symlink()
+        assert not [p.name for p in out.iterdir() if p.name.endswith(".deleting") or p.name.startswith(".partial")]
+    assert sorted(p.name for p in elsewhere.iterdir()) == kept
