@@ -41,6 +41,7 @@ import json
 import math
 import re
 import shutil
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,7 +73,7 @@ from corefbert.errors import CorefBertError
 from corefbert.metrics.bootstrap import paired_bootstrap
 from corefbert.text.conll import read_conll
 from corefbert.text.durable import remove_folder, replace_file, replace_folder
-from corefbert.text.jsonio import json_value, read_json
+from corefbert.text.jsonio import json_value, read_record
 from corefbert.text.tokenizers import load_tokenizer
 from corefbert.training.outputs.runlog import log_path, read_log
 
@@ -176,9 +177,12 @@ def cooldown_dir(run: Path, tokens: int) -> Path:
 def saved_point(folder: Path) -> dict | None:
     """The record of a saved point (its step and tokens), None when it is not (completely) saved."""
     path = Path(folder) / POINT_RECORD
-    if not path.is_file():
+    try:
+        record = read_record(str(path), "the point is saved again from its run")
+    except CorefBertError as err:
+        print(f"warning: {err}", file=sys.stderr)
         return None
-    return read_json(str(path))
+    return record if record is not None and {"tokens", "step"} <= set(record) else None
 
 
 def save_point(run: Path, tokens: int, steps: int, source: Path | None = None, cooldown: int = 0) -> dict:
@@ -570,7 +574,9 @@ def run_probes(site: ProbeSite, probes: list[PointProbe], counts: dict) -> None:
 
 def cached_result(path: Path, settings: dict):
     """The results stored at ``path`` when they were computed with ``settings``, else None."""
-    if not Path(path).is_file():
+    try:
+        saved = read_record(str(path), "the probe runs again")
+    except CorefBertError as err:
+        print(f"warning: {err}", file=sys.stderr)
         return None
-    saved = read_json(str(path))
-    return saved["results"] if saved.get("settings") == settings else None
+    return saved.get("results") if saved is not None and saved.get("settings") == settings else None

@@ -43,7 +43,7 @@ from corefbert.corpus.prepare import PrepareArguments
 from corefbert.errors import CorefBertError
 from corefbert.metrics.bootstrap import paired_bootstrap
 from corefbert.text.durable import replace_file
-from corefbert.text.jsonio import json_value, read_json
+from corefbert.text.jsonio import json_value, read_json, read_record
 from corefbert.text.tokenizers import load_tokenizer
 from corefbert.training.outputs.runlog import log_path, read_log
 from corefbert.training.sweep import (
@@ -270,8 +270,9 @@ def check_study_settings(root: Path, study: AblationArguments, train_args) -> No
     whose ``--base_mlm_steps`` or backbone differs from the recorded one."""
     settings = {"base_mlm_steps": study.base_mlm_steps, "backbone": str(train_args.model_name_or_path)}
     path = Path(root) / STUDY_SETTINGS
-    if path.is_file():
-        saved = read_json(str(path))
+    saved = read_record(str(path), "delete it only with the whole study folder, or pass another --output_dir: it "
+                                   "records the weights every arm started from")
+    if saved is not None:
         for key, value in settings.items():
             if saved.get(key, value) != value and not (key == "backbone" and study.collect_only):
                 flag = "--base_mlm_steps" if key == "base_mlm_steps" else "--model_name_or_path"
@@ -339,7 +340,7 @@ def arm_run(args, splits, label: str, base_mlm_steps: int = 0) -> SweepRun:
 #: The study's runs: finished when they hold results and final/, their settings in their marker; the starting point
 #: is the study's to check (study_settings.json), not each run's.
 SWEEP_RULES = SweepRules(finished=("all_results.json", "final"), marker=RUN_MARKER,
-                         may_ignore=frozenset({"model_name_or_path"}))
+                         may_ignore=frozenset({"model_name_or_path", "start"}))
 
 
 def _probe(study, train_args, eval_rows, arm: str, seed: int, model_dir: str, copy_trained: bool,
@@ -381,10 +382,8 @@ def _probe(study, train_args, eval_rows, arm: str, seed: int, model_dir: str, co
 
 
 def _cached(path: Path, settings: dict):
-    if not path.is_file():
-        return None
-    saved = read_json(str(path))
-    return saved["results"] if saved.get("settings") == json_value(settings) else None
+    saved = read_record(str(path), "delete it: the probe runs again")
+    return saved.get("results") if saved is not None and saved.get("settings") == json_value(settings) else None
 
 
 def _store(path: Path, settings: dict, results: dict) -> None:

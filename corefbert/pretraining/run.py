@@ -30,6 +30,7 @@ from corefbert.training.loop.core import train
 from corefbert.training.loop.job import StepOutput, TrainingJob
 from corefbert.training.loop.optimization import build_optimizer, build_scheduler
 from corefbert.training.loop.setup import build_accelerator, check_training_start, prepare_output_dir
+from corefbert.training.model_folders import folder_identity
 from corefbert.training.outputs import lock as run_lock
 from corefbert.training.outputs.runlog import RunLog
 from corefbert.training.training_args import resolve_num_workers
@@ -178,15 +179,17 @@ def pretraining_loaders(args: PretrainingArguments, train_rows, eval_rows, token
 
 
 #: Pretraining flags that decide the result besides the shared ones (docs: "Resume checks what it resumes").
-PRETRAINING_SETTINGS = ("model_name_or_path", "mlm_probability", "mrp_ratio", "mrp_loss_weight", "mrp_official_loss",
+PRETRAINING_SETTINGS = ("mlm_probability", "mrp_ratio", "mrp_loss_weight", "mrp_official_loss",
                         "mrp_copy_candidates", "group_by_length", "attention_within_documents", "max_eval_samples")
 
 
 def pretraining_settings(args: PretrainingArguments, train_rows, eval_rows) -> dict:
-    """What a pretraining checkpoint records beyond the shared settings: the model, the masking and MRP
+    """What a pretraining checkpoint records beyond the shared settings: the starting weights (by content, so a
+    study folder moved or copied elsewhere, its start inside it, still resumes and extends), the masking and MRP
     flags, and a fingerprint of the corpus (row counts and a hash of sampled rows: another corpus, sequence
     length or tokenizer changes it; moving the same corpus does not)."""
-    return {**{name: getattr(args, name) for name in PRETRAINING_SETTINGS},
+    return {"start": folder_identity(args.model_name_or_path), **{name: getattr(args, name) for name in
+                                                                  PRETRAINING_SETTINGS},
             "corpus": f"{len(train_rows)} train + {len(eval_rows)} held-out rows, sha256 "
                       f"{rows_digest(train_rows)}/{rows_digest(eval_rows)}"}
 

@@ -86,6 +86,21 @@ def parse_json(text: str | bytes) -> Any:
         raise ValueError(_reason(err)) from None
 
 
+def read_record(path: str, fix: str) -> dict | None:
+    """A JSON object of the toolkit's own making (a point's record, a probe's cached result, a study's settings):
+    None when there is none; a file that is cut short, not JSON or not an object is one line naming it and ending
+    in ``fix`` (what to do: delete it, or that it is computed again)."""
+    if not os.path.isfile(path):
+        return None
+    try:
+        value = read_json(path)
+    except CorefBertError as err:
+        raise CorefBertError(f"damaged ({str(err).split(': ', 1)[-1].split(';')[0]}); {fix}", path=path) from None
+    if not isinstance(value, dict):
+        raise CorefBertError(f"damaged (a JSON {type(value).__name__}, not an object); {fix}", path=path)
+    return value
+
+
 def read_jsonl(path: str, expected: str = "one JSON value per line expected",
                source: IO[bytes] | None = None) -> Iterator[tuple[int, Any]]:
     """Yield ``(line number, value)`` for each non-blank line of the JSON Lines file ``path``.

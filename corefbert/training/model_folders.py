@@ -20,6 +20,24 @@ from corefbert.text.positions import max_positions, positions_reason
 PICKLE_WEIGHTS = ("pytorch_model*.bin", "*.pt", "*.pth", "*.ckpt")
 
 
+def folder_identity(path: str | os.PathLike) -> str:
+    """What a model folder is, whatever it is called: SHA-256 (16 hex digits) of its ``config.json`` and weight
+    files; a name that is no local folder (a Hub id) is its name."""
+    import hashlib
+
+    if not os.path.isdir(path):
+        return str(path)
+    digest = hashlib.sha256()
+    for name in ["config.json", *sorted(os.path.basename(f) for f in glob.glob(os.path.join(path, "*.safetensors")))]:
+        file = os.path.join(path, name)
+        if os.path.isfile(file):
+            digest.update(name.encode())
+            with open(file, "rb") as handle:
+                for block in iter(lambda: handle.read(1 << 22), b""):
+                    digest.update(block)
+    return digest.hexdigest()[:16]
+
+
 def check_model_folder(path: str, max_seq_length: int | None = None) -> None:
     """One line, before any weight is read, for a local folder whose weights are pickles only, or whose model
     embeds fewer positions than ``max_seq_length``. A name that is not a local folder is left to the loader."""

@@ -42,7 +42,7 @@ from typing import Any
 
 from corefbert.errors import CorefBertError
 from corefbert.text.durable import replace_file
-from corefbert.text.jsonio import json_value, read_json
+from corefbert.text.jsonio import json_value, read_json, read_record
 from corefbert.training.checkpoints.folders import list_checkpoints, read_trainer_state
 from corefbert.training.training_args import EXACT_SETTINGS, changed_settings, refuse_changed_settings
 
@@ -126,17 +126,9 @@ def is_finished(out: Path, rules: SweepRules) -> bool:
 def recorded_settings(out: Path, marker: str) -> dict | None:
     """The settings a sweep's ``marker`` in the run folder ``out`` holds; None when there is none (a run not
     finished yet, or trained outside the sweep)."""
-    path = Path(out) / marker
-    if not path.is_file():
-        return None
-    try:
-        saved = read_json(str(path))
-    except CorefBertError:  # unreadable or not JSON
-        saved = None
-    if not isinstance(saved, dict):
-        raise CorefBertError("unreadable record of a run's settings (not a JSON object); delete the run to train "
-                             "it again", path=path)
-    return saved
+    return read_record(str(Path(out) / marker), "the record of a run's settings: delete it to keep the run as it "
+                                                "was trained (nothing is compared then), or delete the run to train "
+                                                "it again")
 
 
 def _keep(out: Path, settings: dict, rules: SweepRules) -> bool:

@@ -534,3 +534,34 @@ def test_the_fine_tuned_probes_pool_their_seeds_and_score_litbank_per_document(f
 
 def first_point_has_no(result: dict, row: str, tokens: str) -> bool:
     return tokens not in result["rows"][row]
+
+
+def test_a_curve_moved_elsewhere_extends_and_its_damaged_records_are_redone_or_named(full_curve, tmp_path,
+                                                                                   tiny_bert_dir, corpus_dir,
+                                                                                   monkeypatch, capsys):
+    """A curve folder copied elsewhere (its base, the arms' start, inside it) extends without training a finished
+    point again: the checkpoints know their start by its content, not its path. A truncated point record or probe
+    result is computed again; a damaged record that decides what a run is says which file it is and what to do."""
+    out_full, points, _ = full_curve
+    moved = tmp_path / "elsewhere" / "study"
+    shutil.copytree(out_full, moved)
+    first, second = parse_tokens(points)
+    record = point_dir(moved / "corefbert" / f"seed_{SEED}", second) / POINT_RECORD
+    record.write_text(record.read_text()[:10])  # cut short
+    probe = point_dir(moved / "wwm" / f"seed_{SEED}", first) / "probes" / "heldout.json"
+    probe.write_text("[1, 2")
+    third = _points(corpus_dir, 6)
+    counter = StepCounter(monkeypatch)
+    result = _run(_argv(tiny_bert_dir, corpus_dir, moved, f"{points},{third}"))
+    # Each trunk from its fork at step 3 to the new fork at step 5, then the new point's cooldown: 3 steps per arm.
+    assert counter.by_arm(moved) == {arm: 3 for arm in ARMS}
+    assert result["runs"]["points_saved"] == len(ARMS) + 1  # the new point, and the one whose record was cut short
+    assert json.loads(record.read_text())["step"] == 4 and json.loads(probe.read_text())["results"]["mlm"]
+    assert "damaged" in capsys.readouterr().err
+    marker = moved / "mrm" / f"seed_{SEED}" / "ablation_run.json"
+    marker.write_text("{")
+    with pytest.raises(SystemExit) as exit_info:  # the next point reads the trunk's record first
+        _run(_argv(tiny_bert_dir, corpus_dir, moved, f"{points},{third},{_points(corpus_dir, 8)}"))
+    assert exit_info.value.code == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith(f"error: {marker}: damaged") and "delete it to keep the run as it was trained" in line

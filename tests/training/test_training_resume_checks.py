@@ -68,7 +68,7 @@ def test_a_resume_under_changed_settings_is_refused_in_one_line(tmp_path, model_
     load_cli("pretrain/run_mrp.py").main(_mrp(model_dir, corpus_dir, out))
     saved = read_trainer_state(checkpoints_root(out) / "step_2")["settings"]
     assert saved["per_device_train_batch_size"] == 4 and saved["seed"] == 5 and saved["num_processes"] == 1
-    assert saved["model_name_or_path"] == str(model_dir) and saved["corpus"].startswith("20 train + 8 held-out")
+    assert len(saved["start"]) == 16 and saved["corpus"].startswith("20 train + 8 held-out")
     resume = [*_mrp(model_dir, corpus_dir, out, "--resume_from_checkpoint", "latest"), "--max_steps", "3"]
     step_2 = checkpoints_root(out) / "step_2"
 
@@ -81,15 +81,24 @@ def test_a_resume_under_changed_settings_is_refused_in_one_line(tmp_path, model_
     other_corpus = _corpus(model_dir, tmp_path / "other_corpus", n_train=24)
     line = _error_line(capsys, [*resume, "--dataset_dir", str(other_corpus)])
     assert "cannot resume: corpus was '20 train + 8 held-out rows, sha256" in line and "is '24 train" in line
-    other_model = tmp_path / "other_model"
+    other_model = tmp_path / "other_model"  # the same files but for one weight: other starting weights
     shutil.copytree(model_dir, other_model)
-    assert "model_name_or_path was" in _error_line(capsys, [*resume, "--model_name_or_path", str(other_model)])
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(str(other_model / "model.safetensors"))
+    first = sorted(weights)[0]
+    weights[first] = weights[first] + 1
+    save_file(weights, str(other_model / "model.safetensors"), metadata={"format": "pt"})
+    assert "cannot resume: start was" in _error_line(capsys, [*resume, "--model_name_or_path", str(other_model)])
     assert _train_steps(out) == [1, 2]  # every refusal came before anything was written
     assert [s for s, _ in list_checkpoints(out)] == [1, 2]
 
-    # What cannot break exactness may change: the step budget, logging, checkpoint cadence, workers.
+    # What cannot break exactness may change: the step budget, logging, checkpoint cadence, workers, and where
+    # the starting weights lie (a copy elsewhere is the same start: a study folder moved with its base inside).
+    copied = tmp_path / "moved" / "model"
+    shutil.copytree(model_dir, copied)
     load_cli("pretrain/run_mrp.py").main([*resume, "--logging_steps", "2", "--checkpointing_steps", "3",
-                                          "--save_total_limit", "5"])
+                                          "--save_total_limit", "5", "--model_name_or_path", str(copied)])
     assert _train_steps(out) == [1, 2, 3]
     # The override resumes and says what changed.
     capsys.readouterr()
