@@ -140,6 +140,7 @@ def _run(args: PretrainingArguments, data_args, splits, accelerator) -> dict[str
                          run_settings=pretraining_settings(args, train_rows, eval_rows),
                          final=lambda model, before, after: final_save(accelerator, model, tokenizer, args, before,
                                                                       after))
+    accelerator.print(training_shape(args, train_rows, accelerator))
     results = train(job, args, accelerator, model, optimizer, scheduler, train_dl, args.max_steps,
                     project="corefbert_pretraining")
     metrics = job.metrics
@@ -192,6 +193,18 @@ def pretraining_settings(args: PretrainingArguments, train_rows, eval_rows) -> d
                                                                   PRETRAINING_SETTINGS},
             "corpus": f"{len(train_rows)} train + {len(eval_rows)} held-out rows, sha256 "
                       f"{rows_digest(train_rows)}/{rows_digest(eval_rows)}"}
+
+
+def training_shape(args: PretrainingArguments, train_rows, accelerator) -> str:
+    """What the run trains with, in one line: steps, rows a step, their length and the tokens that makes (a corpus
+    prepared at 512 trains four times the tokens a step of one prepared at 128)."""
+    sample = train_rows.select(range(min(1000, len(train_rows))))
+    lengths = [len(ids) for ids in sample["input_ids"]]
+    rows = args.per_device_train_batch_size * args.gradient_accumulation_steps * accelerator.num_processes
+    per_step = rows * sum(lengths) / max(len(lengths), 1)
+    return (f"training {args.max_steps:,} optimizer steps of {rows} rows of up to {max(lengths, default=0)} tokens "
+            f"(≈ {per_step:,.0f} tokens a step, ≈ {per_step * args.max_steps:,.0f} in all) at learning rate "
+            f"{args.learning_rate:g} on {accelerator.device.type}")
 
 
 def rows_digest(rows) -> str:

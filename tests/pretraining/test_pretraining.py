@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import sys
 from dataclasses import replace
@@ -840,3 +841,13 @@ def test_a_config_whose_sizes_do_not_fit_the_weights_is_one_line_naming_the_tens
                                     "--output_dir", str(tmp_path / "out"), "--max_steps", "1"])
     assert "config.json sizes bert.encoder.layer.0.intermediate.dense." in line and "stored weight has shape" in line
     assert "above report" not in line and "use the files saved with these weights (config.json)" in line
+
+
+def test_a_run_says_what_it_trains_and_how_long_a_step_takes(tmp_path, tiny_bert_dir, corpus, capsys):
+    """A corpus prepared at another length, or a batch left at the demo's, was silently slow: the run names its
+    steps, rows, length and tokens first, and its time per step (and what it makes of the rest) early."""
+    run_pretraining(_args(tiny_bert_dir, tmp_path / "run", max_steps=5, logging_steps=1), splits=corpus)
+    out = capsys.readouterr().out
+    assert re.search(r"training 5 optimizer steps of \d+ rows of up to \d+ tokens \(≈ [\d,]+ tokens a step, ≈ "
+                     r"[\d,]+ in all\) at learning rate [\d.e-]+ on cpu", out), out
+    assert re.search(r"[\d.]+ s per optimizer step over steps 2-2: about \d+ s for the 3 steps left", out), out

@@ -105,6 +105,9 @@ class _Loop:
         self.step = 0
         self.state = LoopState()
         self.started = self.window_started = time.perf_counter()
+        # The step the run's second log window began at, for the one time-per-step line (None: said, or no run).
+        self.timed_from: int | None = None
+        self.timing_said = False
         self.bad_loss, self.nonfinite, self.grad_norm, self.overflowed = False, False, None, False
         self.flops_per_batch = training_flops_counter(accelerator.unwrap_model(model))
         self.peak_flops = peak_flops(accelerator.device)
@@ -448,11 +451,27 @@ class _Loop:
             record["loss_scale"] = float(accelerator.scaler.get_scale())
             record["overflow_steps"] = state.overflow_steps
         self.logger.log(record)
+        self._say_time_per_step(seconds)
         if self.args.with_tracking:
             accelerator.log({f"train/{k}": v for k, v in record.items() if k != "split"}, step=self.step)
         self.bar.set_postfix(loss=f"{record['loss']:.4f}")
         state.window = new_window()
         self.window_started = time.perf_counter()
+
+    def _say_time_per_step(self, seconds: float) -> None:
+        """Once, at the run's second log record (the first window pays the start-up): its time per step and what
+        that makes of the steps left, so a run that is slow says so early."""
+        if self.timing_said:
+            return
+        if self.timed_from is None:
+            self.timed_from = self.step
+            return
+        self.timing_said = True
+        steps, left = self.step - self.timed_from, self.total_steps - self.step
+        if steps > 0 and left > 0:
+            per_step = seconds / steps
+            self.accelerator.print(f"{per_step:.2f} s per optimizer step over steps {self.timed_from + 1}-{self.step}: "
+                                   f"about {_duration(per_step * left)} for the {left:,} steps left")
 
     def _log_compile(self) -> None:
         """One record after the first optimizer step of a compiled run: that step's wall time (the compilation of
@@ -513,6 +532,13 @@ def _progress(args, accelerator, total: int, initial: int):
     # tqdm shows the rate and the time left; the bar closes on any exit, so an error starts on its own line.
     return tqdm(total=total, initial=initial, desc="train", dynamic_ncols=True,
                 disable=args.disable_tqdm or not accelerator.is_local_main_process)
+
+
+def _duration(seconds: float) -> str:
+    """``1 h 05 min``, ``12 min``, ``40 s``."""
+    if seconds >= 3600:
+        return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60):02d} min"
+    return f"{round(seconds / 60)} min" if seconds >= 60 else f"{round(seconds)} s"
 
 
 def _flat(values: dict) -> dict:
