@@ -208,7 +208,10 @@ def conform_value(name: str, value, annotation):
         if converted is not _MISFIT:
             return converted
     yes_no = " (YAML reads a bare yes, no, on or off as true/false: quote it)" if isinstance(value, bool) else ""
-    raise CorefBertError(f"--{name} must be {_expected(annotation)} (got {one_line(_SHOWN.repr(value))}){yes_no}")
+    # A secret's value is never echoed, even a malformed one (a token pasted into a list is still a token).
+    got = (f"a {type(value).__name__}; its value is not shown" if name in SECRET_ARGUMENTS
+           else one_line(_SHOWN.repr(value)))
+    raise CorefBertError(f"--{name} must be {_expected(annotation)} (got {got}){yes_no}")
 
 
 def _field_types(dataclass_types: Sequence[type]) -> dict[str, Any]:

@@ -154,6 +154,36 @@ def _counts(kind: str, seeds: list) -> list[float] | None:
     return [float(x) for x in np.asarray(seeds[0], dtype=float).sum(axis=0)]
 
 
+def decision_rule(rows: dict, tokens: int) -> dict:
+    """The rule at one point: for each outcome, CorefBERT − MRM with its interval and per-seed signs; the verdict
+    ``supported`` (an outcome clear of 0 above it, every seed positive), ``contradicted`` (one clear below, every
+    seed negative, none clear above) or ``no effect larger than`` the largest minimum detectable effect among the
+    outcomes measured (``pending`` while none is)."""
+    frozen = [row for row in rows if row.startswith("frozen coref probe, layer ") and row.endswith("(pronoun–name)")]
+    start = {row: rows[row].get("0", {}).get("arms", {}).get("backbone", {}).get("mean") for row in frozen}
+    best = max((row for row in frozen if start[row] is not None), key=lambda row: start[row], default=None)
+    outcomes = {name: row for name, row in (
+        ("fine-tuned GAP F1", next((r for r in rows if r.startswith("eq. 5 on gap") and r.endswith(" F1")), None)),
+        ("LitBank end-to-end avg F1", curve.E2E_ROW if curve.E2E_ROW in rows else None),
+        ("frozen AUC, pronoun–name, the start's best layer", best)) if row is not None}
+    found, verdict = {}, "pending"
+    for name, row in outcomes.items():
+        ci = rows[row].get(str(tokens), {}).get("vs_mrm", {}).get("corefbert")
+        if ci is None or ci.get("difference") is None:
+            continue
+        seeds = list((ci.get("per_seed") or {}).values())
+        found[name] = {"row": row, **{k: ci.get(k) for k in ("difference", "ci_low", "ci_high", "mde")},
+                       "per_seed": ci.get("per_seed"), "above": ci["ci_low"] > 0 and all(v > 0 for v in seeds),
+                       "below": ci["ci_high"] < 0 and all(v < 0 for v in seeds)}
+    if any(f["above"] for f in found.values()):
+        verdict = "supported"
+    elif any(f["below"] for f in found.values()):
+        verdict = "contradicted"
+    elif found:
+        verdict = f"no effect larger than {max(f['mde'] or 0 for f in found.values()):.1f} points"
+    return {"outcomes": found, "verdict": verdict, "complete": len(found) == 3}
+
+
 def collect_curve(root: Path, study, seeds: list[int], points: list[int], plot: bool = True) -> dict:
     """Write ``curve.json`` and ``curve.md`` (and with ``plot`` ``curve.png``) from what ``root`` holds."""
     root = Path(root)
@@ -161,8 +191,10 @@ def collect_curve(root: Path, study, seeds: list[int], points: list[int], plot: 
     seeds = sorted(set(seeds) | {int(p.name[len("seed_"):]) for p in root.glob("*/seed_*")
                                  if p.is_dir() and p.name[len("seed_"):].isdigit() and p.parent.name in ARMS})
     table, trained, missing = read_curve(root, study, seeds, points)
+    rows = summarize_curve(table, study)
     result = {"points": points, "seeds": seeds, "trained_tokens": {str(t): v for t, v in trained.items()},
-              "rows": summarize_curve(table, study), "missing": missing, "study": dataclasses.asdict(study)}
+              "rows": rows, "decision": {str(t): decision_rule(rows, t) for t in points}, "missing": missing,
+              "study": dataclasses.asdict(study)}
     root.mkdir(parents=True, exist_ok=True)
     replace_file(root / "curve.json", json.dumps(result, indent=2), "the curve")
     write_curve_markdown(root / "curve.md", result)
@@ -202,6 +234,17 @@ def _difference(ci: dict | None) -> str:
     return text
 
 
+def _decision_lines(result: dict) -> list[str]:
+    """The decision rule's section: each point's outcomes (CorefBERT − MRM) and its verdict."""
+    lines = ["## The decision rule: CorefBERT − MRM (docs/guides/ablation.md)", ""]
+    for tokens in result["points"]:
+        decision = result["decision"][str(tokens)]
+        found = "; ".join(f"{name} {_difference(o)}" for name, o in decision["outcomes"].items()) or "none measured"
+        lines.append(f"- {token_label(tokens)}: **{decision['verdict']}**"
+                     f"{'' if decision['complete'] else ' (not every outcome measured yet)'}; {found}")
+    return lines + [""]
+
+
 #: The contrasts the tables show: (label, arm, the entry's key).
 CONTRASTS = (("CorefBERT − MRM", "corefbert", "vs_mrm"), ("CorefBERT − WWM", "corefbert", "vs_wwm"),
              ("MRM − WWM", "mrm", "vs_wwm"), ("trained − untrained V", "corefbert", "vs_control"))
@@ -213,6 +256,7 @@ def write_curve_markdown(path: Path, result: dict) -> Path:
             if any(a in e["arms"] for r in result["rows"].values() for e in r.values())]
     points = result["points"]
     lines = ["# The ablation as a curve", "", _settings_line(result), "",
+             *_decision_lines(result),
              "## The contrasts by point (paired bootstrap 95% CI over the same examples)", "",
              "| probe | contrast | " + " | ".join(f"{token_label(t)} ({_tokens_of(result, t)})" for t in points) + " |",
              "|---|---|" + "---|" * len(points)]

@@ -222,6 +222,9 @@ def load_verified(folder: str, mode: str | None = None, fix: str = "delete the f
     import datasets
     import pyarrow
 
+    if not os.path.isdir(folder):
+        raise CorefBertError("no such folder; pass the folder a corpus was prepared into (--output_dir of "
+                             "pretrain/prepare_corpus.py)", path=folder)
     if not verify_folder(folder, mode, fix):
         raise CorefBertError(f"no {MANIFEST_FILE}: not a corpus prepared by this version of corefbert; {fix}",
                              path=folder)

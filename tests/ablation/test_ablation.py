@@ -61,18 +61,22 @@ def test_the_study_writes_table_json_and_plot(study):
     expected = {"held-out MLM accuracy", "held-out MLM accuracy: repeated mentions",
                 "held-out MLM accuracy: other masked words", "held-out MRP accuracy", "zero-shot: blocks accuracy",
                 "zero-shot: gap F1",
+                "same candidates, masked mentions recovered: MLM head",
+                "same candidates, masked mentions recovered: copy head",
+                "same candidates, masked mentions recovered: copy head, untrained V",
                 "eq. 5 on blocks: blocks accuracy", "eq. 5 on blocks: gap F1"}
     assert set(probes) == expected and result["missing"] == []
     for name, entry in probes.items():
         assert name in table
-        arms = ["corefbert"] if "MRP" in name else ["backbone", *ARMS]  # MRP only where the copy head trained
+        copy_trained_only = "MRP" in name or name.endswith(": copy head")  # only where the copy head trained
+        arms = ["corefbert"] if copy_trained_only else ["backbone", *ARMS]
         assert sorted(entry["arms"]) == sorted(arms), name
         for arm in arms:
             per_seed = entry["arms"][arm]["per_seed"]
             assert sorted(map(int, per_seed)) == list(SEEDS)
             assert entry["arms"][arm]["mean"] == pytest.approx(np.mean(list(per_seed.values())))
             assert entry["arms"][arm]["std"] == pytest.approx(np.std(list(per_seed.values()), ddof=1))
-        if "MRP" not in name:
+        if not copy_trained_only:
             ci = entry["ci"]
             assert ci["ci_low"] <= ci["difference"] <= ci["ci_high"] and ci["seeds"] == len(SEEDS)
     assert probes["eq. 5 on blocks: gap F1"]["ci"]["examples"] == 4  # the GAP fixture's 4 rows
@@ -85,7 +89,7 @@ def test_the_study_writes_table_json_and_plot(study):
 
 
 def test_the_held_out_probe_record_names_the_rows_it_probed(study):
-    """Issue 23: the record said "6 train + 6 held-out rows" of rows that were the held-out split alone."""
+    """The record once said "6 train + 6 held-out rows" of rows that were the held-out split alone."""
     out, _ = study
     records = [json.loads(p.read_text())["settings"] for p in out.glob("*/seed_*/probes/heldout.json")]
     assert len(records) == len(ARMS) * len(SEEDS) + len(SEEDS)  # every run and the backbone of each seed
@@ -184,22 +188,19 @@ def test_gap_f1_of_summed_counts():
     assert statistic(RATIO, np.array([[3, 4], [0, 0]])).tolist() == [75.0, 0.0]  # nothing counted: 0
 
 
-def test_a_setting_added_after_a_run_finished_compares_as_its_default(study, tmp_path, tiny_bert_dir, corpus_dir):
-    """A run finished before --optim existed has no 'optim' in its marker: it was AdamW then, so the rerun
-    skips it; a marker that records another optimizer is still refused."""
-    out = tmp_path / "copy"
-    shutil.copytree(study[0], out)
-    for marker in out.glob("*/seed_*/ablation_run.json"):
+def test_a_run_marker_lacking_or_changing_a_setting_is_refused(study, tmp_path, tiny_bert_dir, corpus_dir):
+    """A finished run is kept only under the settings it records: a marker without one (not written by this
+    version) or with another value is refused in one line, exit status 2, and nothing is trained."""
+    for edit in (lambda saved: saved.pop("optim"), lambda saved: saved.update(optim="adagrad")):
+        out = tmp_path / f"copy_{len(list(tmp_path.iterdir()))}"
+        shutil.copytree(study[0], out)
+        marker = out / "wwm" / f"seed_{SEEDS[0]}" / "ablation_run.json"
         saved = json.loads(marker.read_text())
-        del saved["optim"]
+        edit(saved)
         marker.write_text(json.dumps(saved))
-    result = _run(_argv(tiny_bert_dir, corpus_dir, out))
-    assert result["runs"]["finished_before"] == len(ARMS) * len(SEEDS) and result["runs"]["trained"] == 0
-    marker = out / "wwm" / f"seed_{SEEDS[0]}" / "ablation_run.json"
-    marker.write_text(json.dumps({**json.loads(marker.read_text()), "optim": "adagrad"}))
-    with pytest.raises(SystemExit) as exit_info:
-        _run(_argv(tiny_bert_dir, corpus_dir, out))
-    assert exit_info.value.code == 2
+        with pytest.raises(SystemExit) as exit_info:
+            _run(_argv(tiny_bert_dir, corpus_dir, out))
+        assert exit_info.value.code == 2
 
 
 @pytest.mark.parametrize("family", ["distilbert", "modernbert"])

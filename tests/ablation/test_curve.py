@@ -529,6 +529,15 @@ def test_the_fine_tuned_probes_pool_their_seeds_and_score_litbank_per_document(f
         scored["reported"]["avg_f1"])
     row = result["rows"][curve.E2E_ROW][second]
     assert sorted(row["arms"]) == sorted(ARMS) and list(row["vs_mrm"]) == ["corefbert"]
+    # The decision rule, as the guide wrote it before the runs, applied to the three outcomes at every point.
+    decision = result["decision"][second]
+    assert decision["complete"] and set(decision["outcomes"]) == {
+        "fine-tuned GAP F1", "LitBank end-to-end avg F1", "frozen AUC, pronoun–name, the start's best layer"}
+    gap = decision["outcomes"]["fine-tuned GAP F1"]
+    assert gap["row"] == "eq. 5 on gap: gap F1" and gap["difference"] == result["rows"][gap["row"]][second][
+        "vs_mrm"]["corefbert"]["difference"]
+    assert decision["verdict"] in ("supported", "contradicted") or decision["verdict"].startswith("no effect larger")
+    assert "## The decision rule: CorefBERT − MRM" in (out / "curve.md").read_text()
     assert first_point_has_no(result, curve.E2E_ROW, str(parse_tokens(points)[0]))
 
 

@@ -15,7 +15,6 @@ import json
 import os
 import re
 import shutil
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -338,17 +337,6 @@ def _official_nan(w, m):
     next(t for t in state.values() if t.is_floating_point())[0] = float("nan")
     torch.save(state, Path(out) / "pytorch_model.bin")
     return out
-
-
-def planted_lock(argv, folder: str, kind: str):
-    """``argv`` with its output folder ``w/folder`` holding a ``.run.lock`` planted as ``kind`` (issue 23.1)."""
-    def build(w, m):
-        lock = w / folder / ".run.lock"
-        lock.parent.mkdir()
-        (w / "victim.txt").write_text("not a lock\n")
-        lock.symlink_to(w / "victim.txt") if kind == "symlink" else lock.mkdir()
-        return argv(w, m)
-    return build
 
 
 PAIRS_CONLL = FIXTURES / "pronoun_pairs" / "story.conll"
@@ -700,11 +688,6 @@ CASES = [
     Case(BABI_CLI, "rerun of a finished task with a changed setting (--learning_rate)",
          babi_finished_then("--learning_rate", "0.02")),
     # issue 23 (a): a planted output lock, convert's output folder, config values and weights, a Hub id offline
-    Case(MRP_CLI, ".run.lock planted as a symlink", planted_lock(mrp("--dataset_dir", "{work}"), "run", "symlink")),
-    Case(GLUE_CLI, ".run.lock planted as a directory",
-         planted_lock(glue_file("rte", lambda w: str(RTE)), "out", "directory")),
-    Case(PREP_CLI, ".run.lock planted as a symlink",
-         planted_lock(prepare_file(lambda w: str(FIXTURES / "tiny_corpus.txt")), "prepared", "symlink")),
     Case(CONVERT_CLI, "OUTPUT_DIR contains the source (--overwrite_output_dir)",
          lambda w, m: [_official(w, m), str(w), "--overwrite_output_dir"]),
     Case(CONVERT_CLI, "config value of the wrong type (hidden_size \"32\")",
@@ -806,25 +789,6 @@ CASES.append(Case(PREP_CLI, "disk full on save", _model_out(_PREP, lambda w: str
 CASES.append(Case(MRP_CLI, "output dir not writable", _model_out(_MRP_TRAIN, _unwritable)))
 CASES.append(Case(MRP_CLI, "disk full on save", _model_out(_MRP_TRAIN, lambda w: str(w / "run")), fault=_disk_full))
 
-
-
-# issue 23 (e): a DeepSpeed run behind the lock a killed op build left (DeepSpeed itself would wait forever).
-def _under_deepspeed(monkeypatch) -> None:
-    monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")  # what `accelerate launch` with a DeepSpeed config sets
-    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", "")  # restored after the case; _stale_build_lock points it at work
-
-
-def _stale_build_lock(work: Path) -> str:
-    lock = work / "extensions" / "deepspeed_shm_comm" / "lock"
-    lock.parent.mkdir(parents=True)
-    lock.touch()
-    os.utime(lock, (time.time() - 3600, time.time() - 3600))
-    os.environ["TORCH_EXTENSIONS_DIR"] = str(work / "extensions")
-    return str(work / "run")
-
-
-CASES.append(Case(MRP_CLI, "a killed DeepSpeed op build's lock", _model_out(_MRP_TRAIN, _stale_build_lock),
-                  fault=_under_deepspeed))
 
 
 def _normalize(line: str, work: Path, model: Path) -> str:

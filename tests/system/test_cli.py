@@ -124,7 +124,7 @@ def test_every_command_takes_a_config_file(argv, capsys, tmp_path):
 @pytest.mark.parametrize(("argv", "yaml", "expected"), [
     (["config-path"], "name: demo\n", "demo.yaml"),
     (["plot"], "log: {tmp}/none/log.jsonl\n", "error: {tmp}/none/log.jsonl: log file not found"),
-    (["slot-fill"], "dataset_dir: {tmp}/none\n", "error: {tmp}/none: cannot load the saved corpus"),
+    (["slot-fill"], "dataset_dir: {tmp}/none\n", "error: {tmp}/none: no such folder"),
     (["resolve"], "model: {tmp}\ntext: '   '\n", "error: the text is empty"),
 ], ids=lambda v: v[0] if isinstance(v, list) else None)
 def test_the_commands_that_had_argparse_read_their_values_from_a_config(argv, yaml, expected, capsys, tmp_path):

@@ -83,22 +83,6 @@ def test_a_folder_saved_before_the_one_save_load_loads_and_computes_what_it_did(
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
 
 
-def test_older_generations_of_the_config_files_still_load(tmp_path):
-    """bAbI folders from before the one Vocabulary hold a word list; end-to-end configs from before the segment
-    settings and the recurrent ASL lack those keys (and read as their defaults, ASL as ``static``)."""
-    babi = _copy("babi_ga_cgru", tmp_path)
-    values = json.loads((babi / "babi_reader.json").read_text())
-    values["vocabulary"] = values["vocabulary"]["words"]
-    (babi / "babi_reader.json").write_text(json.dumps(values))
-    got, expected = _babi_scores(babi)
-    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
-
-    coref = _copy("coref_e2e_lsl", tmp_path)
-    _edit_config(coref, "coref_e2e_lsl", lambda v: [v.pop(k) for k in ("max_sentence_words", "max_segment_words")])
-    model, _, _ = load_model(str(coref))
-    assert (model.config.max_sentence_words, model.config.max_segment_words) == (250, 5000)
-
-
 def test_each_family_saves_what_it_loads_in_the_layout_it_always_had(tmp_path):
     for name, (folder, config_file, _, _) in FAMILIES.items():
         model, config, vocabulary, settings = folder.from_pretrained(str(OLD / name))
@@ -132,8 +116,9 @@ def test_a_config_that_sizes_another_model_is_one_line_before_anything_is_built(
     folder = _copy(name, tmp_path)
     sized = FAMILIES[name][3]
     _edit_config(folder, name, lambda v: v.update({sized: v[sized] * 2}))
-    with pytest.raises(CorefBertError, match=f"^{folder}: {FAMILIES[name][1]} sizes .* config and weights are of "
-                                             "different models"):
+    # The sizes come from the config and, where a vocabulary file sizes the embeddings, from it too: both named.
+    with pytest.raises(CorefBertError, match=f"^{folder}: {FAMILIES[name][1]}( with [a-z0-9_]+\\.json)? sizes .* config "
+                                             "and weights are of different models"):
         FAMILIES[name][0].from_pretrained(str(folder))
 
 
@@ -153,7 +138,7 @@ for loader, folder in ((READER_FOLDER, {babi!r}), (RECURRENT_FOLDER, {coref!r}),
 
 @pytest.mark.slow
 def test_a_config_sizing_a_huge_model_costs_one_line_under_a_memory_cap(tmp_path):
-    """Issue 33.6 for every family: ``vocab_size: 400000000`` (bAbI, pairs) or ``embedding_dim`` (coreference)
+    """For every family: ``vocab_size: 400000000`` (bAbI, pairs) or ``embedding_dim`` (coreference)
     would allocate gigabytes; the sizes are compared with the weights' headers on the meta device first."""
     folders = {}
     for name in FAMILIES:
@@ -167,7 +152,8 @@ def test_a_config_sizing_a_huge_model_costs_one_line_under_a_memory_cap(tmp_path
     lines = done.stdout.strip().splitlines()
     assert len(lines) == 3, done.stdout
     for line, name in zip(lines, FAMILIES):
-        assert line.startswith(f"{folders[name]}: {FAMILIES[name][1]} sizes ") and "4000000" in line, line
+        assert line.startswith(f"{folders[name]}: {FAMILIES[name][1]}") and " sizes " in line, line
+        assert "4000000" in line, line
         assert "config and weights are of different models" in line
 
 

@@ -152,10 +152,10 @@ def test_every_python_snippet_of_a_pretraining_card_runs_where_the_run_started(
         tmp_path, tiny_bert_dir, project_url, monkeypatch, fresh_accelerate_state):
     """Issue 45.12: the card of the demo's ``runs/corefbert_demo`` loaded "corefbert_demo/final", and its spaCy
     snippet loaded en_core_web_sm, which the documented install does not give (it installs the mirror)."""
-    from corefbert.pretraining.arguments import PretrainingArguments
     from spacy.util import registry
     from transformers import AutoTokenizer
 
+    from corefbert.pretraining.pretraining_args import PretrainingArguments
     from corefbert.pretraining.run import run_pretraining
     from corefbert.tasks.coref.resolver import spacy_copy_scorer
 

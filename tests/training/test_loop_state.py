@@ -1,12 +1,14 @@
-"""The loop's state is a dataclass (issue 24 item 4) that a checkpoint's trainer state file holds under the
-names the loop wrote when the state was a dict: files saved before and after the change read alike."""
+"""The loop's state is a dataclass that a checkpoint's trainer state file holds field by field: what one run
+saves, the next reads back whole, and a file lacking a field is refused in one line."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 
+from corefbert.errors import CorefBertError
 from corefbert.training.loop.state import LoopState, new_window
 
 # The trainer state keys of the loop, as checkpoints written before the dataclass hold them.
@@ -29,12 +31,13 @@ def test_checkpoint_form_keeps_the_names_and_reads_back_equal():
     assert (restored.epoch, restored.batches_in_epoch, restored.evaluation_pending) == (2, 5, True)
 
 
-def test_a_state_file_of_an_older_checkpoint_loads_with_defaults_for_what_it_lacks():
-    older = {"step": 4, "epoch": 1, "batches_in_epoch": 2, "tokens": 0, "overflow_steps": 0, "loss_sum": 3.0,
-             "loss_batches": 4, "window": new_window(), "settings": {}}  # before skipped_in_a_row and the flags
-    state = LoopState.from_checkpoint(older)
-    assert (state.epoch, state.batches_in_epoch, state.loss_sum, state.loss_batches) == (1, 2, 3.0, 4)
-    assert (state.skipped_in_a_row, state.epoch_end_pending, state.evaluation_pending) == (0, False, False)
+def test_a_state_file_missing_a_field_is_refused_with_what_it_lacks():
+    """One checkpoint format was ever released: a state file without the loop's fields was written by another
+    version, and resuming from it is refused by name rather than filled with defaults."""
+    lacking = {"step": 4, "epoch": 1, "batches_in_epoch": 2, "tokens": 0, "overflow_steps": 0, "loss_sum": 3.0,
+               "loss_batches": 4, "window": new_window(), "settings": {}}
+    with pytest.raises(CorefBertError, match="skipped_in_a_row, epoch_end_pending, evaluation_pending"):
+        LoopState.from_checkpoint(lacking)
 
 
 def test_each_state_has_its_own_window():

@@ -145,8 +145,7 @@ def test_a_checkpoint_of_another_model_says_it_does_not_match(tmp_path, model_di
                                 "--ignore_changed_settings"])
     assert line.startswith(f"error: {checkpoints_root(out) / 'step_2'}: the checkpoint does not match the model "
                            "(size mismatch for ")
-    assert line.endswith(f"resume with the model it was trained from (--model_name_or_path {model_dir}), or start a "
-                         "new run in another --output_dir")
+    assert line.endswith("resume with the model it was trained from, or start a new run in another --output_dir")
     assert "delete them" not in line and "interrupted" not in line
     assert [s for s, _ in list_checkpoints(out)] == [1, 2]  # healthy checkpoints are left alone
 

@@ -265,11 +265,9 @@ def load_checkpoint(accelerator, path: str | os.PathLike, fallbacks=(), schedule
         if not any_process(accelerator, error is not None):
             return candidate, state
         if _MISMATCH.search(str(error)):  # a healthy checkpoint of another model: every earlier one is too
-            model = state.get("settings", {}).get("model_name_or_path") if isinstance(state, dict) else None
             raise CorefBertError(
                 f"the checkpoint does not match the model ({_mismatch_detail(str(error))}); resume with the model "
-                f"it was trained from{f' (--model_name_or_path {model})' if model else ''}, or start a new run "
-                "in another --output_dir", path=candidate)
+                "it was trained from, or start a new run in another --output_dir", path=candidate)
         reasons.append(str(error) if isinstance(error, UnusableCheckpoint) else
                        f"{type(error).__name__}: {one_line(error, first_line=True, limit=200)}" if error is not None
                        else "unusable on another process")
