@@ -1,4 +1,4 @@
-"""One home per primitive (issue 24): each shared piece is defined, and each library call behind it made, in one
+"""One home per primitive: each shared piece is defined, and each library call behind it made, in one
 module of the package, so a fix to it (an error line, a RoBERTa offset, an fsync) reaches every caller.
 
 Read from the source, like the layer tests. The last test plants a second home of each primitive in a fake
@@ -45,7 +45,7 @@ PRIMITIVES = {
     "check_sizes_against_weights": HEADS,
     "weight_shapes": HEADS,
 }
-# Issue 34.1: one save/load for every model trained from scratch. Weight files (safetensors) are read and written
+# One save/load for every model trained from scratch. Weight files (safetensors) are read and written
 # only by the one weight loader and the fine-tuned layout (tasks.heads) and the one save/load of models trained
 # from scratch (tasks.scratch); their configs derive from tasks.scratch.ScratchConfig, whose from_dict/to_dict
 # (with the vocabulary's) are the only ones; nothing is pickled.
@@ -110,7 +110,7 @@ def second_homes(name: str, tree: ast.Module) -> list[str]:
                 # checkpointing renames its own step_N.tmp into place when it recovers an interrupted save
                 outside(DURABLE, node.lineno, "renames into place by hand (replace_file / replace_folder)")
             elif node.func.attr in WRITERS and name != DURABLE and id(node) not in fenced:
-                # issue 33.3: a write straight at an output name follows a link planted there
+                # A write straight at an output name follows a link planted there
                 outside(DURABLE, node.lineno, f"writes a file by hand ({node.func.attr}; output_file / output_path)")
             elif node.func.attr == "get" and node.args and isinstance(node.args[0], ast.Constant) \
                     and node.args[0].value == "max_position_embeddings":
@@ -137,7 +137,7 @@ def second_homes(name: str, tree: ast.Module) -> list[str]:
 
 
 def second_save_load(name: str, tree: ast.Module) -> list[str]:
-    """What module ``name`` does that only the one save/load of weights and configs may do (issue 34.1)."""
+    """What module ``name`` does that only the one save/load of weights and configs may do."""
     found = []
     for node in ast.walk(tree):
         imported = [a.name for a in node.names] if isinstance(node, ast.Import) else \
@@ -225,7 +225,7 @@ def test_a_planted_second_home_of_each_primitive_is_found():
 
 
 def test_a_planted_second_save_load_of_a_scratch_model_is_found():
-    """Issue 34.1: a family that saves and loads its model by hand (safetensors at its own call, its own config
+    """A family that saves and loads its model by hand (safetensors at its own call, its own config
     class with to_dict/from_dict, a pickle) is found line by line; the one home of each is not."""
     planted = ast.parse(
         "import torch\n"

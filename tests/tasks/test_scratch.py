@@ -1,4 +1,4 @@
-"""One save/load for every model trained from scratch (corefbert/tasks/scratch.py, issue 34.1): folders saved by
+"""One save/load for every model trained from scratch (corefbert/tasks/scratch.py): folders saved by
 each family's own saver before it still load and compute what they computed; a config that is not one, weights
 of another model, a missing or pickled weight file are each one CorefBertError line naming the file."""
 
@@ -153,8 +153,9 @@ for loader, folder in ((READER_FOLDER, {babi!r}), (RECURRENT_FOLDER, {coref!r}),
 
 @pytest.mark.slow
 def test_a_config_sizing_a_huge_model_costs_one_line_under_a_memory_cap(tmp_path):
-    """Issue 33.6 for every family: ``vocab_size: 400000000`` (bAbI, pairs) or ``embedding_dim`` (coreference)
-    would allocate gigabytes; the sizes are compared with the weights' headers on the meta device first."""
+    """Sizes checked before allocation, for every family: ``vocab_size: 400000000`` (bAbI, pairs) or
+    ``embedding_dim`` (coreference) would allocate gigabytes; the sizes are compared with the weights' headers on
+    the meta device first."""
     folders = {}
     for name in FAMILIES:
         folders[name] = _copy(name, tmp_path)

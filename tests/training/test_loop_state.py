@@ -1,4 +1,4 @@
-"""The loop's state is a dataclass (issue 24 item 4) that a checkpoint's trainer state file holds under the
+"""The loop's state is a dataclass that a checkpoint's trainer state file holds under the
 names the loop wrote when the state was a dict: files saved before and after the change read alike."""
 
 from __future__ import annotations
