@@ -1,4 +1,4 @@
-"""What ``--torch_compile`` costs and gives on CPU (issue 36): whole-model against regional compilation.
+"""What ``--torch_compile`` costs and gives on CPU: whole-model against regional compilation.
 
     python benchmarks/bench_compile.py --model bert-base --batch_size 2 --max_seq_length 128 --steps 4 \
         --timeout_s 420 --output_json compile.json

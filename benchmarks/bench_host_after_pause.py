@@ -1,4 +1,4 @@
-"""The loop's own host work per optimizer step, back to back against after a pause as long as a step (issue 36).
+"""The loop's own host work per optimizer step, back to back against after a pause as long as a step.
 
     python benchmarks/bench_host_after_pause.py [--pause_ms 60] [--steps 60]
 

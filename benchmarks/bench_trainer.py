@@ -19,7 +19,7 @@ the ratio of the summed times and the per-block ratios are printed, and with two
 the first (``ratio_after_first_block``: a process's first run pays one-time costs, its first shapes and, compiled,
 its compilations) and every run's ms/step per logging window. Kept out of the test suite's pass/fail.
 
-Whether the data path hides behind the step, on CPU (issue 36):
+Whether the data path hides behind the step, on CPU:
 
     python benchmarks/bench_trainer.py --simulated_step_ms 60 --batch_size 32 --dataset_dir .gpu_check/corpus512 \
         --data_path cuda [--num_workers 0]

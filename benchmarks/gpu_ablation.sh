@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The ablation's GPU run from the CPU study's trained base (issue 25), in one short device call. BERT-base's
-# trained weights cannot reach the device machine (no hub), so the GPU preset proper waits; this runs what the
-# CPU cannot afford in a session, on the same base, corpus, held-out masks and QUOREF probe as the CPU preset:
+# The ablation's GPU run from the CPU study's trained base, in one short run. BERT-base's
+# trained weights cannot reach the GPU machine (no hub), so the GPU preset proper waits; this runs what the
+# CPU cannot afford in a few hours, on the same base, corpus, held-out masks and QUOREF probe as the CPU preset:
 #   long/       the >= 1M-token pair: corefbert and wwm, seed 42, 1,200 steps of 8 x 128 (4x the CPU preset),
 #               evaluated every 200 steps; its start rows are ratio_1's (the same base and probes)
 #   ratio_1/    the CPU preset's seed 42 (corefbert, wwm; 300 steps) on this GPU (a device-to-device check)

@@ -120,7 +120,7 @@ def cli_entry(main: F) -> F:
 
     @functools.wraps(main)
     def wrapper(*args, **kwargs):
-        token = COMMAND_INPUTS.set({})  # no write of the command may replace a file it read (issue 33.1)
+        token = COMMAND_INPUTS.set({})  # no write of the command may replace a file it read
         try:
             return main(*args, **kwargs)
         except CorefBertError as err:

@@ -1,6 +1,6 @@
 """Warnings of the libraries underneath that a correct run prints anyway, silenced one message at a time.
 
-A newcomer reads every warning as a fault (issue 23), so the two that this toolkit causes on every run, and
+A newcomer reads every warning as a fault, so the two that this toolkit causes on every run, and
 knows to be harmless, are dropped where they are true and nowhere else:
 
 - DeepSpeed's "Setting accelerator to CPU. If you have GPU or other accelerator, we were unable to detect

@@ -30,7 +30,7 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 # The tests' own torch extensions folder (per checkout, under pytest's cache; every xdist worker and every
 # subprocess a test starts inherits it): a DeepSpeed op build killed half-way leaves a lock file that makes every
 # later DeepSpeed run wait forever; left in the user's cache, it would hang the user's runs and every later
-# CI run on the machine (issue 23.17).
+# CI run on the machine.
 os.environ["TORCH_EXTENSIONS_DIR"] = str(Path(__file__).resolve().parents[1] / ".pytest_cache" / "torch_extensions")
 # The up-front build of DeepSpeed's CPU op: about a minute on an idle machine, over 6 minutes measured at load 15
 # on 2 cores. A DeepSpeed test's timeout is the default plus this (its setup may include the build).

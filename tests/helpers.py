@@ -161,7 +161,7 @@ def running_text_words(tokenizer, words: list[str]) -> tuple[list[int], list[tup
     return encoding["input_ids"], spans
 
 
-#: The six encoder families MRP pretrains (issue 37), each with the tokenizer kind of :data:`TOKENIZER_KINDS` it
+#: The six encoder families MRP pretrains, each with the tokenizer kind of :data:`TOKENIZER_KINDS` it
 #: reads: a test parametrised over them carries the family in its id, so ``pytest -k "modernbert or deberta"`` picks
 #: it. DeBERTa is the v2 architecture in DeBERTa-v3's arrangement (relative positions, no absolute ones).
 FAMILIES = {

@@ -1,4 +1,4 @@
-"""The ablation as a curve over training tokens (issue 35): when does the copy objective start to pay?
+"""The ablation as a curve over training tokens: when does the copy objective start to pay?
 
 ``--curve_tokens 0.3M,1M,3M`` turns the study (:mod:`corefbert.ablation.study`) into a curve. Every arm of every
 seed is one pretraining run (``output_dir/<arm>/seed_<seed>``, from the study's base) that saves its weights at

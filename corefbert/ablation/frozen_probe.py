@@ -1,4 +1,4 @@
-"""The frozen-feature coreference probe (issue 35): edge probing (Tenney et al. 2019) of an encoder's frozen span
+"""The frozen-feature coreference probe: edge probing (Tenney et al. 2019) of an encoder's frozen span
 representations on gold coreference mentions, for the ablation curve and for any checkpoint
 (``python -m corefbert.ablation.frozen_probe``, ``corefbert frozen-probe``).
 

@@ -6,7 +6,7 @@ Two pieces:
   SHA-256, written just before the folder is renamed into place. :func:`verify_folder` checks the sizes
   always (a ``stat`` per file) and the checksums when asked, or in ``auto`` mode when the folder holds at
   most :data:`AUTO_CHECKSUM_BYTES`. SHA-256 because ``hashlib``'s runs at ~1.4 GB/s here (CPU SHA
-  extensions), against ~0.5 GB/s for BLAKE2b (``benchmarks/bench_corpus_manifest.py``).
+  extensions), against ~0.5 GB/s for BLAKE2b (``benchmarks/bench_corpus_resume.py``, its hashing part).
 - **Chunk cache** (:class:`ChunkCache`): tagging and packing run over fixed ranges of documents; each
   finished range is saved under ``<output_dir>.resume/<fingerprint>/`` through a temporary folder and a
   rename, with its own manifest. A rerun with the same fingerprint reuses every chunk whose manifest

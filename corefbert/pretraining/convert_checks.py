@@ -1,4 +1,4 @@
-"""What :mod:`corefbert.pretraining.convert` checks before it builds a model or writes a file (issue 23).
+"""What :mod:`corefbert.pretraining.convert` checks before it builds a model or writes a file.
 
 - **Where it reads.** ``OFFICIAL_DIR`` is a local folder, or a Hub id (``nielsr/coref-bert-base``) that is
   downloaded with ``huggingface_hub.snapshot_download`` when online; offline that is one line showing the

@@ -337,7 +337,7 @@ class DocredModel(nn.Module):
         once, so only one chunk's activations and the [B * T, H] sums are held. In training, when there is
         more than one chunk, each chunk is checkpointed (its activations recomputed in the backward pass):
         otherwise autograd keeps every chunk's activations and a long document's memory grows with its
-        length (6.4 GB for 100k words, issue 23) whatever the window batch size.
+        length (6.4 GB for 100k words) whatever the window batch size.
         """
         num_windows = input_ids.size(0)
         recompute = torch.is_grad_enabled() and num_windows > self.window_batch_size
@@ -543,7 +543,7 @@ class DocredTask(FinetuningTask):
         ``result.json.partial`` (main process) and counted for the metrics, then dropped, so the memory is
         bounded by the batch settings, not by the number of documents. (An untrained model predicts about
         half of all pair x relation facts: 9.3 M on the 500 Re-DocRED dev documents, which took 4.7 GB
-        and 8 minutes when they were all collected first; issue 23.)"""
+        and 8 minutes when they were all collected first.)"""
         documents = self.test_docs
         threshold = self.threshold if self.threshold is not None else 0.5
         has_labels = all("labels" in doc for doc in documents)

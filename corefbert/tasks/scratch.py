@@ -1,5 +1,5 @@
 """One save/load for every model trained from scratch: the bAbI readers, the recurrent end-to-end coreference
-models and the pronoun-pair classifiers (issue 34.1).
+models and the pronoun-pair classifiers.
 
 A folder holds
 

@@ -112,7 +112,7 @@ def check_sizes_against_weights(build: Callable[[], torch.nn.Module], files: lis
                                 where: str) -> None:
     """One line when the config in ``config_name`` sizes a model whose tensors differ from those stored in
     ``files``, asked before the model is allocated: ``build`` runs on the meta device (shapes, no memory),
-    so ``lstm_size: 200000`` or ``vocab_size: 400000000`` costs nothing (issue 33.6). Stored names may carry
+    so ``lstm_size: 200000`` or ``vocab_size: 400000000`` costs nothing. Stored names may carry
     the built model's ``base_model_prefix`` (a checkpoint saved from a class that wraps it: ``bert.``)."""
     stored = weight_shapes(files)
     if not stored:

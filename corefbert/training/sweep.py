@@ -1,4 +1,4 @@
-"""Sweeps: grid points x seeds of ordinary training runs, each in its own folder (issue 34).
+"""Sweeps: grid points x seeds of ordinary training runs, each in its own folder.
 
 The ablation study (arms x seeds of pretraining runs, :mod:`corefbert.ablation.study`) and the bAbI table
 (tasks x seeds of fine-tunings, :mod:`corefbert.tasks.babi.task`) both run through :func:`run_sweep`, which

@@ -102,7 +102,7 @@ class TrainingArguments:
     with_tracking: bool = field(default=False, metadata={"help": "Also log to a tracker (see --report_to)."})
     report_to: str = field(default="tensorboard", metadata={"help": "tensorboard | wandb | all."})
     disable_tqdm: bool = field(default=False, metadata={"help": "No progress bars."})
-    # ---- Hub round trip (issue 15; corefbert/training/hub.py): Hugging Face's names, used at the end of a run. ----
+    # ---- Hub round trip (corefbert/training/hub.py): Hugging Face's names, used at the end of a run. ----
     push_to_hub: bool = field(
         default=False, metadata={"help": "At the end, upload the model (pretraining: final/; fine-tuning: best/, "
                                          "else last/) with a model card to the Hub; staged in output_dir/hub first."})

@@ -205,7 +205,7 @@ def test_a_run_marker_lacking_or_changing_a_setting_is_refused(study, tmp_path, 
 
 @pytest.mark.parametrize("family", ["distilbert", "modernbert"])
 def test_the_study_takes_a_checkpoint_of_another_family(tmp_path, family):
-    """--model_name_or_path of a non-BERT family (issue 37): the tiny study (two arms, one seed, two steps, its
+    """--model_name_or_path of a non-BERT family: the tiny study (two arms, one seed, two steps, its
     zero-shot probes and fine-tuning) runs on a DistilBERT or ModernBERT checkpoint and reports every arm."""
     from helpers import save_tiny_family, synthetic_corpus
     from transformers import AutoConfig, AutoTokenizer

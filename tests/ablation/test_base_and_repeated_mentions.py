@@ -1,4 +1,4 @@
-"""Issue 25: the ablation study from a trained starting point (``--base_mlm_steps``), the held-out MLM probe
+"""The ablation study from a trained starting point (``--base_mlm_steps``), the held-out MLM probe
 split into masked repeated mentions and other masked words, and the QUOREF probe."""
 
 from __future__ import annotations

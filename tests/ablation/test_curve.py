@@ -1,4 +1,4 @@
-"""Issue 35: the ablation as a curve over tokens (``--curve_tokens``) on a tiny BERT and a synthetic corpus: every
+"""The ablation as a curve over tokens (``--curve_tokens``) on a tiny BERT and a synthetic corpus: every
 point saved and probed, a longer list continuing the same runs without training a finished point again, a
 schedule whose weights at a point do not depend on the budget, probes cached per (arm, seed, point, probe), and
 the plot written."""

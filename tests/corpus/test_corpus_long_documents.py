@@ -1,4 +1,4 @@
-"""Long documents (issue 11, item 6): spaCy sees bounded pieces and batches, so memory does not grow with a
+"""Long documents: spaCy sees bounded pieces and batches, so memory does not grow with a
 document; a huge document and an empty validation split are warned about, and the trainer's error says why."""
 
 import json

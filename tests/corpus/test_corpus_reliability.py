@@ -1,4 +1,4 @@
-"""Corpus preparation that cannot hang, mix, silently degrade or lose work (issue 13).
+"""Corpus preparation that cannot hang, mix, silently degrade or lose work.
 
 Each fault is reproduced for real (a symlink loop, a FIFO, a model folder without tokenizer files, a
 SIGKILL of a real ``prepare_corpus.py --num_proc 2``, a 20 MB single-line file) and must now end right or

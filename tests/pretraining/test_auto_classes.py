@@ -1,5 +1,5 @@
 """``import corefbert`` alone is enough for ``AutoModelForPreTraining`` to load a CorefBERT checkpoint as the
-CorefBERT class (issue 24), and ``import corefbert`` still loads neither torch nor transformers.
+CorefBERT class, and ``import corefbert`` still loads neither torch nor transformers.
 
 Each check runs in a fresh interpreter: in this one, the model module is long imported."""
 
@@ -62,7 +62,7 @@ def test_import_corefbert_then_any_transformers_model_import_works():
 
 
 def test_import_corefbert_is_enough_for_a_modernbert_checkpoint(tmp_path):
-    """Issue 37: the registration covers every family's class, ModernBERT's (which transformers has no pretraining
+    """The registration covers every family's class, ModernBERT's (which transformers has no pretraining
     class for) included, in a process that imported nothing but ``corefbert`` and transformers."""
     from helpers import save_tiny_family
 

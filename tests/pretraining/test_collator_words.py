@@ -1,4 +1,4 @@
-"""Whole-word masking for every tokenizer family (issue 37.2): rows prepared from real text with each committed tiny
+"""Whole-word masking for every tokenizer family: rows prepared from real text with each committed tiny
 tokenizer (tests/fixtures/tokenizers/), masked by the collator, never mask part of a word, where a word is what the
 literal reference (``references.words_reference``) finds from the text, spaCy and the tokenizer's own offsets and
 word ids, not from the rows; and on those rows the collator's batched sampler matches the paper's loop in

@@ -372,7 +372,7 @@ def test_fine_tunes_with_every_cli(converted, cli, tmp_path):
     assert any(key.startswith("eval_") for key in results)
 
 
-# --- issue 23.2: OUTPUT_DIR that equals, contains or lies inside the source, links resolved ----------------
+# --- OUTPUT_DIR that equals, contains or lies inside the source, links resolved ----------------------------
 
 def _files(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
@@ -434,7 +434,7 @@ def test_an_output_link_to_a_folder_elsewhere_is_written_through(tmp_path, uncas
     assert not [p for p in tmp_path.iterdir() if p.name.endswith((".deleting", ".converting"))]
 
 
-# --- issue 23.6 and 23.7: config.json checked (types, then sizes against the weights) before any model is built ---
+# --- config.json checked (types, then sizes against the weights) before any model is built ------------------------
 
 def _official_with_config(tmp_path, vocab, **changes) -> Path:
     official = tmp_path / "official"
@@ -494,7 +494,7 @@ def test_config_values_of_the_wrong_type_or_size_are_one_line(tmp_path, uncased_
     assert not (tmp_path / "out").exists()
 
 
-# --- issue 23.8: NaN/inf refused unless asked; float64 and integer weights converted with a warning ---------
+# --- NaN/inf refused unless asked; float64 and integer weights converted with a warning ---------------------
 
 def _official_with_weights(tmp_path, vocab, change) -> Path:
     official = tmp_path / "official"
@@ -545,7 +545,7 @@ def test_float64_and_integer_weights_are_converted_with_a_warning(tmp_path, unca
     assert written["bert.embeddings.token_type_embeddings.weight"].eq(1).all()
 
 
-# --- issue 23.16: a Hub id is downloaded when online; offline, one line with the download command -------------
+# --- a Hub id is downloaded when online; offline, one line with the download command --------------------------
 
 def test_a_hub_id_is_downloaded_and_converted(tmp_path, uncased_vocab, capsys, monkeypatch):
     """``snapshot_download`` is replaced by a local stand-in that hands over a released folder, as the Hub would."""
@@ -589,7 +589,7 @@ def test_a_hub_id_offline_or_unreachable_is_one_line_showing_the_download(tmp_pa
 
 @pytest.mark.parametrize("family_dir", ["modernbert", "deberta", "electra", "distilbert"], indirect=True)
 def test_a_checkpoint_of_another_encoder_family_is_refused_in_one_line(family_dir, tmp_path, capsys):
-    """Issue 37.4: convert reads the authors' BERT/RoBERTa release only; a checkpoint of another family (which
+    """Convert reads the authors' BERT/RoBERTa release only; a checkpoint of another family (which
     loads as it is) is one line naming its model type, not a guess at BERT from its class name."""
     import json
 

@@ -1,4 +1,4 @@
-"""Every encoder family with a masked-LM head (issue 37): the copy head's loss is eq. 2-4 on each family's hidden
+"""Every encoder family with a masked-LM head: the copy head's loss is eq. 2-4 on each family's hidden
 states, a tiny checkpoint of each pretrains with the real trainer, resumes exactly and round-trips through the stock
 Auto classes, and per-document attention keeps each family's documents apart.
 

@@ -1,4 +1,4 @@
-"""Length-grouped pretraining batches (issue 14): every row once per epoch, short rows batched together, an
+"""Length-grouped pretraining batches: every row once per epoch, short rows batched together, an
 order fixed by (seed, epoch) that a resumed epoch replays through accelerate's prepared loader."""
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def test_a_resumed_epoch_replays_the_same_batches_through_accelerate(tmp_path):
 
 
 def test_the_slot_fill_command_reads_a_prepared_corpus_named_by_a_word_or_a_config(tmp_path, capsys):
-    """``corefbert slot-fill DATASET_DIR`` (issue 34.4: through parse_args, so ``--config`` gives it too)."""
+    """``corefbert slot-fill DATASET_DIR`` (through parse_args, so ``--config`` gives it too)."""
     import datasets
     from helpers import save_corpus
 

@@ -378,7 +378,7 @@ def test_checkpoint_round_trip_through_auto_classes(model_type, request, tmp_pat
 
 @pytest.mark.parametrize("model_type", ["bert", "roberta"])
 def test_auto_model_for_pretraining_gives_the_corefbert_class_and_stock_for_others(model_type, request, tmp_path):
-    """Issue 11.14: AutoModelForPreTraining used to return BertForPreTraining with a random NSP head (and no
+    """AutoModelForPreTraining used to return BertForPreTraining with a random NSP head (and no
     copy head) for a CorefBERT checkpoint. transformers picks by config.architectures among the
     registered pair, so a plain BERT/RoBERTa checkpoint still gets the stock class."""
     from transformers import AutoModelForPreTraining, BertForPreTraining, RobertaForMaskedLM

@@ -203,7 +203,7 @@ def test_a_checkpoint_of_the_per_tensor_optimizer_resumes_under_the_fused_one(tm
 @pytest.mark.filterwarnings("ignore:This DataLoader will create")  # 2 workers on a small machine
 def test_a_run_with_workers_stopped_mid_epoch_resumes_with_the_losses_of_a_run_without(tmp_path, tiny_bert_dir,
                                                                                        corpus, monkeypatch):
-    """Issue 36: the training loader's workers are persistent and read the epoch from shared memory. A run with 2
+    """The training loader's workers are persistent and read the epoch from shared memory. A run with 2
     workers that crosses an epoch with the same workers (5 batches per epoch), is stopped by SIGTERM at step 7
     (mid-epoch 1) and resumed with 2 workers into epoch 2 logs the losses, learning rates and epochs of an
     uninterrupted run without workers: the batches (ids, masks, MRP targets) were the same at every step."""
@@ -355,7 +355,7 @@ def _reset_accelerate():
 
 
 def test_a_new_run_into_an_earlier_runs_folder_is_refused_or_starts_clean(tmp_path, tiny_bert_dir, corpus):
-    """Issue 11.4: a second run there used to mix with the first (its checkpoints rotated away by the old
+    """A second run there used to mix with the first (its checkpoints rotated away by the old
     run's later ones, one log.jsonl for both, ``latest`` resuming the old run)."""
     out = tmp_path / "run"
     run_pretraining(_args(tiny_bert_dir, out, max_steps=6, checkpointing_steps=2), splits=corpus)
@@ -382,7 +382,7 @@ def test_a_new_run_into_an_earlier_runs_folder_is_refused_or_starts_clean(tmp_pa
 
 
 def test_with_tracking_without_the_tracker_package_is_one_line(tmp_path, tiny_bert_dir, corpus, monkeypatch):
-    """Issue 11.9: accelerate's tracker filter logs through a state-bound logger and raised a RuntimeError
+    """Accelerate's tracker filter logs through a state-bound logger and raised a RuntimeError
     traceback when tensorboard was missing, because it ran before the Accelerator existed."""
     import accelerate.tracking
     import accelerate.utils
@@ -635,7 +635,7 @@ def test_deepspeed_single_cpu_process_saves_and_resumes(tmp_path, tiny_bert_dir,
     assert all(t.numel() > 0 for t in weights.values())  # ZeRO-3 placeholders would be empty
     assert weights["bert.embeddings.word_embeddings.weight"].shape == model.bert.embeddings.word_embeddings.weight.shape
 
-    # Issue 33.2: DeepSpeed unpickles its state with weights_only=False. Every file is read first without running
+    # DeepSpeed unpickles its state with weights_only=False. Every file is read first without running
     # code (its loss scaler, ZeRO stage and fragment classes allowed as data), so a planted pickle is refused.
     from test_security import _plant
 
@@ -654,7 +654,7 @@ def test_deepspeed_single_cpu_process_saves_and_resumes(tmp_path, tiny_bert_dir,
 
 
 def test_a_corpus_whose_ids_do_not_fit_the_model_is_refused_before_training(tmp_path, tiny_bert_dir, corpus):
-    """Issue 13.3: a corpus of a larger vocabulary gave an IndexError deep in the embedding (or, within the
+    """A corpus of a larger vocabulary gave an IndexError deep in the embedding (or, within the
     vocabulary, trained silently on other tokens' embeddings)."""
     from transformers import AutoTokenizer, BertConfig, BertModel
 
@@ -694,7 +694,7 @@ def _count_host_reads(monkeypatch) -> dict:
 
 
 def test_the_loop_reads_nothing_from_the_device_between_logging_steps(tmp_path, tiny_bert_dir, corpus, monkeypatch):
-    """Issue 36: the non-finite check read one flag per optimizer step (``bool(tensor)``), so on a GPU the host
+    """The non-finite check read one flag per optimizer step (``bool(tensor)``), so on a GPU the host
     waited for every step's backward before it could queue the next step. 20 steps logged every 10: the loop
     reads the device at the log step (and the evaluations before and after), never between. The model's forward
     is not counted: transformers' attention-mask builder reads whether a batch has padding
@@ -724,7 +724,7 @@ def test_the_loop_reads_nothing_from_the_device_between_logging_steps(tmp_path, 
 def test_a_nonfinite_loss_found_at_a_later_log_step_stops_where_the_per_step_check_stops(tmp_path, tiny_bert_dir,
                                                                                          corpus, monkeypatch,
                                                                                          accumulation):
-    """Issue 36: the loop reads the non-finite flags only at log steps; a NaN in the third micro-batch of a run
+    """The loop reads the non-finite flags only at log steps; a NaN in the third micro-batch of a run
     logged every 10 steps is read at step 10. The run must stop as the per-step check stopped it: the same one
     line, and a checkpoint whose every file (weights, optimizer, RNG, schedule, data position, log window,
     accelerate's micro-batch count) is the per-step run's, although later steps ran meanwhile (the fused
@@ -760,7 +760,7 @@ def test_a_nonfinite_loss_found_at_a_later_log_step_stops_where_the_per_step_che
 
 @pytest.mark.slow  # dynamo traces the layer for training and evaluation: 127 s measured on the loaded 2-core machine
 def test_a_compiled_run_compiles_its_repeated_layer_a_bounded_number_of_times(tmp_path, tiny_bert_dir, corpus):
-    """Issue 36: ``--torch_compile`` compiles the repeated encoder layer in place (one graph shared by the layers),
+    """``--torch_compile`` compiles the repeated encoder layer in place (one graph shared by the layers),
     with shapes marked dynamic: batches of other lengths, an evaluation whose last batch is smaller and the
     switches between training and evaluation compile at most one graph per (training or evaluation) x (padded
     batch or not: transformers drops the attention mask of a batch without padding). The log says what it cost.

@@ -1,4 +1,4 @@
-"""What a pretraining run tells its user (issue 23, item 13): the held-out MRP result as counts with an
+"""What a pretraining run tells its user: the held-out MRP result as counts with an
 interval, said to be a smoke test at the demo's size, and that ``final/`` is the last step, not the best."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The architecture, read from the source: the one reader of the import graph of corefbert/, finetune/ and
 pretrain/, every rule on that graph, and the training core's shape.
 
-Layers (issue 24): dependencies point one way and a task family never imports another. The order, top to
+Layers: dependencies point one way and a task family never imports another. The order, top to
 bottom, is docs/layout.md's: ``cli`` -> ``ablation`` -> ``tasks`` -> ``pretraining`` -> ``corpus`` ->
 ``training`` -> ``text`` -> ``metrics`` -> the base modules (``configs``, ``arguments``, ``errors``,
 ``known_warnings``); the public face (``corefbert/__init__.py``) sits above everything. Inside ``tasks/`` the
@@ -70,7 +70,7 @@ HEAVY = {
 # Imports of the package root that are allowed from anywhere: its version string (defined before anything
 # else in __init__.py, so no cycle can form through it).
 ROOT_NAMES = {"__version__"}
-# Crossings the move could not remove without changing code, each with why; the lead's to-do list (issue 24).
+# Crossings the move could not remove without changing code, each with why: what is left to move.
 KNOWN_CROSSINGS = {
     # bAbI's copy-head clusters reuse the pronoun-coreference copy scorer and its example type; the shared
     # part belongs below the families (tasks/ or pretraining/) once it is split from coref's task code.
@@ -438,7 +438,7 @@ def test_a_test_folder_that_mirrors_nothing_is_found(tmp_path):
 
 
 def test_no_module_but_the_training_core_steps_an_optimizer():
-    """Issue 12: one loop. A ``backward()``, an optimizer's ``step()`` or ``clip_grad_norm_`` anywhere in
+    """One loop. A ``backward()``, an optimizer's ``step()`` or ``clip_grad_norm_`` anywhere in
     the package outside corefbert/training/loop/core.py is a second training loop in the making."""
     loop_calls = {"backward", "clip_grad_norm_", "zero_grad"}
     offenders = []
@@ -455,7 +455,7 @@ def test_no_module_but_the_training_core_steps_an_optimizer():
 
 
 def test_the_core_and_the_entry_functions_read_on_one_screen():
-    """Issue 12: every function of the training core, and run_pretraining, is at most ~60 lines."""
+    """Every function of the training core, and run_pretraining, is at most ~60 lines."""
     too_long = []
     for name, only in (("corefbert.training.loop.core", None), ("corefbert.training.training_args", None),
                        ("corefbert.pretraining.run", {"run_pretraining"})):

@@ -585,7 +585,7 @@ CASES = [
     Case(GLUE_CLI, "--hub_model_id without --push_to_hub", glue("--task_name", "rte", "--do_train", "--hub_model_id",
                                                               "me/x")),
     Case(GLUE_CLI, "--push_to_hub without --do_train", glue("--task_name", "rte", "--do_eval", "--push_to_hub")),
-    # Conversion of released CorefBERT weights (issue 15)
+    # Conversion of released CorefBERT weights
     Case(CONVERT_CLI, "missing file", lambda w, m: [str(w / "none"), str(w / "out")]),
     Case(CONVERT_CLI, "wrong format (no weights)", lambda w, m: [_official(w, m, weights=False), str(w / "out")]),
     Case(CONVERT_CLI, "pickle that would run code", lambda w, m: [_official_pickle_with_code(w, m), str(w / "out")]),
@@ -594,7 +594,7 @@ CASES = [
     Case(CONVERT_CLI, "config of another model (shape mismatch)",
          lambda w, m: [_official(w, m, intermediate_size=48), str(w / "out")]),
     Case(CONVERT_CLI, "output dir not empty", lambda w, m: [_official(w, m), _nonempty(w)]),
-    # Pronoun-replacement pairs from CoNLL-2012 files (issue 19)
+    # Pronoun-replacement pairs from CoNLL-2012 files
     Case(PAIRS_CLI, "missing file", pairs(_missing)),
     Case(PAIRS_CLI, "empty file", pairs(_empty)),
     Case(PAIRS_CLI, "binary file", pairs(_binary)),
@@ -605,7 +605,7 @@ CASES = [
     Case(PAIRS_CLI, "wrong format (SQuAD JSON as CoNLL)", pairs(lambda w: str(QUOREF))),
     Case(PAIRS_CLI, "unknown argument",
          lambda w, m: ["--input", str(PAIRS_CONLL), "--output_dir", str(w / "p"), "--no_such_flag", "1"]),
-    # End-to-end coreference and raw-text resolution (issue 18)
+    # End-to-end coreference and raw-text resolution
     Case(E2E_CLI, "unknown --encoder", e2e("--encoder", "lstm", "--train_file", E2E_FIX, "--do_train")),
     Case(E2E_CLI, "binary file", e2e("--train_file", lambda w: _file(w, "b.conll", BINARY), "--do_train")),
     Case(E2E_CLI, "CoNLL word line with 4 columns",
@@ -628,7 +628,7 @@ CASES = [
     Case(RESOLVE_CLI, "binary file", lambda w, m: ["--model", str(w), "--input_file", _file(w, "x.bin", BINARY)]),
     Case(RESOLVE_CLI, "--model not a coreference model folder",
          lambda w, m: ["--model", str(w), "--text", "Anna met Tom."]),
-    # Pronoun-pair entailment classifiers (issue 19)
+    # Pronoun-pair entailment classifiers
     Case(PAIR_CLS_CLI, "missing file", pair_classifier(_missing)),
     Case(PAIR_CLS_CLI, "empty file", pair_classifier(_empty)),
     Case(PAIR_CLS_CLI, "binary file", pair_classifier(_binary)),
@@ -647,7 +647,7 @@ CASES = [
     Case(PAIR_CLS_CLI, "model folder of another --model",
          lambda w, m: pair_classifier(lambda w: str(PAIR_PAIRS), "--model", "lstmn", "--model_name_or_path",
                                       _other_pair_model(w))(w, m)),
-    # The MRP ablation study (issue 16)
+    # The MRP ablation study
     Case(ABLATION_CLI, "unknown arm", ablation("--dataset_dir", "{work}", "--arms", "corefbert,nsp")),
     Case(ABLATION_CLI, "missing corpus (--dataset_dir)", ablation("--dataset_dir", "{work}/none")),
     Case(ABLATION_CLI, "no corpus", ablation()),
@@ -661,7 +661,7 @@ CASES = [
     Case(ABLATION_CLI, "negative --base_mlm_steps", ablation("--dataset_dir", "{work}", "--base_mlm_steps", "-1")),
     Case(ABLATION_CLI, "QUOREF probe with a train file only",
          ablation("--dataset_dir", "{work}", "--quoref_train_file", str(QUOREF))),
-    # Coref-GRU on bAbI (issue 17)
+    # Coref-GRU on bAbI
     Case(BABI_CLI, "missing file",
          lambda w, m: ["--data_dir", str(w / "missing_dir"), "--do_train", "--output_dir", str(w / "out")]),
     Case(BABI_CLI, "empty file", babi_file("")),
@@ -676,7 +676,7 @@ CASES = [
                        str(w / "out")]),
     Case(MRP_CLI, "--lr_scheduler_type step without --lr_decay_steps",
          mrp("--dataset_dir", "{work}", "--lr_scheduler_type", "step")),
-    # issue 23 (c): bAbI supporting facts outside the story, an empty question, an extractive answer off the story
+    # bAbI supporting facts outside the story, an empty question, an extractive answer off the story
     Case(BABI_CLI, "supporting fact id beyond the story",
          babi_file("1 Mary went home.\n2 Where is Mary?\thome\t7\n")),
     Case(BABI_CLI, "supporting fact id pointing at a question line",
@@ -684,10 +684,10 @@ CASES = [
     Case(BABI_CLI, "empty question", babi_file("1 Mary went home.\n2 \thome\t1\n")),
     Case(BABI_CLI, "training answer not in its story (extractive task)",
          babi_file("1 Mary went home.\n2 Where is Mary?\tmoon\t1\n")),
-    # issue 26: a finished task is kept by a rerun only under the settings it ran with
+    # A finished task is kept by a rerun only under the settings it ran with
     Case(BABI_CLI, "rerun of a finished task with a changed setting (--learning_rate)",
          babi_finished_then("--learning_rate", "0.02")),
-    # issue 23 (a): a planted output lock, convert's output folder, config values and weights, a Hub id offline
+    # convert's output folder, config values and weights, a Hub id offline
     Case(CONVERT_CLI, "OUTPUT_DIR contains the source (--overwrite_output_dir)",
          lambda w, m: [_official(w, m), str(w), "--overwrite_output_dir"]),
     Case(CONVERT_CLI, "config value of the wrong type (hidden_size \"32\")",
@@ -696,22 +696,22 @@ CASES = [
          lambda w, m: [_official(w, m, vocab_size=400_000_000), str(w / "out")]),
     Case(CONVERT_CLI, "weights holding NaN", lambda w, m: [_official_nan(w, m), str(w / "out")]),
     Case(CONVERT_CLI, "Hub id with HF_HUB_OFFLINE=1", lambda w, m: ["nielsr/coref-bert-base", str(w / "out")]),
-    # issue 23 (b): config values argparse cannot convert, a token of the wrong type, wrong words
+    # Config values argparse cannot convert, a token of the wrong type, wrong words
     Case(MRP_CLI, "YAML max_steps: ten (not an integer)", _mrp_yaml("learning_rate: 1e-4\nmax_steps: ten\n")),
     Case(MRP_CLI, "YAML hub_token as a list", _mrp_yaml("hub_token: [hf_SECRETwB7xQ2mZ9kLp4vR8tY1nC5dF3gH6jK]\n")),
     Case(MRP_CLI, "--seed not an integer", mrp("--dataset_dir", "{work}", "--seed", "ten")),
     Case(DOCRED_CLI, "model folder that does not exist (predicting, no --rel_info_file)",
          lambda w, m: ["--model_name_or_path", str(w / "out" / "bset"), "--test_file", str(DOCRED), "--do_predict",
                        "--output_dir", str(w / "pred")]),
-    # issue 23 (d2): pronoun pairs: a float label, the old split flags, the scope cap
+    # Pronoun pairs: a float label, the old split flags, the scope cap
     Case(PAIR_CLS_CLI, "label 1.0 (a float)", pair_classifier(_pairs_label_float)),
     Case(PAIRS_CLI, "--validation_fraction (renamed)",
          lambda w, m: [*pairs(lambda _: str(PAIRS_CONLL))(w, m), "--validation_fraction", "0.15"]),
     Case(PAIRS_CLI, "--max_scope_words 1", lambda w, m: [*pairs(lambda _: str(PAIRS_CONLL))(w, m),
                                                          "--max_scope_words", "1"]),
-    # issue 26: the optimizer choice of the training core (Hugging Face's names; only those it offers)
+    # The optimizer choice of the training core (Hugging Face's names; only those it offers)
     Case(PAIR_CLS_CLI, "--optim sgd (not offered)", pair_classifier(lambda w: str(PAIR_PAIRS), "--optim", "sgd")),
-    # issue 23 (f): the one command (issue 24, corefbert <command>)
+    # The one command (corefbert <command>)
     Case(ONE_CLI, "unknown command", lambda w, m: ["pretrian", "--output_dir", str(w)]),
     Case(ONE_CLI, "unknown finetune task", lambda w, m: ["finetune", "gleu", "--model_name_or_path", str(m)]),
 ]
@@ -892,13 +892,13 @@ def _write_readme_table_when_asked():
     head, _, tail = _readme_table()
     table = "\n".join(HEADER + [_row(*row) for row in OBSERVED])
     TABLE_DOC.write_text(f"{head}{START}\n{table}\n{END}{tail}", encoding="utf-8")
-# issue 23 (d1): resolve's --output_dir naming a file and --input_file naming a folder (both before the model loads)
+# Resolve's --output_dir naming a file and --input_file naming a folder (both before the model loads)
 CASES += [
     Case(RESOLVE_CLI, "--output_dir an existing file",
          lambda w, m: ["--model", str(w), "--text", "Anna met Tom.", "--output_dir", _file(w, "taken.txt", "x")]),
     Case(RESOLVE_CLI, "--input_file a folder", lambda w, m: ["--model", str(w), "--input_file", str(w)]),
 ]
-# issue 27: resolve's .jsonl input of many texts and its spaCy pipeline (all before the model loads)
+# Resolve's .jsonl input of many texts and its spaCy pipeline (all before the model loads)
 CASES += [
     Case(RESOLVE_CLI, ".jsonl line not JSON",
          lambda w, m: ["--model", str(w), "--input_file", _file(w, "t.jsonl", '{"text": "Anna met Tom."}\n{"text": '),
@@ -916,7 +916,7 @@ CASES += [
     Case(RESOLVE_CLI, "--overlap_words negative",
          lambda w, m: ["--model", str(w), "--text", "Anna met Tom.", "--overlap_words", "-1"]),
 ]
-# issue 33: resolve never writes onto its input; ids are unique names a file system takes (before the model loads)
+# Resolve never writes onto its input; ids are unique names a file system takes (before the model loads)
 CASES += [
     Case(RESOLVE_CLI, "--output_dir holding the input",
          lambda w, m: ["--model", str(w), "--input_file", _file(w, "t.jsonl", '{"text": "Anna met Tom."}\n'),
@@ -930,7 +930,7 @@ CASES += [
                        "--output_dir", str(w / "out")]),
     Case(RESOLVE_CLI, "--input_file a device", lambda w, m: ["--model", str(w), "--input_file", "/dev/zero"]),
 ]
-# issue 33 (10): config values of the wrong shape, checked against their fields by the one config reader
+# Config values of the wrong shape, checked against their fields by the one config reader
 SELF_ALIAS, NESTED_LISTS = "train_file: &a [*a]\n", "train_file: [[a.txt, b.txt], [c.txt]]\n"
 
 
@@ -947,10 +947,10 @@ CASES += [
     Case(PAIR_CLS_CLI, "YAML model a list", lambda w, m: ["--config", _file(w, "run.yaml", "model: [da]\n"),
                                                          *pair_classifier(lambda _: str(PAIR_PAIRS))(w, m)]),
 ]
-# issue 33 (12): the pronoun-pair builder checks its --output_dir before reading any file
+# The pronoun-pair builder checks its --output_dir before reading any file
 CASES.append(Case(PAIRS_CLI, "output dir not writable", lambda w, m: ["--input", str(PAIRS_CONLL), "--output_dir",
                                                                       _unwritable(w)]))
-# issue 45 (3): resolve reads at most --max_input_mb of any input, standard input included (before the model loads)
+# Resolve reads at most --max_input_mb of any input, standard input included (before the model loads)
 CASES.append(Case(RESOLVE_CLI, "--input_file over --max_input_mb",
                   lambda w, m: ["--model", str(w), "--input_file", _file(w, "big.txt", "Anna met Tom. " * 80_000),
                                 "--max_input_mb", "1"]))

@@ -1,4 +1,4 @@
-"""``corefbert <command>`` (issue 24, item 5): the commands, their help, and that each one runs the same
+"""``corefbert <command>``: the commands, their help, and that each one runs the same
 ``main(argv)`` as its script or module (the same one-line error for the same bad input)."""
 
 from __future__ import annotations
@@ -95,7 +95,8 @@ def test_every_script_is_a_shim_over_its_commands_main():
         assert load_cli(script).main == command.load(), script
 
 
-# issue 33 (16): `corefbert prepare --help` said prepare_corpus.py, `corefbert slot-fill --help` cli.py (or corefbert)
+# Each command's help names the command: `corefbert prepare --help` said prepare_corpus.py, `corefbert slot-fill
+# --help` cli.py (or corefbert)
 EVERY_COMMAND = [[name] for name in cli.COMMANDS if name != "finetune"] + [["finetune", task] for task in cli.FINETUNE_TASKS]
 
 
@@ -109,7 +110,7 @@ def test_every_commands_help_names_it_as_typed(argv, capsys):
 
 @pytest.mark.parametrize("argv", EVERY_COMMAND, ids=" ".join)
 def test_every_command_takes_a_config_file(argv, capsys, tmp_path):
-    """Issue 34.4: every command of the CLI table parses through ``parse_args`` (``resolve``, ``config-path``,
+    """Every command of the CLI table parses through ``parse_args`` (``resolve``, ``config-path``,
     ``plot`` and ``slot-fill`` had argparse of their own): its help lists ``--config``, and it reads the file, so a
     name the command does not take is refused in one line naming the file."""
     code, out, err = _run([*argv, "--help"], capsys)

@@ -1,4 +1,4 @@
-"""Issue 7, item 2, per CLI: every fine-tuning CLI resumed from ``latest`` equals its uninterrupted run.
+"""Exact resume, per CLI: every fine-tuning CLI resumed from ``latest`` equals its uninterrupted run.
 
 tests/tasks/test_finetuning.py proves the shared loop resumes exactly on a toy task; each CLI adds its own model,
 collate and data, any of which could break that (a collate or dataset drawing random numbers, dropout in a

@@ -564,7 +564,7 @@ def test_a_damaged_latest_checkpoint_falls_back_to_the_one_before_and_the_run_en
 
 def test_a_checkpoint_without_its_random_state_is_passed_over_naming_the_file_and_the_run_ends_the_same(
         tmp_path, model_dir, corpus_dir, capsys):
-    """Issue 33.4: with ``random_states_0.pkl`` deleted, a resume went on silently with other randomness (exit 0,
+    """With ``random_states_0.pkl`` deleted, a resume went on silently with other randomness (exit 0,
     other losses): accelerate skips an RNG file it cannot load. Now a checkpoint lacking a file its save wrote is
     named in one line: refused when given by path, passed over for the one before with ``latest``, and the run
     then ends with the uninterrupted run's losses."""

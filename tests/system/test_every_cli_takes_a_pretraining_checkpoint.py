@@ -1,5 +1,6 @@
-"""Issue 4's contract: a corefbert pretraining checkpoint (CorefBertForPreTraining.save_pretrained, which is
-what pretrain/run_mrp.py writes to output_dir/final) is accepted by every fine-tuning CLI.
+"""The pretraining-to-fine-tuning contract: a corefbert pretraining checkpoint
+(CorefBertForPreTraining.save_pretrained, which is what pretrain/run_mrp.py writes to output_dir/final) is accepted
+by every fine-tuning CLI.
 
 GLUE and QUOREF have their own such tests (tests/tasks/test_glue.py, tests/tasks/qa/test_quoref.py); this covers the rest.
 """

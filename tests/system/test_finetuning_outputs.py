@@ -1,4 +1,4 @@
-"""What every fine-tuning CLI leaves behind (issue 11): an output folder that ``AutoModel`` loads with no
+"""What every fine-tuning CLI leaves behind: an output folder that ``AutoModel`` loads with no
 missing key and the trained encoder weights, ``eval_samples`` in ``all_results.json``, and a reload of the
 saved folder by the CLI itself that predicts exactly what the trained model predicted."""
 

@@ -1,4 +1,4 @@
-"""``corefbert <command>`` from a real, non-editable install (issue 24, item 5): a wheel of the tree installed
+"""``corefbert <command>`` from a real, non-editable install: a wheel of the tree installed
 into a fresh virtual environment, run from a folder outside the checkout, must find every command and the
 shipped configs without the repository's ``pretrain/`` and ``finetune/`` folders."""
 
@@ -112,7 +112,7 @@ def test_the_installed_package_finds_its_configs(installed):
 
 
 def test_the_spacy_component_and_copy_scorer_come_from_the_entry_points(installed, tmp_path, coref_checkpoint):
-    """Issue 27.1: after installing, spaCy finds ``corefbert_coref`` (``spacy_factories``) and the copy scorer
+    """After installing, spaCy finds ``corefbert_coref`` (``spacy_factories``) and the copy scorer
     (``spacy_misc``) with nothing of corefbert imported by the script."""
     from accelerate.state import AcceleratorState, GradientState
     from helpers import FIXTURES, load_cli

@@ -1,4 +1,4 @@
-"""The warnings every correct run printed (issue 23, item 13): accelerate's "Removed shared tensor" at each
+"""The warnings every correct run printed: accelerate's "Removed shared tensor" at each
 checkpoint of a model with a tied MLM decoder, DeepSpeed's "Setting accelerator to CPU" whenever a model is
 unwrapped with DeepSpeed installed. A real process saves a real checkpoint; the same process with the
 toolkit's filters taken off is the control that shows both messages are really caused there."""

@@ -1,5 +1,5 @@
 """Load: a corpus 10x the demo's prepared and collated in flat memory; DataLoader workers that neither
-duplicate, drop nor leak (issue 7, item 6).
+duplicate, drop nor leak.
 
 The memory test runs each corpus size in a fresh interpreter (``python tests/system/test_load.py --child ...``)
 so that peak RSS is that run's own; the worker tests go through the trainer's own data path:
@@ -277,7 +277,7 @@ def test_resumed_epoch_with_workers_yields_exactly_the_remaining_batches(rows, b
 
 @pytest.mark.slow
 def test_repeated_epochs_and_early_stops_leak_no_workers_fds_or_memory(rows, bert_tokenizer):
-    """The training loader's workers are persistent (issue 36): the same two processes serve every epoch, also
+    """The training loader's workers are persistent: the same two processes serve every epoch, also
     after an epoch abandoned mid-way (the trainer stops at max_steps), and end with the loader."""
     accelerator, loader, collate = _trainer_loader(rows, bert_tokenizer, 2)
     children, fds, processes = _children(), None, set(multiprocessing.active_children())

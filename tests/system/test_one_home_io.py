@@ -1,4 +1,4 @@
-"""One home for the run log, for parsing JSON, for bootstrap intervals and for the mention span (issue 34, item 3),
+"""One home for the run log, for parsing JSON, for bootstrap intervals and for the mention span,
 read from the source as tests/system/test_one_home.py reads the other primitives:
 
 - ``log.jsonl`` is named, written and read only by ``corefbert.training.outputs.runlog`` (``RunLog``, ``read_log``,

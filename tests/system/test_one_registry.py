@@ -1,4 +1,4 @@
-"""One way to add a task (issue 34, item 4): a task is registered once, in ``corefbert/tasks/registry.py``, from
+"""One way to add a task: a task is registered once, in ``corefbert/tasks/registry.py``, from
 which the CLI's task table, ``corefbert finetune <task>`` and the ``finetune/run_<task>.py`` scripts come; a
 family with variants chooses the class in one hook, ``variant_for``; every command parses through
 ``corefbert.argparser.parse_args`` (dataclass arguments, ``--config``).

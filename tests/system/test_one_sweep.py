@@ -1,4 +1,4 @@
-"""One sweep runner (issue 34): grid points x seeds of training runs go through ``corefbert.training.sweep``.
+"""One sweep runner: grid points x seeds of training runs go through ``corefbert.training.sweep``.
 
 The ablation study and the bAbI table each had their own: a finished run skipped by hand, its settings compared
 with ``changed_settings`` and refused in a message of its own, a run marker written beside it. Read from the source

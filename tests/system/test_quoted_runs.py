@@ -1,6 +1,6 @@
 """A run quoted in several places is one run: the same command and the same figures wherever it appears.
 
-Issue 33.15: the resolve guide credited "the command above" with the README's avg F1 and clusters, measured
+The resolve guide once credited "the command above" with the README's avg F1 and clusters, measured
 with ``--asl_variant static``, which its own command left out (as written it trains another model). The
 figures themselves were measured by running the command (docs/guides/resolve.md, section 2); this test holds
 every copy of the command and of its figures to one another.

@@ -65,7 +65,7 @@ def test_every_survival_claim_names_tests_that_exist():
 
 
 def test_every_table_has_a_header_row():
-    """Issue 11.13: a blank line inside a table starts a second one without a header, which renders as text."""
+    """A blank line inside a table starts a second one without a header, which renders as text."""
     for doc in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
         lines = doc.read_text(encoding="utf-8").splitlines()
         in_code = False
@@ -158,7 +158,7 @@ def missing_paths(text: str, root) -> list[str]:
 
 
 def test_every_path_a_readme_command_names_exists_from_the_repository_root():
-    """Issue 45.9: the quick end-to-end command's --train_file 'litbank/*.conll' matched nothing from the root."""
+    """The quick end-to-end command's --train_file 'litbank/*.conll' matched nothing from the root."""
     if not (ROOT / ".." / "shared").exists():
         pytest.skip("../shared is only on developer machines; the paths under it are checked there")
     assert not missing_paths(README, ROOT), f"README.md names paths that do not exist: {missing_paths(README, ROOT)}"

@@ -203,7 +203,7 @@ def _pickle_only_folder(tmp_path: Path, bert_tokenizer) -> tuple[Path, Path]:
 
 @pytest.mark.parametrize("script", ["finetune/run_glue.py", "pretrain/run_mrp.py"])
 def test_a_pickle_only_model_folder_is_refused_before_any_weight_is_read(tmp_path, bert_tokenizer, script, capsys):
-    """Issue 13: a benign pickle-only folder used to load (the README promises safetensors only), and a
+    """A benign pickle-only folder used to load (the README promises safetensors only), and a
     malicious one's traceback suggested weights_only=False."""
     from helpers import load_cli
 
@@ -260,7 +260,7 @@ def _plant(file: Path, marker: Path, zip_format: bool) -> None:
 @pytest.mark.usefixtures("fresh_accelerate_state")
 @pytest.mark.parametrize("script", ["pretrain/run_mrp.py", "finetune/run_glue.py"])
 def test_a_code_running_pickle_in_any_checkpoint_file_runs_nothing_on_resume(tmp_path, script, capsys):
-    """Issue 33.2: ``custom_checkpoint_0.pkl`` (the LR scheduler, registered with accelerate, which unpickles it
+    """``custom_checkpoint_0.pkl`` (the LR scheduler, registered with accelerate, which unpickles it
     with ``weights_only=False``) ran a planted pickle on ``--resume_from_checkpoint latest``. Now a code-running
     pickle in each file of the newest checkpoint in turn, and under each name a loader of accelerate's may
     unpickle (registered objects, the fp16 scaler, a sampler), runs nothing: the resume passes that checkpoint

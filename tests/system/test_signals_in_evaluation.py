@@ -1,4 +1,4 @@
-"""Issue 23.10: SIGTERM during an evaluation of the training loop ends the run within seconds.
+"""SIGTERM during an evaluation of the training loop ends the run within seconds.
 
 Before, the loop noticed a signal only between optimizer steps, so a SIGTERM that came during an evaluation
 waited for the whole evaluation (110 s seen) before the promised exit 143, past the ~30 s after which

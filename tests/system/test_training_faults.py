@@ -1,6 +1,6 @@
-"""Faults of issue 13 reproduced for real on pretraining subprocesses: two runs in one folder (13.6), a
-SIGTERM in the final evaluation or final save (13.8), a kill between the two renames of a same-step
-re-save (13.9), a full disk while appending to log.jsonl (13.11).
+"""Training faults reproduced for real on pretraining subprocesses: two runs in one folder, a SIGTERM in the
+final evaluation or final save, a kill between the two renames of a same-step re-save, a full disk while
+appending to log.jsonl.
 
 Each subprocess runs ``pretrain/run_mrp.py`` through a small driver that holds it at the moment of interest
 (the driver only waits or sleeps there; the code under test is unchanged), and each test ends by comparing
@@ -163,7 +163,7 @@ def test_the_lock_of_a_killed_run_is_no_obstacle(tmp_path, model_dir, corpus_dir
 
 @pytest.mark.parametrize("every", ["1", None])
 def test_sigterm_in_the_final_evaluation_loses_no_step(tmp_path, model_dir, corpus_dir, every):
-    """Issue 13.8: the last step is saved before the final evaluation (with --checkpointing_steps), or at the
+    """The last step is saved before the final evaluation (with --checkpointing_steps), or at the
     signal (without); the process exits 143 and the resume evaluates, saves final/ and ends like the run
     that was never stopped."""
     def args(out):
@@ -201,8 +201,8 @@ def test_sigterm_in_the_final_save_lets_it_finish(tmp_path, model_dir, corpus_di
 
 
 def test_a_kill_between_the_renames_of_a_same_step_resave_keeps_the_checkpoint(tmp_path, model_dir, corpus_dir):
-    """Issue 13.9 with --save_total_limit 1: step_2 renamed aside, its new copy not yet in place. Before, `latest`
-    said "starting fresh" and the next save deleted both complete copies."""
+    """A kill between the renames with --save_total_limit 1: step_2 renamed aside, its new copy not yet in
+    place. Before, `latest` said "starting fresh" and the next save deleted both complete copies."""
     args = _args(model_dir, corpus_dir, tmp_path / "x", "--save_total_limit", "1", steps=4)
 
     def into(out):
@@ -228,7 +228,7 @@ def test_a_kill_between_the_renames_of_a_same_step_resave_keeps_the_checkpoint(t
 
 
 def test_a_full_disk_while_appending_to_the_log_is_one_line(tmp_path, model_dir, corpus_dir):
-    """Issue 13.11: a real tmpfs, filled but for a few log lines, with no checkpointing (so the log is the only
+    """A real tmpfs, filled but for a few log lines, with no checkpointing (so the log is the only
     thing that grows): exit 2 and one line, no traceback, and the lines written before are whole."""
     mount = tmp_path / "small_disk"
     if not can_mount_tmpfs(mount):
@@ -255,10 +255,10 @@ def test_a_full_disk_while_appending_to_the_log_is_one_line(tmp_path, model_dir,
     assert not os.path.exists(copy / "final")
 
 
-# --- issue 23.1: a .run.lock planted as a link or a directory is refused, and nothing is written through it ---
+# --- a .run.lock planted as a link or a directory is refused, and nothing is written through it ---------------
 
 FIXTURES = ROOT / "tests" / "fixtures"
-# --- issue 23.9: two corpus preparations into one folder: the second is refused, naming the first ---------
+# --- two corpus preparations into one folder: the second is refused, naming the first ---------------------
 
 PREPARE_DRIVER = textwrap.dedent('''
     import sys, time

@@ -1,4 +1,4 @@
-"""No family-specific string rule decides what a word is (issue 37.2): words and mention spans come from character
+"""No family-specific string rule decides what a word is: words and mention spans come from character
 offsets and the tokenizer's own word ids (corefbert/text/tokenizers.py, corefbert/corpus/packing.py), so the package
 holds no WordPiece continuation prefix, no byte-level BPE space byte and no SentencePiece space piece in its code.
 

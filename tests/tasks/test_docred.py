@@ -81,7 +81,7 @@ def test_features_map_mentions_to_their_tokens(bert_tokenizer):
 
 @pytest.mark.parametrize("kind", TOKENIZER_KINDS)
 def test_documents_are_read_as_running_text_for_every_kind(kind):
-    """Issue 37.2: one word-to-subword rule for every task (corefbert.text.tokenizers.word_pieces), where DocRED had
+    """One word-to-subword rule for every task (corefbert.text.tokenizers.word_pieces), where DocRED had
     its own probe of whether a tokenizer is space-sensitive."""
     tokenizer = fixture_tokenizer(kind)
     words = "Marta met Zygmunt Ösz at the harbour , and ( Zygmunt ) waved .".split()
@@ -238,7 +238,7 @@ def test_reader_turns_a_missing_field_into_one_line(tmp_path):
 
 
 def test_cli_fine_tunes_two_steps_with_every_family(family_dir, tmp_path):
-    """Issue 37.4: DocRED on a tiny random checkpoint of each encoder family (words to subwords by the word rule,
+    """DocRED on a tiny random checkpoint of each encoder family (words to subwords by the word rule,
     windows framed by the family's special tokens): 2 steps and evaluation; the encoder saved loads whole."""
     from transformers import AutoModel
 

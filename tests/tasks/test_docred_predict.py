@@ -1,4 +1,4 @@
-"""DocRED --do_predict streams (issue 23, item 6): the test split's facts are written and counted batch by
+"""DocRED --do_predict streams: the test split's facts are written and counted batch by
 batch, so its memory is bounded by the batch settings, not by the number of documents, and the file and
 the scores are those of collecting every prediction first."""
 
@@ -77,7 +77,7 @@ def test_prediction_memory_does_not_grow_with_the_number_of_documents(tmp_path, 
 
 
 def test_a_batch_holding_a_document_of_many_entities_predicts_within_a_fixed_memory(tmp_path, tiny_bert_dir):
-    """Issue 33.9: the peak grew with the number of documents (1.16 GB for 100 of Re-DocRED's 500 held-out
+    """The peak grew with the number of documents (1.16 GB for 100 of Re-DocRED's 500 held-out
     documents, 1.71 GB for all) because it is set by the batch whose largest document has the most entity
     pairs: every document of a batch is padded to that many pairs, and the bilinear scorer held an
     [pairs x 97 relations x 148] intermediate (57 KB a pair). Here one document of 60 entities (3,540 pairs)

@@ -1,6 +1,6 @@
 """DocRED --sliding_window: the windows cover every token (the special tokens accounted for), the stride
 is checked, and the windows go through the encoder in bounded batches equal to encoding each alone, in
-training too (issue 23: a long document's training memory grew with its length)."""
+training too (a long document's training memory grew with its length)."""
 
 from __future__ import annotations
 
@@ -172,7 +172,7 @@ print("windows", batch["input_ids"].shape[0])
 
 
 def test_training_on_a_long_document_is_bounded_by_the_window_batch(tmp_path, tiny_bert_dir):
-    """10,000 words in 285 windows of 128 tokens, one training step: before issue 23 autograd kept every
+    """10,000 words in 285 windows of 128 tokens, one training step: before the checkpointed chunks autograd kept every
     window's activations (about 370 MB more here, 6.4 GB for 100k words with a real encoder); now the
     windows are recomputed 8 at a time in the backward pass and the step fits in 150 MB over the model."""
     document = tmp_path / "long.json"

@@ -1,4 +1,4 @@
-"""DocRED evaluation figures (issue 11): Ign F1 only where the training facts are known, and the truncated
+"""DocRED evaluation figures: Ign F1 only where the training facts are known, and the truncated
 entity count of each split its own."""
 
 from __future__ import annotations

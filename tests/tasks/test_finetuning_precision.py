@@ -1,4 +1,4 @@
-"""Fine-tuning takes the launcher's precision (issue 11): ``accelerate launch --config_file`` exports
+"""Fine-tuning takes the launcher's precision: ``accelerate launch --config_file`` exports
 ACCELERATE_MIXED_PRECISION, and the default ``--mixed_precision auto`` must not override it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One way to declare a task (issue 12 item 5): every task is ``Task(task_args, training_args)`` with its
+"""One way to declare a task: every task is ``Task(task_args, training_args)`` with its
 arguments dataclass and paper defaults on the class, one ``corefbert.tasks.base.main`` is every CLI (each
 entry of the task registry passes it its task), and the held-out split is one pair of flags for QA, DocRED and FEVER."""
 

@@ -141,7 +141,7 @@ def test_rte_end_to_end(tmp_path, glue_bert_dir):
     assert {r[1] for r in rows} <= {"entailment", "not_entailment"}
     dev = (out / "eval_predictions_rte.tsv").read_text().splitlines()
     assert dev[0] == "index\tprediction\tlabel" and dev[1].split("\t")[0] == "100" and len(dev) == 9
-    # Percent, as the papers report (issue 11): 100 x correct / total over the dev file's rows.
+    # Percent, as the papers report: 100 x correct / total over the dev file's rows.
     correct = sum(row.split("\t")[1] == row.split("\t")[2] for row in dev[1:])
     assert results["eval_accuracy"] == pytest.approx(100 * correct / (len(dev) - 1))
     assert results["eval_samples"] == len(dev) - 1 and results["predict_samples"] == len(rows)
@@ -212,7 +212,7 @@ def test_corefbert_pretraining_checkpoint_fine_tunes(tmp_path, glue_bert_dir):
 
 
 def test_rte_fine_tunes_two_steps_with_every_family(tmp_path, family_dir):
-    """Issue 37.4: RTE (sentence pairs, each tokenizer's own pair framing) for 2 steps on a tiny random checkpoint of
+    """RTE (sentence pairs, each tokenizer's own pair framing) for 2 steps on a tiny random checkpoint of
     each encoder family; the best folder loads as the sequence classifier with its labels and as ``AutoModel``."""
     from transformers import AutoModel, AutoModelForSequenceClassification
 

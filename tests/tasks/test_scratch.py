@@ -1,4 +1,4 @@
-"""One save/load for every model trained from scratch (corefbert/tasks/scratch.py, issue 34.1): folders saved by
+"""One save/load for every model trained from scratch (corefbert/tasks/scratch.py): folders saved by
 each family's own saver before it still load and compute what they computed; a config that is not one, weights
 of another model, a missing or pickled weight file are each one CorefBertError line naming the file."""
 

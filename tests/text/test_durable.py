@@ -60,7 +60,7 @@ def test_a_file_is_replaced_whole(tmp_path):
     assert path.read_text() == '{"done": true}\n' and sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]
 
 
-# Issue 33.3: one way a file enters an output folder, never through a link planted there.
+# One way a file enters an output folder, never through a link planted there.
 
 def _victim(tmp_path):
     victim = tmp_path / "elsewhere" / "victim.txt"

@@ -61,7 +61,7 @@ def test_one_line_quotes_the_first_line_of_an_error():
 
 
 def test_a_quoted_first_line_ending_in_a_colon_keeps_the_list_it_introduces(tmp_path):
-    """Issue 33: an empty folder quoted transformers as "(... from one of:)", which reads as cut off."""
+    """An empty folder quoted transformers as "(... from one of:)", which reads as cut off."""
     with pytest.raises(CorefBertError) as err:
         load_tokenizer(str(tmp_path))  # a real folder without a tokenizer
     text = str(err.value)

@@ -150,7 +150,7 @@ def test_the_pretraining_card_links_the_project_names_the_pypi_base_and_shows_wo
 
 def test_every_python_snippet_of_a_pretraining_card_runs_where_the_run_started(
         tmp_path, tiny_bert_dir, project_url, monkeypatch, fresh_accelerate_state):
-    """Issue 45.12: the card of the demo's ``runs/corefbert_demo`` loaded "corefbert_demo/final", and its spaCy
+    """The card of the demo's ``runs/corefbert_demo`` loaded "corefbert_demo/final", and its spaCy
     snippet loaded en_core_web_sm, which the documented install does not give (it installs the mirror)."""
     from spacy.util import registry
     from transformers import AutoTokenizer

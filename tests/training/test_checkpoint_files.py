@@ -1,4 +1,4 @@
-"""The check of a checkpoint's files before a resume (issue 33.2, 33.4): unit cases the CLI suites do not reach.
+"""The check of a checkpoint's files before a resume: unit cases the CLI suites do not reach.
 
 The CLI-level proofs (a code-running pickle planted in each file of a real checkpoint, a deleted RNG file) are in
 tests/system/test_security.py and tests/system/test_crash_safety.py.

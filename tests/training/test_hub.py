@@ -216,7 +216,7 @@ SCRATCH_RUNS = {
 @pytest.mark.parametrize("family", sorted(SCRATCH_RUNS))
 def test_a_model_trained_from_scratch_is_pushed_and_its_card_loads_it(tmp_path, recording_hub, family,
                                                                       fresh_accelerate_state, monkeypatch):
-    """Issue 34.1: --push_to_hub uploads a folder trained from scratch by the same path as a Hugging Face one
+    """--push_to_hub uploads a folder trained from scratch by the same path as a Hugging Face one
     (staged, carded, uploaded); the card's download line and its Python, run on the uploaded files, give the
     model the run saved."""
     import shlex
@@ -320,7 +320,7 @@ def test_cards_name_no_local_path(tmp_path):
     assert settings["hub_token"] == "<redacted>" and TOKEN not in json.dumps(settings)
 
 
-# --- issue 23, item 3: no message shows a token --------------------------------------------------------------
+# --- no message shows a token --------------------------------------------------------------------------------
 
 SECRET = "hf_SECRETwB7xQ2mZ9kLp4vR8tY1nC5dF3gH6jK"  # the shape of a real access token: hf_ and 34 letters/digits
 

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.usefixtures("fresh_accelerate_state")
 
 def test_a_real_log_with_a_half_written_last_line_serves_report_plot_and_resume(tmp_path, tiny_bert_dir,
                                                                                  bert_tokenizer):
-    """Issue 34 (3): ``best_evaluation`` (the pretraining report's) parsed every line and broke on the half line a
+    """``best_evaluation`` (the pretraining report's) parsed every line and broke on the half line a
     kill leaves; the curves and the resume skipped it, each by its own reader. Now one reader serves all three."""
     corpus = synthetic_corpus(bert_tokenizer, n_train=16, n_eval=8)
     args = PretrainingArguments(model_name_or_path=str(tiny_bert_dir), output_dir=str(tmp_path / "run"), max_steps=4,

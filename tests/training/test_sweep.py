@@ -1,4 +1,4 @@
-"""The one sweep runner (corefbert/training/sweep.py, issue 34) on fake runs that write what a real run writes:
+"""The one sweep runner (corefbert/training/sweep.py) on fake runs that write what a real run writes:
 finished runs kept or refused, started ones resumed, the marker written last, the table rewritten after each run.
 The ablation study (tests/ablation/) and the bAbI table (tests/tasks/babi/) run it on real training."""
 

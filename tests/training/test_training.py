@@ -161,7 +161,7 @@ def adagrad_reference(weights: list[float], grads: list[list[float]], lr: float,
 
 
 def test_optim_adagrad_follows_the_update_rule_on_the_one_decay_rule(tmp_path):
-    """Issue 26: ``--optim adagrad`` (the Decomposable Attention's optimizer) is Adagrad with the accumulator
+    """``--optim adagrad`` (the Decomposable Attention's optimizer) is Adagrad with the accumulator
     starting at 0 (PyTorch's and Hugging Face's), L2 decay on matrices only, as the written-out rule gives;
     adamw_torch stays the default."""
     assert TrainingArguments(output_dir=str(tmp_path)).optim == "adamw_torch"
@@ -227,7 +227,7 @@ def test_warmup_steps_override_the_ratio_and_any_transformers_schedule_is_accept
 
 
 def test_nonfinite_losses_skip_steps_and_stop_after_too_many_in_a_row(tmp_path):
-    """Issue 13.1: ``--on_nonfinite skip`` with a loss that stays NaN used to loop forever."""
+    """``--on_nonfinite skip`` with a loss that stays NaN used to loop forever."""
     args = _args(tmp_path / "run", on_nonfinite="skip", max_consecutive_skips=5)
     with pytest.raises(CorefBertError, match=r"the loss was non-finite in 5 optimizer steps in a row \(up to step 1\)"):
         _run(args, _Rows(poison="all"))
@@ -246,7 +246,7 @@ def test_one_poisoned_batch_is_skipped_and_the_schedule_waits(tmp_path):
 
 
 def test_sigterm_while_steps_are_skipped_saves_and_exits(tmp_path):
-    """Issue 13.1: the skip path never reached the signal check; only SIGKILL ended such a run."""
+    """The skip path never reached the signal check; only SIGKILL ended such a run."""
     def term_at_third(calls):
         if calls == 3:
             signal.raise_signal(signal.SIGTERM)
@@ -268,7 +268,7 @@ class _PaddedRows(_Rows):
 
 @pytest.mark.parametrize("accumulation", [1, 2])
 def test_the_tokens_total_is_the_sum_of_non_pad_tokens_seen(tmp_path, accumulation):
-    """Issue 14: the log's "tokens" once over-counted (the running window was added at every step)."""
+    """The log's "tokens" once over-counted (the running window was added at every step)."""
     args = _args(tmp_path, gradient_accumulation_steps=accumulation, logging_steps=3)
     _run(args, _PaddedRows())
     records = _records(tmp_path)

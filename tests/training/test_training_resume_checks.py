@@ -1,4 +1,4 @@
-"""A resume checks what it resumes (issue 13.4, 13.9), and the one-line checks of ``TrainingArguments``.
+"""A resume checks what it resumes, and the one-line checks of ``TrainingArguments``.
 
 A checkpoint records the settings that decide the result; a resume under another batch size, seed, corpus
 or model is refused in one line naming the setting and both values (``--ignore_changed_settings`` resumes
@@ -152,7 +152,7 @@ def test_a_checkpoint_of_another_model_says_it_does_not_match(tmp_path, model_di
 
 def test_latest_with_no_complete_checkpoint_left_stops_unless_told_to_start_over(tmp_path, model_dir, corpus_dir,
                                                                                 capsys):
-    """Issue 13.9: only the remains of deleted or damaged checkpoints are left; "starting fresh" would throw the
+    """Only the remains of deleted or damaged checkpoints are left; "starting fresh" would throw the
     run away silently (and its next save used to delete those remains)."""
     out = tmp_path / "run"
     load_cli("pretrain/run_mrp.py").main(_mrp(model_dir, corpus_dir, out))
@@ -222,7 +222,7 @@ def test_yaml_max_steps_null_through_the_cli_is_one_line(tmp_path, model_dir, co
 
 def test_a_finetuning_resume_on_another_training_file_is_refused(tmp_path, model_dir, capsys):
     """The fine-tuning job's settings: the model, the task's flags and the size of every file they name. The line
-    names the changed key of those dict settings, old and new (issue 33.13: it printed both dicts, 1,166
+    names the changed key of those dict settings, old and new (it printed both dicts, 1,166
     characters)."""
     rte = FIXTURES / "glue" / "RTE"
     shorter = tmp_path / "train.tsv"

@@ -1,4 +1,4 @@
-"""Pronoun-replacement entailment pairs from CoNLL-2012 coreference files (issue 19, item 1).
+"""Pronoun-replacement entailment pairs from CoNLL-2012 coreference files.
 
 For each third-person pronoun whose coreference cluster has a noun-phrase mention earlier in the pronoun's
 *scope* (its sentence and the one before, the paper's two-sentence group; cut to a window of
@@ -64,8 +64,8 @@ PLEONASTIC_HEADS = {"clear", "obvious", "possible", "impossible", "likely", "unl
                     "enough", "right", "wrong", "well", "proper", "vain", "surprising", "sad", "hopeless"}
 COMPLEMENTS = {"that", "to", "whether", "if", "how", "what", "when", "why", "as", "for"}
 # Above the longest two-sentence scope of the shared LitBank and OntoNotes files (263 words), so the cap
-# changes no pair there; it bounds the output of text without sentence breaks (issue 23: a 20,000-word
-# "sentence" gave each of its pairs two 20,000-word texts, about 3 GB).
+# changes no pair there; it bounds the output of text without sentence breaks (without the cap,
+# a 20,000-word "sentence" gave each of its pairs two 20,000-word texts, about 3 GB).
 MAX_SCOPE_WORDS = 300
 
 
@@ -386,7 +386,7 @@ class PronounPairsArguments:
 def main(argv: list[str] | None = None) -> Counter:
     """``python -m corefbert.tasks.pronoun_pairs.builder --input FILES... --output_dir D --seed S``."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    for old, new in RENAMED_FLAGS.items():  # one spelling per concept across the toolkit (issue 23)
+    for old, new in RENAMED_FLAGS.items():  # one spelling per concept across the toolkit
         if peek_argument(argv, old) is not None:
             raise CorefBertError(f"--{old} is now --{new}, a percentage of the documents (0.15 -> 15)")
     (args,) = parse_args([PronounPairsArguments], argv, prog="python -m corefbert.tasks.pronoun_pairs.builder")

@@ -144,7 +144,7 @@ def read_pairs(path: str, types: list[str] | None = None) -> list[PairExample]:
         if missing:
             raise CorefBertError(f"pair without {', '.join(missing)}; {expected}", path=path, position=number)
         # The integers 0 and 1 only, as pronoun_pairs writes them: 1.0 == 1 in Python, but a float label makes
-        # a float target tensor and cross-entropy fails deep in torch (issue 23); True is 1 too.
+        # a float target tensor and cross-entropy fails deep in torch; True is 1 too.
         if type(row["label"]) is not int or row["label"] not in (0, 1):
             hint = " (the integer, as pronoun_pairs writes it)" if isinstance(row["label"], float) else ""
             raise CorefBertError(f"label {row['label']!r} is not 0 or 1{hint}", path=path, position=number)

@@ -105,7 +105,7 @@ def test_clusters_from_a_jsonl_file_of_character_spans(tmp_path):
     path.write_text('{"task": 1}\n')
     with pytest.raises(CorefBertError, match=r"coref.jsonl:1"):
         read_coref_file(str(path))
-    # Read by read_jsonl (issue 34.3): a line that is not UTF-8 was a UnicodeDecodeError traceback.
+    # Read by read_jsonl: a line that is not UTF-8 was a UnicodeDecodeError traceback.
     path.write_bytes(b'{"task": 1, "line": 2, "clusters": []}\n{"task": 1, "line": 5, "clusters": "\xff"}\n')
     with pytest.raises(CorefBertError, match=r"coref.jsonl:2: not UTF-8 text"):
         read_coref_file(str(path))
@@ -240,7 +240,7 @@ def test_cli_bad_arguments_exit_2_with_one_line(tmp_path, capsys, argv, message)
 
 
 # A test file that the training file never saw: a story word and an answer that are not in training, and an
-# answer that is no word of its story. Before issue 23 this switched qa1 to classification and grew the vocabulary.
+# answer that is no word of its story. Such a file once switched qa1 to classification and grew the vocabulary.
 OFF_STORY_TEST = ("1 Daniel journeyed to the kitchen.\n2 Mary travelled to the kitchen.\n"
                   "3 Where is Daniel? \tkitchen\t1\n4 Zorblat went to the attic.\n"
                   "5 Where is Zorblat? \tattic\t4\n6 Where is Mary? \tmoon\t2\n")

@@ -1,4 +1,4 @@
-"""The window the copy head reads of a text longer than ``--max_seq_length`` (issue 33, item 17).
+"""The window the copy head reads of a text longer than ``--max_seq_length``.
 
 It was always centred on the pronoun, so a GAP problem whose names lay outside that window stayed undecided
 (no prediction, counted wrong) even where a window holding the pronoun and both names existed.

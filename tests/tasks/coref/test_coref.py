@@ -321,7 +321,7 @@ def _thanks_example() -> PronounExample:
 
 @pytest.mark.parametrize("kind", TOKENIZER_KINDS)
 def test_mlm_candidates_are_read_in_running_text_for_every_kind(kind):
-    """Issue 37.2: the text is tokenized with the candidate in the pronoun's place. Tokenized apart, SentencePiece
+    """The text is tokenized with the candidate in the pronoun's place. Tokenized apart, SentencePiece
     gave the "." after the pronoun a space piece of its own, which the running text does not have."""
     tokenizer = fixture_tokenizer(kind)
     example = _thanks_example()
@@ -337,7 +337,7 @@ def test_mlm_candidates_are_read_in_running_text_for_every_kind(kind):
 
 @pytest.mark.parametrize("kind", TOKENIZER_KINDS)
 def test_copy_scoring_reads_a_candidate_as_pretraining_reads_the_mention(kind):
-    """Issue 37.2: each occurrence the copy head scores spans the tokens pretraining's mention of that word would
+    """Each occurrence the copy head scores spans the tokens pretraining's mention of that word would
     (references.words_reference), a lone space token the tokenizer joins to it included (SentencePiece's before
     "Zygmunt"); by character overlap alone it started one token late."""
     tokenizer = fixture_tokenizer(kind)

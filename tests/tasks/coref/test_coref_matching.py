@@ -1,4 +1,4 @@
-"""Pronoun coreference, issue 11: one candidate matcher for every scoring path (copy scoring never decides a
+"""Pronoun coreference: one candidate matcher for every scoring path (copy scoring never decides a
 problem by a candidate's absence), the WSC273 subset of WSCollection.xml, skip warnings only for real skips,
 no per-gender WinoGender accuracies that are equal by construction, files of other tasks named as such."""
 
@@ -190,7 +190,7 @@ def test_wsc_xml_with_an_unknown_declared_encoding_is_one_line(tmp_path):
         read_wsc_xml(str(path))
 
 
-# ------------------------------------------------------------- issue 24: the scorer is a strategy, chosen once
+# ----------------------------------------------------------------------- the scorer is a strategy, chosen once
 
 
 @pytest.mark.parametrize("zero_shot, scorer", [(None, "MlmScorer"), ("mlm", "MlmScorer"), ("copy", "CopyScorer")])

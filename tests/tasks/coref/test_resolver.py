@@ -129,7 +129,7 @@ def test_cli_zero_shot_copy_with_html(coref_checkpoint, tmp_path):
 
 
 def test_the_toolkits_own_loads_print_no_load_report(coref_checkpoint, capfd, caplog):
-    """Issue 23: loading a CorefBERT checkpoint to use its copy head printed transformers' report calling
+    """Loading a CorefBERT checkpoint to use its copy head printed transformers' report calling
     that very head UNEXPECTED. The toolkit's loads are quiet; a user's plain load keeps the (true) report."""
     from transformers import AutoModel, AutoModelForMaskedLM
 

@@ -70,7 +70,7 @@ def test_a_saved_recurrent_model_loads_with_its_config_and_vocabulary_and_scores
         torch.testing.assert_close(loaded.eval()(**features).scores, model(**features).scores)
 
 
-# ------------------------------------------------------------------ flags a saved model fixes (issue 33, item 14)
+# -------------------------------------------------------------------------------------- flags a saved model fixes
 
 FIXTURE = FIXTURES / "coref_e2e" / "two_docs.conll"
 TINY = ["--embedding_dim", "8", "--lstm_size", "8", "--ffnn_size", "8", "--char_filters", "4", "--disable_tqdm"]

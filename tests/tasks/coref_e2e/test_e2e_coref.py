@@ -228,7 +228,7 @@ def test_subword_windows_read_each_word_at_its_first_subword(bert_tokenizer):
 
 @pytest.mark.parametrize("kind", TOKENIZER_KINDS)
 def test_subword_windows_read_the_words_as_running_text_for_every_kind(kind):
-    """Issue 37.2: the `bert` encoder reads a document's words as the encoder read text in pretraining. Tokenized one
+    """The `bert` encoder reads a document's words as the encoder read text in pretraining. Tokenized one
     word at a time, byte-level BPE read every word as if it began the text ("Zygmunt" without its space byte)."""
     tokenizer = fixture_tokenizer(kind)
     words = "Marta met Zygmunt Ösz at the harbour , and ( Zygmunt ) waved .".split()
@@ -347,7 +347,7 @@ def test_litbank_and_ontonotes_documents_featurize():
     assert config.genres == ["bc"] and featurize(ontonotes[0], config, vocab)["genre"].item() == 0
 
 
-# ------------------------------------------------------------------ memory bounded by flags (issue 23, item 6)
+# ------------------------------------------------------------------------------------- memory bounded by flags
 
 
 def write_unbroken_conll(path: Path, num_words: int) -> None:
@@ -461,7 +461,7 @@ def test_subword_windows_are_linear_in_the_words(bert_tokenizer):
 
 
 def test_bert_encoder_trains_a_step_from_every_family(family_dir, tmp_path, fresh_accelerate_state):
-    """Issue 37.4: ``--encoder bert`` takes a tiny random checkpoint of each encoder family: it reads the fixture
+    """``--encoder bert`` takes a tiny random checkpoint of each encoder family: it reads the fixture
     CoNLL documents over 16-token windows framed by the family's own special tokens, trains a step, evaluates, and
     saves an encoder ``AutoModel`` loads whole with the trained weights, which ``load_model`` reads back."""
     from transformers import AutoConfig, AutoModel

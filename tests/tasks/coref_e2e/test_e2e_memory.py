@@ -1,4 +1,4 @@
-"""End-to-end coreference memory (issue 33, item 9): span and pair intermediates computed in bounded chunks and
+"""End-to-end coreference memory: span and pair intermediates computed in bounded chunks and
 BERT windows in groups (exactly what one pass computes, gradients included), training and ``resolve`` at the
 default pruning under a memory cap, and running out of memory as one line naming the flag to lower."""
 
@@ -187,7 +187,7 @@ def test_the_static_asl_attends_in_chunks_with_the_values_and_gradients_of_one_p
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_resolve_with_the_static_asl_stays_under_a_memory_cap(tmp_path):
-    """Issue 45.5: the static ASL's attention held sentences × longest sentence² × 150 floats at once, about
+    """The static ASL's attention held sentences × longest sentence² × 150 floats at once, about
     0.9 MB per word of a window (1.9 GB for one 1,925-word chapter); the other encoders stay within a few
     hundred MB on the same text."""
     model = tmp_path / "m"

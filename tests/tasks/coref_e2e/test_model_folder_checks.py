@@ -1,4 +1,4 @@
-"""Issue 33.6: a saved model folder's config is checked against its weights' shapes (the safetensors headers)
+"""A saved model folder's config is checked against its weights' shapes (the safetensors headers)
 before anything is built, so a config that sizes another model costs one line, not gigabytes."""
 
 from __future__ import annotations

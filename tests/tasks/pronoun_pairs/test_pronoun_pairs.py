@@ -158,7 +158,7 @@ def test_cli_split_files(tmp_path):
       "30"], "sum below 100"),
     (["--input", str(STORY), "--output_dir", "x", "--max_phrase_words", "0"], "max_phrase_words"),
     (["--input", str(STORY), "--output_dir", "x", "--max_scope_words", "1"], "--max_scope_words must be >= 2"),
-    # The toolkit's one spelling (issue 23): the old flags name the new ones.
+    # The toolkit's one spelling: the old flags name the new ones.
     (["--input", str(STORY), "--output_dir", "x", "--validation_fraction", "0.15"],
      "--validation_fraction is now --validation_split_percentage, a percentage of the documents (0.15 -> 15)"),
     (["--input", str(STORY), "--output_dir", "x", "--test_fraction=0.15"],
@@ -216,7 +216,7 @@ def _pairs_of(argv: list[str], out: Path, capsys) -> tuple[list[dict], dict, str
 
 @pytest.mark.parametrize("how", ["named twice", "and a glob matching it", "and a link to it"])
 def test_a_file_reached_by_two_input_paths_is_read_once(tmp_path, capsys, how):
-    """Issue 23: `--input F F` (or F and a glob matching it) gave every pair twice, and with a split could
+    """`--input F F` (or F and a glob matching it) gave every pair twice, and with a split could
     put one document into two split files."""
     story = tmp_path / "in" / "story.conll"
     story.parent.mkdir()
@@ -274,7 +274,7 @@ main(ARGV)
 
 
 def test_a_20000_word_sentence_gives_pairs_of_bounded_size_under_a_memory_cap(tmp_path):
-    """Issue 23: without sentence breaks the scope was the whole document, so each pair held two texts as
+    """Without sentence breaks the scope was the whole document, so each pair held two texts as
     long as it (1,200 pairs x 2 x 20,000 words, about 290 MB in memory and 3 files of it on disk). The scope
     is now cut to --max_scope_words (300) around the pronoun: the run fits in 200 MB over its imports and
     every text has at most 300 words."""
@@ -295,7 +295,7 @@ def test_a_20000_word_sentence_gives_pairs_of_bounded_size_under_a_memory_cap(tm
         assert row["type"] != "correct" or row["replacement"] == "Anna"
 
 
-# --- issue 33 (12): the builder's own output is never its input; a write the disk refuses is one line ---
+# --- the builder's own output is never its input; a write the disk refuses is one line ------------------
 
 
 def test_a_rerun_whose_output_folder_an_input_glob_matches_leaves_its_own_output_out(tmp_path, capsys):

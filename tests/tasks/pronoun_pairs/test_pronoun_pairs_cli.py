@@ -249,7 +249,7 @@ PAPER_RECIPES = {
 
 @pytest.mark.parametrize("model", ["da", "lstmn", "bilstm"])
 def test_each_scratch_model_defaults_to_the_papers_recipe(model, tmp_path):
-    """Issue 26: table 2's budget and sizes (30 epochs, H 450, 300-d words, constant rate, no decay) and each
+    """Table 2's budget and sizes (30 epochs, H 450, 300-d words, constant rate, no decay) and each
     model's optimizer, rate, batch and dropout, from a flag or a --config file alike; a flag still wins."""
     import dataclasses
 
@@ -275,7 +275,7 @@ def test_each_scratch_model_defaults_to_the_papers_recipe(model, tmp_path):
 
 @pytest.mark.parametrize("model", ["da", "lstmn", "bilstm", "bert"])
 def test_each_classifier_recipe_is_a_class_whose_defaults_a_flag_and_a_config_give_alike(model, tmp_path):
-    """Issue 24: the BERT and the from-scratch recipes are task classes with their own ``training_defaults``;
+    """The BERT and the from-scratch recipes are task classes with their own ``training_defaults``;
     ``--model`` on the command line and in a ``--config`` YAML pick the same one."""
     import dataclasses
 
@@ -355,7 +355,7 @@ def test_a_model_that_answers_every_pair_alike_is_named_collapsed(tmp_path, fres
 
 @pytest.mark.parametrize("free_kib", [4, 12])
 def test_an_evaluation_on_a_full_disk_is_one_line(tmp_path, fresh_accelerate_state, free_kib):
-    """Issue 33 (12): a real tmpfs filled but for a few KiB; the evaluation's log line (4 KiB free) or its
+    """A real tmpfs filled but for a few KiB; the evaluation's log line (4 KiB free) or its
     predictions and ``all_results.json`` (12 KiB) found the disk full and ended in an ``OSError`` traceback."""
     mount = tmp_path / "small_disk"
     if not can_mount_tmpfs(mount):
@@ -369,7 +369,7 @@ def test_an_evaluation_on_a_full_disk_is_one_line(tmp_path, fresh_accelerate_sta
     assert done.returncode == 2, done.stderr[-3000:]
     assert "Traceback" not in done.stderr
     last = done.stderr.strip().splitlines()[-1]
-    if free_kib == 4:  # the log line, appended by the run log's one writer (issue 34.3), as in training
+    if free_kib == 4:  # the log line, appended by the run log's one writer, as in training
         assert last == (f"error: {mount}/out/log.jsonl: could not append to the log (disk full); no checkpoint was "
                         "written yet. Free space or choose another --output_dir, then rerun with "
                         "--resume_from_checkpoint latest")
@@ -379,7 +379,7 @@ def test_an_evaluation_on_a_full_disk_is_one_line(tmp_path, fresh_accelerate_sta
 
 
 def test_bert_pair_classifier_fine_tunes_two_steps_with_every_family(tmp_path, fresh_accelerate_state, family_dir):
-    """Issue 37.4: ``--model bert`` (a sequence-pair classifier) on a tiny random checkpoint of each encoder family."""
+    """``--model bert`` (a sequence-pair classifier) on a tiny random checkpoint of each encoder family."""
     from transformers import AutoModelForSequenceClassification
 
     out = tmp_path / "pairs"

@@ -156,7 +156,7 @@ def test_real_mrqa_and_squad_samples(tmp_path, bert_dir, caplog):  # noqa: F811
 
 
 def test_cli_fine_tunes_two_steps_with_every_family(tmp_path, family_dir):
-    """Issue 37.4: MRQA (``AutoModelForQuestionAnswering``) on a tiny random checkpoint of each encoder family; the
+    """MRQA (``AutoModelForQuestionAnswering``) on a tiny random checkpoint of each encoder family; the
     saved folder loads as the QA class and as ``AutoModel`` with no key missing or left over (no pooler is carried
     for a family whose encoder has none)."""
     from transformers import AutoModel, AutoModelForQuestionAnswering

@@ -266,7 +266,7 @@ def test_real_quoref_sample_reads_and_trains_a_few_steps(tmp_path, bert_dir):
 
 
 def test_context_offsets_carry_no_space_with_every_tokenizer_kind(kind_tokenizer):
-    """Issue 37.4: ModernBERT's byte-level BPE and DeBERTa-v3's SentencePiece keep the space a token carries in its
+    """ModernBERT's byte-level BPE and DeBERTa-v3's SentencePiece keep the space a token carries in its
     offsets; the windows' context offsets are trimmed, so a gold answer reads back as its own text and no decoded
     answer starts with a space (a lone space piece is no answer edge)."""
     examples = read_squad_json(str(FIXTURE))
@@ -284,7 +284,7 @@ def test_context_offsets_carry_no_space_with_every_tokenizer_kind(kind_tokenizer
 
 
 def test_cli_fine_tunes_two_steps_and_predicts_with_every_family(tmp_path, family_dir):
-    """Issue 37.4: the paper's QUOREF model (reasoning layer + count head) on a tiny random checkpoint of each encoder
+    """The paper's QUOREF model (reasoning layer + count head) on a tiny random checkpoint of each encoder
     family: 2 steps, evaluation and prediction from the saved best folder, which ``AutoModel`` loads whole."""
     from safetensors import safe_open
     from transformers import AutoModel
