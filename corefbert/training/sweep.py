@@ -9,7 +9,9 @@ takes each grid point and seed in turn, builds its :class:`SweepRun` and treats 
   with the settings it was trained with. A change is refused in one line naming the setting and both values,
   except in the settings a finished run may ignore (``rules.may_ignore``); a change of ``rules.continues`` (a
   longer schedule) continues the run from its latest checkpoint. Unchanged, the run is kept as it is
-  (``finished_before``: not retrained, not re-evaluated) and its results are read back from ``all_results.json``;
+  (``finished_before``: not retrained, not re-evaluated) and its results are read back from ``all_results.json``,
+  unless they lack one of the run's ``wanted`` results (a table trained without ``--do_eval``, then asked for
+  it): then ``evaluate()`` gives them, from the finished model (``evaluated``);
 - a **started** run (its folder holds anything) resumes from its latest checkpoint (``resumed``);
 - any other run trains from the start (``trained``).
 
@@ -48,7 +50,8 @@ from corefbert.training.training_args import EXACT_SETTINGS, changed_settings, r
 
 RESULTS = "all_results.json"
 _ABSENT = object()  # a setting the record lacks: not the value of any setting
-#: What :func:`run_one` says happened to a run (the keys of :func:`run_sweep`'s counts).
+#: What :func:`run_one` says happened to a run (the keys of :func:`run_sweep`'s counts); a run with ``wanted``
+#: results may also be ``evaluated``, a key of the counts only when that happens.
 OUTCOMES = ("trained", "resumed", "finished_before")
 
 
@@ -60,6 +63,8 @@ class SweepRun:
     output_dir: Path
     settings: dict  # JSON-able; compared with a finished run's record, and what the marker holds
     train: Callable[[bool], dict | None]  # train(resume) -> its results; resume: from its latest checkpoint
+    wanted: tuple[str, ...] = ()  # results a finished run must hold to be kept (bAbI with --do_eval: eval_accuracy)
+    evaluate: Callable[[], dict | None] | None = None  # a finished run's results, evaluated again; with ``wanted``
 
 
 @dataclass(frozen=True)
@@ -94,7 +99,7 @@ def run_sweep(points: Sequence, make_run: Callable[[Any], SweepRun], rules: Swee
         run = make_run(point)
         print(f"[{number}/{len(points)}] {run.label}", flush=True)
         outcome, results = run_one(run, rules)
-        counts[outcome] += 1
+        counts[outcome] = counts.get(outcome, 0) + 1
         if after_run is not None:
             after_run(point, results)
     return counts
@@ -107,8 +112,13 @@ def run_one(run: SweepRun, rules: SweepRules) -> tuple[str, dict | None]:
     settings = json_value(run.settings)  # as the record holds them
     if rules.keep_finished and is_finished(out, rules):
         if _keep(out, settings, rules):
-            print(f"{run.label}: finished in {out}, kept", flush=True)
-            return "finished_before", read_json(str(out / RESULTS))
+            results = read_json(str(out / RESULTS))
+            lacking = [name for name in run.wanted if not isinstance(results, dict) or name not in results]
+            if not lacking:
+                print(f"{run.label}: finished in {out}, kept", flush=True)
+                return "finished_before", results
+            print(f"{run.label}: finished in {out} without {', '.join(lacking)}, evaluated", flush=True)
+            return "evaluated", run.evaluate()
         resume = True  # a longer schedule: the run continues from its latest checkpoint
     else:
         resume = rules.keep_finished and out.is_dir() and any(out.iterdir())

@@ -125,3 +125,20 @@ def test_without_keep_finished_every_run_trains_as_told(tmp_path):
     calls = []
     assert run_one(_fake_run(out, calls), SweepRules(keep_finished=False))[0] == "trained"
     assert calls == [("run", False)]
+
+
+def test_a_finished_run_without_the_wanted_results_is_evaluated_not_kept(tmp_path, capsys):
+    import dataclasses
+
+    calls = []
+    out = tmp_path / "run"
+    _fake_run(out, calls).train(False)
+    (out / "sweep_run.json").write_text(json.dumps(SETTINGS))
+    evaluated = {"accuracy": 1, "eval_accuracy": 0.5}
+    run = dataclasses.replace(_fake_run(out, calls), wanted=("eval_accuracy",),
+                              evaluate=lambda: calls.append("evaluate") or evaluated)
+    counts = run_sweep(["run"], lambda _: run, MARKER)
+    assert counts["evaluated"] == 1 and calls == [("run", False), "evaluate"]  # evaluated, not trained again
+    assert f"run run: finished in {out} without eval_accuracy, evaluated" in capsys.readouterr().out
+    (out / "all_results.json").write_text(json.dumps(evaluated))
+    assert run_one(run, MARKER) == ("finished_before", evaluated)  # with its results: kept

@@ -46,6 +46,7 @@ from corefbert.tasks.base import (
 )
 from corefbert.tasks.scratch import ScratchFolder
 from corefbert.text.durable import output_file, replace_file
+from corefbert.text.jsonio import read_json
 from corefbert.text.vocabulary import Vocabulary
 from corefbert.training.outputs.cards import repo_name
 from corefbert.training.outputs.evaluation import write_json
@@ -243,11 +244,30 @@ class BabiTask(FinetuningTask):
         return self._features(self.test_examples, "predict") or None
 
     def build_model(self) -> GAReader:
+        if not self.args.do_train:  # evaluate or predict: this run's own trained reader, never a fresh one
+            return self.trained_reader()
         recurrent, layers = MODELS[self.task_args.model]
         return GAReader(GAReaderConfig(
             vocab_size=len(self.vocab), num_answers=len(self.answers), embedding_dim=self.task_args.embedding_dim,
             hidden_size=self.task_args.hidden_size, num_layers=layers, dropout=self.task_args.dropout,
             recurrent=recurrent, memory=self.task_args.memory))
+
+    def trained_reader(self) -> GAReader:
+        """The reader this run trained into its ``--output_dir`` (``best/`` with ``--load_best_model_at_end``,
+        else ``last/``, the model ``eval_accuracy`` is of), checked to read the same vocabulary and answers."""
+        best = os.path.join(self.args.output_dir, "best")
+        folder = best if self.args.load_best_model_at_end and os.path.isdir(best) else \
+            os.path.join(self.args.output_dir, "last")
+        if not os.path.isfile(os.path.join(folder, CONFIG_FILE)):
+            raise CorefBertError("no trained reader here to evaluate (a bAbI reader is trained from scratch); train "
+                                 "it first with --do_train", path=folder)
+        model, saved = load_babi_reader(folder)
+        if saved.get("task_id") != self.task_id or saved["vocabulary"] != self.vocab or \
+                list(saved.get("answers", [])) != self.answers:
+            raise CorefBertError(f"this reader was trained on another training file than bAbI task {self.task_id}'s "
+                                 "in --data_dir (its vocabulary or answers differ); give the --data_dir it was "
+                                 "trained on, or train again with --do_train", path=folder)
+        return model
 
     def token_masks(self, batch: dict) -> list[torch.Tensor]:
         """The story and question tokens of the batch."""
@@ -335,15 +355,19 @@ def split_description(task_args: BabiArguments, test: bool) -> str:
 
 def table_markdown(table: dict) -> str:
     """A ``babi_table.md`` section: the split it is on, one row per task, the average and the failed count."""
-    seeds = max(len(r["accuracies"]) for r in table["tasks"].values())
+    counts = sorted({len(r["accuracies"]) for r in table["tasks"].values()})
+    seeds = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"  # the seeds averaged, per task
     lines = [f"Accuracy on {table['split']}.", ""] if table.get("split") else []
-    lines += [f"| task ({table['model']}, {seeds} seed{'s' * (seeds > 1)}) | mean | max |", "|---|---|---|"]
+    lines += [f"| task ({table['model']}, {seeds} seed{'s' * (seeds != '1')}) | mean | max |", "|---|---|---|"]
     lines += [f"| {t} | {r['mean']:.3f} | {r['max']:.3f} |" for t, r in table["tasks"].items()]
     lines.append(f"| average | {table['average_mean']:.3f} | {table['average_max']:.3f} |")
     lines.append(f"| failed (< {FAILED_BELOW}) | {table['failed_mean']} | {table['failed_max']} |")
     if table.get("missing_tasks"):
         lines += ["", f"Not finished yet: tasks {', '.join(map(str, table['missing_tasks']))}; the average and the "
                       f"failed count are over the {len(table['tasks'])} finished tasks only."]
+    if table.get("short_tasks"):
+        short = ", ".join(f"task {t}: {n} of {table['seeds']}" for t, n in table["short_tasks"].items())
+        lines += ["", f"Seeds with results ({short}); those tasks' mean and max are over these seeds only."]
     return "\n".join(lines) + "\n"
 
 
@@ -367,14 +391,24 @@ def babi_run(task_args: BabiArguments, args, task_id: int, seed_index: int) -> S
         given = run_args.resume_from_checkpoint
         return run_finetuning(task, dataclasses.replace(run_args, resume_from_checkpoint=given if resume else None))
 
-    return SweepRun(f"bAbI task {task_id}, seed {run_args.seed}", Path(out), settings, train)
+    def evaluate() -> dict:  # a finished run trained without --do_eval / --do_predict: its trained reader
+        eval_args = dataclasses.replace(run_args, do_train=False, resume_from_checkpoint=None, push_to_hub=False)
+        trained = read_json(os.path.join(out, "all_results.json"))
+        results = {**(trained if isinstance(trained, dict) else {}),
+                   **run_finetuning(BabiTask(task.task_args, eval_args), eval_args)}
+        write_json(os.path.join(out, "all_results.json"), results)  # the training's results kept beside
+        return results
+
+    wanted = ("eval_accuracy",) * bool(args.do_eval) + ("predict_accuracy",) * bool(args.do_predict)
+    return SweepRun(f"bAbI task {task_id}, seed {run_args.seed}", Path(out), settings, train, wanted, evaluate)
 
 
 def write_tables(task_args: BabiArguments, args, accuracies: dict[int, list[float]],
                  test_accuracies: dict[int, list[float]]) -> list[dict]:
     """``babi_table.json`` / ``babi_test_table.json`` / ``babi_table.md`` from the runs finished so far (run_babi
     rewrites them after every run, so an interrupted table shows what it has); a table short of some of
-    ``--task_ids`` says which tasks it lacks and that its average is over the others only."""
+    ``--task_ids`` says which tasks it lacks and that its average is over the others only, and a task with results
+    of fewer than ``--seeds`` runs how many it has (``short_tasks``)."""
     tables = []
     for values, test, name in ((accuracies, False, "babi_table.json"), (test_accuracies, True, "babi_test_table.json")):
         if values:
@@ -382,6 +416,9 @@ def write_tables(task_args: BabiArguments, args, accuracies: dict[int, list[floa
             missing = [t for t in task_args.task_ids if t not in values]
             if missing:
                 table["missing_tasks"] = missing
+            short = {str(t): len(a) for t, a in sorted(values.items()) if len(a) < task_args.seeds}
+            if short:  # a task's mean and max are over the seeds it has: say how many those are
+                table["seeds"], table["short_tasks"] = task_args.seeds, short
             write_json(os.path.join(args.output_dir, name), table)
             tables.append(table)
     if tables:  # one section per split, each naming its questions, so no number is read as the other split's
@@ -432,7 +469,8 @@ def run_babi(task_args: BabiArguments, args) -> dict[str, float]:
 
     print(f"bAbI with {task_args.model}: {len(runs)} runs (tasks x seeds)", flush=True)
     # With --resume_from_checkpoint a finished run of the same settings and length is kept (not retrained, not
-    # re-evaluated), an unfinished one continues from its newest checkpoint, and a changed one is refused.
+    # re-evaluated; evaluated when it lacks the results --do_eval / --do_predict ask for), an unfinished one
+    # continues from its newest checkpoint, and a changed one is refused.
     rules = dataclasses.replace(SWEEP_RULES, keep_finished=bool(args.resume_from_checkpoint),
                                 ignore_changed_settings=args.ignore_changed_settings)
     run_sweep(runs, lambda point: babi_run(task_args, args, *point), rules, after_run=after_run)

@@ -419,3 +419,52 @@ def test_exact_match_clusters_of_the_shared_stories_never_exceed_the_papers_13()
             clusters = exact_match_clusters(tokens, [e.document[s:x] for _, s, x in tokens], 1000)
             most[task] = max(most.get(task, 0), max(clusters, default=0))
     assert max(most.values()) == 13 and {t for t, n in most.items() if n == 13} == {2, 3, 5}
+
+
+def test_a_table_trained_without_do_eval_is_evaluated_when_a_rerun_asks(tmp_path, capsys):
+    """Trained without --do_eval, then rerun with --do_eval --resume_from_checkpoint latest: every finished run is
+    evaluated with the reader it trained (it was kept with no results, and no table was written)."""
+    flags = ["--data_dir", str(BABI), "--task_ids", "1", "--seeds", "2", "--model", "ga_cgru",
+             "--num_train_epochs", "2", "--validation_split_percentage", "25", *TINY]
+    want = _main()([*flags, "--do_train", "--do_eval", "--output_dir", str(tmp_path / "together")])
+    out = tmp_path / "apart"
+    _main()([*flags, "--do_train", "--output_dir", str(out)])
+    assert not (out / "babi_table.md").exists()
+    capsys.readouterr()
+    got = _main()([*flags, "--do_eval", "--resume_from_checkpoint", "latest", "--output_dir", str(out)])
+    printed = capsys.readouterr().out
+    assert printed.count("without eval_accuracy, evaluated") == 2 and ", kept" not in printed
+    assert got["eval_accuracy_qa1"] == want["eval_accuracy_qa1"] and "| 1 |" in (out / "babi_table.md").read_text()
+    for seed in (0, 1):
+        run, together = out / "qa1" / f"seed_{seed}", tmp_path / "together" / "qa1" / f"seed_{seed}"
+        assert (run / "eval_predictions.tsv").read_text() == (together / "eval_predictions.tsv").read_text()
+        saved = json.loads((run / "all_results.json").read_text())
+        assert "train_loss" in saved and saved["eval_samples"] > 0  # the training's results kept beside
+    # evaluated once: a second rerun keeps them
+    _main()([*flags, "--do_eval", "--resume_from_checkpoint", "latest", "--output_dir", str(out)])
+    assert capsys.readouterr().out.count(", kept") == 2
+
+
+def test_evaluation_without_a_trained_reader_is_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        _main()(["--data_dir", str(BABI), "--task_ids", "1", "--do_eval", "--output_dir", str(tmp_path / "o"), *TINY])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no trained reader here to evaluate" in err[0] and "--do_train" in err[0]
+
+
+def test_table_header_counts_the_seeds_it_averages(tmp_path):
+    from corefbert.tasks.babi.task import BabiArguments, write_tables
+
+    task_args = BabiArguments(data_dir=str(BABI), task_ids=[1, 8], seeds=2)
+
+    class Args:
+        output_dir = str(tmp_path)
+
+    table = write_tables(task_args, Args, {1: [1.0, 0.5], 8: [1.0]}, {})[0]
+    assert table["short_tasks"] == {"8": 1}
+    text = (tmp_path / "babi_table.md").read_text()
+    assert "| task (ga_cgru, 1-2 seeds) |" in text and "ga_cgru, 2 seeds" not in text
+    assert "Seeds with results (task 8: 1 of 2); those tasks' mean and max are over these seeds only." in text
+    write_tables(task_args, Args, {1: [1.0], 8: [1.0]}, {})
+    assert "| task (ga_cgru, 1 seed) |" in (tmp_path / "babi_table.md").read_text()
