@@ -42,7 +42,57 @@ def load_tokenizer(path_or_name: str | None, *, advice: str = "check --model_nam
                              path=path_or_name) from None
     if check_vocabulary:
         check_tokenizer_vocabulary(tokenizer, path_or_name)
+    check_tokenizer_fits_model(tokenizer, _local_config(path_or_name), path_or_name)
     return tokenizer
+
+
+def _local_config(path: str) -> dict | None:
+    """The ``config.json`` of a local model folder as a dict; None for a tokenizer-only folder, a Hub name or a
+    file that is no JSON object (the model's loader reports that one)."""
+    import json
+    import os
+
+    config_path = os.path.join(path, "config.json")
+    if not os.path.isfile(config_path):
+        return None
+    try:
+        with open(config_path, encoding="utf-8") as handle:
+            config = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return config if isinstance(config, dict) else None
+
+
+def check_tokenizer_fits_model(tokenizer, config: dict | None, where: object = None) -> None:
+    """Refuse a tokenizer that is not the model's, before any training: ids at or past the model's
+    ``vocab_size`` (an ``IndexError`` in the embedding, or rows of another model's embedding), or, where the config
+    tells, a tokenizer of another family than its ``model_type``'s (a BERT WordPiece beside DeBERTa weights trained
+    and exited 0: every id indexes a row that meant another piece). The family is the tokenizer class the
+    config names (``tokenizer_class``) or, without one, transformers' tokenizer for its ``model_type``; a family
+    whose tokenizer is the generic one (ModernBERT) cannot be told."""
+    import transformers
+    from transformers.models.auto.tokenization_auto import TOKENIZER_MAPPING_NAMES
+
+    if not config:
+        return
+    vocab_size, model_type = config.get("vocab_size"), config.get("model_type")
+    if isinstance(vocab_size, int) and len(tokenizer) > vocab_size:
+        raise CorefBertError(f"the tokenizer has {len(tokenizer)} entries, more than the model's vocabulary of "
+                             f"{vocab_size} ({model_type}): it is not this model's tokenizer (or its config's "
+                             "vocab_size is wrong); put the model's own tokenizer files beside its weights", path=where)
+    wanted = config.get("tokenizer_class") or TOKENIZER_MAPPING_NAMES.get(model_type)
+    try:
+        family = getattr(transformers, wanted, None) if isinstance(wanted, str) else None
+    except (ImportError, RuntimeError):  # a class whose backend (sentencepiece, ...) is not installed
+        family = None
+    generic = transformers.PreTrainedTokenizerFast  # TokenizersBackend: any tokenizer.json, no family of its own
+    if not isinstance(family, type) or family is generic or type(tokenizer) is generic or \
+            isinstance(tokenizer, family):
+        return
+    raise CorefBertError(f"the tokenizer is a {type(tokenizer).__name__}, but the model is {model_type}, whose "
+                         f"tokenizer is a {family.__name__}: it is another family's tokenizer; put the model's own "
+                         "tokenizer files beside its weights (if this one is right for the model, name it in the "
+                         f"config: \"tokenizer_class\": \"{type(tokenizer).__name__}\")", path=where)
 
 
 def check_tokenizer_vocabulary(tokenizer, where: object = None) -> None:

@@ -655,17 +655,17 @@ def test_deepspeed_single_cpu_process_saves_and_resumes(tmp_path, tiny_bert_dir,
 
 def test_a_corpus_whose_ids_do_not_fit_the_model_is_refused_before_training(tmp_path, tiny_bert_dir, corpus):
     """A corpus of a larger vocabulary gave an IndexError deep in the embedding (or, within the
-    vocabulary, trained silently on other tokens' embeddings)."""
-    from transformers import AutoTokenizer, BertConfig, BertModel
+    vocabulary, trained silently on other tokens' embeddings). The model's own tokenizer fits it (one longer than
+    its vocabulary is refused earlier, by the tokenizer loader): the corpus holds one id past the vocabulary."""
+    from datasets import DatasetDict
+    from transformers import BertConfig
 
-    small = tmp_path / "small_vocab"
-    config = BertConfig.from_pretrained(tiny_bert_dir)
-    top_id = max(max(row) for row in corpus["train"]["input_ids"])
-    config.vocab_size = top_id  # the corpus' largest id falls outside
-    BertModel(config).save_pretrained(small)
-    AutoTokenizer.from_pretrained(tiny_bert_dir).save_pretrained(small)
+    top_id = BertConfig.from_pretrained(tiny_bert_dir).vocab_size  # one past the model's largest id
+    planted = DatasetDict(train=corpus["train"].map(
+        lambda row, i: {"input_ids": [top_id, *row["input_ids"][1:]] if i == 0 else row["input_ids"]},
+        with_indices=True), validation=corpus["validation"])
     with pytest.raises(CorefBertError, match=rf"token id {top_id}, outside the model's vocabulary of {top_id}"):
-        run_pretraining(_args(small, tmp_path / "run"), splits=corpus)
+        run_pretraining(_args(tiny_bert_dir, tmp_path / "run"), splits=planted)
     assert not (tmp_path / "run" / "checkpoints").exists()
 
 

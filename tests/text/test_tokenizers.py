@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -70,3 +71,53 @@ def test_a_quoted_first_line_ending_in_a_colon_keeps_the_list_it_introduces(tmp_
     assert one_line(listed, first_line=True).endswith(" ...")  # one paragraph, at most 400 characters of it
     assert len(one_line(listed, first_line=True)) <= 404
     assert one_line("from one of:\n(1) a\n(2) b\n\nadvice", first_line=True) == "from one of: (1) a (2) b"
+
+
+def _deberta_with(tokenizer, folder):
+    """A tiny DeBERTa-v2 checkpoint (vocabulary 800) whose tokenizer files are replaced by ``tokenizer``'s."""
+    from helpers import save_tiny_family
+
+    save_tiny_family("deberta", folder)
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "spm.model"):
+        (folder / name).unlink(missing_ok=True)
+    tokenizer.save_pretrained(str(folder))
+    return folder
+
+
+def test_another_familys_tokenizer_beside_the_weights_is_refused_before_training(tmp_path, bert_tokenizer):
+    """DeBERTa weights (vocabulary 800) with a 588-entry BERT tokenizer in the same folder pretrained with rc 0 and
+    no warning: every id indexed a row that meant another piece."""
+    from helpers import synthetic_corpus
+    from test_families import _args
+
+    from corefbert.pretraining.run import run_pretraining
+
+    folder = _deberta_with(bert_tokenizer, tmp_path / "deberta")
+    with pytest.raises(CorefBertError) as err:
+        load_tokenizer(str(folder))
+    text = str(err.value)
+    assert text.startswith(f"{folder}: the tokenizer is a BertTokenizer, but the model is deberta-v2")
+    assert "is a BertTokenizer, but the model is deberta-v2" in text
+    assert "DebertaV2Tokenizer" in text and "\n" not in text
+    splits = synthetic_corpus(bert_tokenizer, n_train=8, n_eval=4)
+    with pytest.raises(CorefBertError, match="another family's tokenizer"):
+        run_pretraining(_args(folder, tmp_path / "run"), splits=splits)
+    assert not (tmp_path / "run" / "checkpoints").exists()
+    # the config may name the tokenizer a checkpoint ships on purpose
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "tokenizer_class": "BertTokenizer"}))
+    assert len(load_tokenizer(str(folder))) == len(bert_tokenizer)
+
+
+def test_a_tokenizer_longer_than_the_models_vocabulary_is_refused(tmp_path, tiny_bert_dir):
+    small = tmp_path / "small"
+    shutil.copytree(tiny_bert_dir, small)
+    config = json.loads((small / "config.json").read_text())
+    (small / "config.json").write_text(json.dumps({**config, "vocab_size": 300}))
+    with pytest.raises(CorefBertError, match=rf"has {len(load_tokenizer(str(tiny_bert_dir)))} entries, more than "
+                                             r"the model's vocabulary of 300 \(bert\)"):
+        load_tokenizer(str(small))
+
+
+def test_every_familys_own_tokenizer_fits(family_dir):
+    assert len(load_tokenizer(str(family_dir))) == 800
