@@ -3,7 +3,8 @@ as its own input.
 
 The files are written into a hidden folder beside them (``.partial-<pid>``) and renamed into place only once
 every one is whole, so a full disk or a kill leaves an earlier run's files as they were, and a failed write is
-one line (:func:`corefbert.text.durable.writing`). A rerun whose ``--output_dir`` sits where an ``--input`` glob
+one line (:func:`corefbert.text.durable.writing`); the partial copy is removed however the run ends, and a run
+removes those that killed runs left. A rerun whose ``--output_dir`` sits where an ``--input`` glob
 reaches (``--input 'data/*' --output_dir data/pairs``) leaves the builder's own output out of its input.
 """
 
@@ -15,6 +16,7 @@ import os
 from dataclasses import asdict
 from pathlib import Path
 
+from corefbert.corpus.cache import pid_alive
 from corefbert.errors import CorefBertError
 from corefbert.text.durable import (
     fsync_dir,
@@ -26,6 +28,7 @@ from corefbert.text.durable import (
 )
 
 SPLITS = ("train", "validation", "test")
+PARTIAL_PREFIX = ".partial-"  # + the writing process's id
 #: Every name the builder writes into ``--output_dir`` (``dataset`` is a folder).
 OUTPUT_NAMES = ("pairs.jsonl", "pairs.tsv", "counts.json", *(f"{name}.jsonl" for name in SPLITS), "dataset")
 
@@ -69,19 +72,33 @@ def write_outputs(pairs: list, output_dir: str, split_of: dict[str, str] | None,
     written before any is put in place. A failed write (disk full, read-only) is one line and changes nothing
     there. Returns the paths written."""
     output = Path(output_dir)
-    partial = output / f".partial-{os.getpid()}"
-    with writing(partial, "the pronoun pairs", f"the files in {output_dir} are as they were",
-                 then="rerun the same command"):
-        output.mkdir(parents=True, exist_ok=True)
+    partial = output / f"{PARTIAL_PREFIX}{os.getpid()}"
+    remove_stale_partials(output)
+    try:
+        with writing(partial, "the pronoun pairs", f"the files in {output_dir} are as they were",
+                     then="rerun the same command"):
+            output.mkdir(parents=True, exist_ok=True)
+            remove_folder(partial)
+            partial.mkdir()
+            names = write_pairs(pairs, str(partial), split_of)
+            write_json_durably(partial / "counts.json", dict(sorted(counts.items())))
+            names.append("counts.json")
+            fsync_dir(partial)
+        with writing(partial, "the pronoun pairs", f"some files in {output_dir} may be this run's and others the "
+                     "earlier run's", then="rerun the same command"):
+            replace_files(partial, output, names)
+    finally:  # however the run ends (a failed rename is one line too, but left the partial copy behind)
         remove_folder(partial)
-        partial.mkdir()
-        names = write_pairs(pairs, str(partial), split_of)
-        write_json_durably(partial / "counts.json", dict(sorted(counts.items())))
-        names.append("counts.json")
-        fsync_dir(partial)
-    replace_files(partial, output, names)
-    remove_folder(partial)
     return [str(output / name) for name in names]
+
+
+def remove_stale_partials(output: Path) -> None:
+    """Delete the ``.partial-<pid>`` folders (and their ``.deleting`` trash) in ``output`` whose process is gone:
+    a run killed while writing, whose partial copy nothing else would ever remove."""
+    for path in output.glob(f"{PARTIAL_PREFIX}*"):
+        pid = path.name[len(PARTIAL_PREFIX):].removesuffix(".deleting")
+        if pid.isdigit() and not pid_alive(int(pid)):
+            remove_folder(path)
 
 
 def write_pairs(pairs: list, output_dir: str, split_of: dict[str, str] | None = None) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -362,3 +363,42 @@ def test_a_dataset_folder_that_is_a_link_is_replaced_on_every_rerun(tmp_path):
         assert (out / "dataset").is_dir() and not (out / "dataset").is_symlink()
         assert not [p.name for p in out.iterdir() if p.name.endswith(".deleting") or p.name.startswith(".partial")]
     assert sorted(p.name for p in elsewhere.iterdir()) == kept
+
+
+def test_a_full_disk_while_putting_the_pairs_in_place_is_one_line_and_removes_the_partial_copy(
+        tmp_path, capsys, monkeypatch):
+    """The disk filled as the finished files were put in place (a rename that needs space: the dataset folder):
+    an ``OSError`` traceback, and ``.partial-<pid>/`` left behind for good (no later run removed it)."""
+    import errno
+
+    import corefbert.text.durable as durable
+
+    out = tmp_path / "pairs"
+
+    def full_disk(tmp, final):
+        raise OSError(errno.ENOSPC, "No space left on device", str(final))
+
+    monkeypatch.setattr(durable, "replace_folder", full_disk)
+    with pytest.raises(SystemExit) as exit_:
+        main(["--input", str(STORY), "--output_dir", str(out), "--seed", "0"])
+    assert exit_.value.code == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if "Traceback" in line or line.startswith("error:")]
+    assert len(err) == 1 and "could not write the pronoun pairs (disk full)" in err[0] and "rerun" in err[0]
+    assert not list(out.glob(".partial-*"))
+
+
+def test_a_later_run_removes_the_partial_copies_of_killed_runs(tmp_path):
+    import subprocess
+
+    out = tmp_path / "pairs"
+    out.mkdir()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()  # a process that has ended
+    for name in (f".partial-{dead}", f".partial-{dead}.deleting"):
+        (out / name / "dataset").mkdir(parents=True)
+        (out / name / "pairs.jsonl").write_text("{}\n")
+    alive = out / f".partial-{os.getppid()}"  # a running process's: left alone
+    alive.mkdir()
+    main(["--input", str(STORY), "--output_dir", str(out), "--seed", "0"])
+    assert sorted(p.name for p in out.glob(".partial-*")) == [alive.name]
+    assert (out / "pairs.jsonl").is_file()
