@@ -244,12 +244,15 @@ def test_sigkill_mid_preparation_then_resume_equals_an_uninterrupted_run(tmp_pat
     hooks = [sys.executable, str(FIXTURES / "prepare_with_hooks.py"), *argv]
     # 16 documents: document 0 is validation, training documents 1..15 make 8 chunks of 2. Blocking at
     # document 7 lets exactly the chunks of documents 1-2, 3-4 and 5-6 finish.
-    run = subprocess.Popen(hooks, env=_env(STALL_AT_DOC="7"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    stalled = tmp_path / "stalled"
+    run = subprocess.Popen(hooks, env=_env(STALL_AT_DOC="7", STALL_MARKER=str(stalled)), stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT)
     resume_root = Path(f"{out}.resume")
-    deadline = time.time() + 120
-    while len(_finished(resume_root, "train-")) < 3 and run.poll() is None and time.time() < deadline:
+    # Until the packer blocks (the hook says so), then the kill: waited for 120 s at most, a loaded machine's
+    # start-up (torch, transformers, spaCy) and first chunks took longer, and fewer than three were there.
+    deadline = time.monotonic() + 480
+    while not stalled.exists() and run.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
-    time.sleep(0.5)  # would a fourth chunk appear? (it must not: the packer is blocked)
     run.send_signal(signal.SIGKILL)
     log = run.communicate()[0].decode()
     done = _finished(resume_root, "train-")

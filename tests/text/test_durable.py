@@ -135,7 +135,7 @@ def test_a_real_full_disk_is_one_line_and_keeps_the_earlier_file(tmp_path):
             "import os\nprint(open(sys.argv[1] + '/r.json').read(), sorted(os.listdir(sys.argv[1])))\n")
     script = 'mount -t tmpfs -o size=64k tmpfs "$1" || exit 99; "$2" -c "$3" "$1"'
     done = subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", str(mount), sys.executable, code],
-                          capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr
     message, kept = done.stdout.splitlines()
     assert message == (f"{mount}/r.json: could not write the results (disk full); nothing was written there and an "

@@ -312,3 +312,19 @@ def test_resume_across_a_skipped_step_repeats_the_uninterrupted_run(tmp_path, ac
     for got_tensor, want_tensor in zip(resumed_model.state_dict().values(), full_model.state_dict().values()):
         torch.testing.assert_close(got_tensor, want_tensor, rtol=1e-6, atol=1e-7)
     assert resumed_results["train_loss"] == pytest.approx(full_results["train_loss"], rel=1e-6)
+
+
+def test_a_second_rank_leaves_the_folder_checks_to_rank_0_whose_first_writes_it_may_meet(tmp_path, monkeypatch):
+    """Two processes into a fresh --output_dir: on a loaded machine rank 1 reached its checks after rank 0 had
+    taken the lock and written its log, and refused the run ("output directory is not empty")."""
+    from corefbert.training.loop import check_training_start
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "log.jsonl").write_text('{"split": "eval", "step": 0}\n')  # rank 0's first record
+    args = _args(out)
+    monkeypatch.setenv("RANK", "1")
+    check_training_start(args)
+    monkeypatch.setenv("RANK", "0")
+    with pytest.raises(CorefBertError, match="output directory is not empty"):  # rank 0 still refuses it
+        check_training_start(args)

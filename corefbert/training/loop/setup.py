@@ -5,6 +5,7 @@ that must fail before any model or data is loaded, and the run's length in optim
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import torch
@@ -85,6 +86,10 @@ def prepare_output_dir(args: TrainingArguments, accelerator) -> Path:
 def check_training_start(args: TrainingArguments) -> None:
     """Everything about the output folder that must fail before any model or data is loaded."""
     resolve_checkpoint(args.resume_from_checkpoint, args.output_dir, args.overwrite_output_dir)  # bad path first
+    if int(os.environ.get("RANK", "0")) != 0:
+        # The folder is rank 0's to check (it takes the lock and writes first): on a loaded machine another rank's
+        # checks met rank 0's lock and first files ("not empty", "another run") and its probe file rank 0's.
+        return
     run_lock.refuse_if_locked(args.output_dir)
     check_output_dir(args)
     check_writable(args.output_dir)

@@ -140,7 +140,7 @@ def test_bad_flags_are_one_line(tmp_path, capsys, fresh_accelerate_state, argv, 
 
 def test_help():
     done = subprocess.run([sys.executable, str(ROOT / "finetune" / "run_pronoun_pairs.py"), "--help"],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and "--train_types" in done.stdout and "--embeddings_file" in done.stdout
 
 
