@@ -317,7 +317,7 @@ def test_resume_across_a_skipped_step_repeats_the_uninterrupted_run(tmp_path, ac
 def test_a_second_rank_leaves_the_folder_checks_to_rank_0_whose_first_writes_it_may_meet(tmp_path, monkeypatch):
     """Two processes into a fresh --output_dir: on a loaded machine rank 1 reached its checks after rank 0 had
     taken the lock and written its log, and refused the run ("output directory is not empty")."""
-    from corefbert.training.loop import check_training_start
+    from corefbert.training.loop.setup import check_training_start
 
     out = tmp_path / "out"
     out.mkdir()
