@@ -115,8 +115,36 @@ def out_of_memory_as_error(what: str, advice: str) -> Iterator[None]:
                              f"{advice}") from None
 
 
+# What torch's DataLoader says when a worker process dies: its SIGCHLD handler ("DataLoader worker (pid 123) is
+# killed by signal: Killed. "; "Bus error. It is possible that dataloader's workers are out of shared memory"), the
+# reader that finds it gone ("DataLoader worker (pid(s) 123) exited unexpectedly"), or its exit status.
+_WORKER_DIED = re.compile(r"DataLoader worker \(pid(?:\(s\))? ([\d, ]+)\) (?:is killed by signal: ([^.]+)|"
+                          r"exited unexpectedly(?: with exit code (-?\d+))?)")
+
+
+def dataloader_worker_died(err: BaseException) -> str | None:
+    """The one line for a data loader worker process that died under the command (killed by the kernel's
+    out-of-memory killer, most often: 86 lines of traceback before), or None when ``err`` says no such thing."""
+    matches, seen = [], err
+    while seen is not None:  # "exited unexpectedly" is raised from the SIGCHLD handler's error, which names the signal
+        found = _WORKER_DIED.search(str(seen)) if isinstance(seen, RuntimeError) else None
+        matches += [found] if found else []
+        seen = seen.__cause__ or seen.__context__
+    if not matches:
+        return None
+    pid, signal_name, code = next((m for m in matches if m.group(2)), matches[0]).groups()
+    how = f"was killed by signal {signal_name.strip()}" if signal_name else \
+        f"exited with code {code}" if code else "exited unexpectedly"
+    shm = " (out of shared memory: raise /dev/shm)" if signal_name and "Bus error" in signal_name else \
+        " (the system's out-of-memory killer, most often)" if signal_name else ""
+    return (f"a data loader worker process (pid {pid.strip()}) {how}{shm}; rerun with --num_workers 0 (batches made "
+            "in the training process) or with more memory. Checkpoints written before stay: a training run "
+            "continues from its newest with --resume_from_checkpoint latest")
+
+
 def cli_entry(main: F) -> F:
-    """Wrap a CLI ``main`` so a :class:`CorefBertError` prints one line and exits with status 2."""
+    """Wrap a CLI ``main`` so a :class:`CorefBertError`, or a data loader worker that died
+    (:func:`dataloader_worker_died`), prints one line and exits with status 2."""
 
     @functools.wraps(main)
     def wrapper(*args, **kwargs):
@@ -132,6 +160,13 @@ def cli_entry(main: F) -> F:
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)
             sys.exit(130)
+        except RuntimeError as err:
+            line = dataloader_worker_died(err)
+            if line is None:
+                raise
+            sys.stderr.write(f"error: {one_line(line)}\n")
+            sys.stderr.flush()
+            sys.exit(2)
         finally:
             COMMAND_INPUTS.reset(token)
 

@@ -176,3 +176,22 @@ def test_a_failed_allocation_is_one_line_naming_the_flag_and_other_errors_pass()
     for other in (ValueError("bad value"), RuntimeError("shape '[2, 3]' is invalid for input of size 5")):
         with pytest.raises(type(other)), out_of_memory_as_error("in step 3", "lower --max_words"):
             raise other
+
+
+def test_the_ways_a_loader_worker_dies_read_as_one_line_and_other_errors_pass():
+    from corefbert.errors import dataloader_worker_died
+
+    killed = RuntimeError("DataLoader worker (pid 4242) is killed by signal: Killed. ")
+    line = dataloader_worker_died(killed)
+    assert line.startswith("a data loader worker process (pid 4242) was killed by signal Killed (the system's "
+                           "out-of-memory killer, most often); rerun with --num_workers 0")
+    gone = RuntimeError("DataLoader worker (pid(s) 17, 18) exited unexpectedly")
+    gone.__cause__ = killed
+    assert dataloader_worker_died(gone).startswith("a data loader worker process (pid 4242) was killed")
+    bus = RuntimeError("DataLoader worker (pid 7) is killed by signal: Bus error. It is possible that dataloader's "
+                       "workers are out of shared memory. Please try to raise your shared memory limit.")
+    assert "(out of shared memory: raise /dev/shm)" in dataloader_worker_died(bus)
+    assert "exited with code 3" in dataloader_worker_died(RuntimeError(
+        "DataLoader worker (pid 9) exited unexpectedly with exit code 3. Details are lost due to multiprocessing."))
+    assert dataloader_worker_died(RuntimeError("shape mismatch")) is None
+    assert dataloader_worker_died(ValueError("DataLoader worker (pid 1) is killed by signal: Killed.")) is None

@@ -54,6 +54,11 @@ from corefbert.text.conll import ConllDocument, read_conll
 from corefbert.text.durable import check_writable, replace_file
 from corefbert.text.positions import max_positions, positions_reason
 from corefbert.text.tokenizers import load_tokenizer
+from corefbert.training.model_folders import (
+    check_model_folder,
+    check_sizes_against_weights,
+    safetensors_files,
+)
 
 __all__ = ["frozen_coref_probe", "frozen_paired_difference", "load_probe_encoder", "prepare_document"]
 
@@ -85,8 +90,12 @@ def load_probe_encoder(model_name_or_path: str | os.PathLike, random_weights: bo
     if random_weights:
         torch.manual_seed(seed)
         return AutoModel.from_config(config).eval()
+    path = str(model_name_or_path)
+    if os.path.isdir(path):  # a config sizing other tensors than the stored ones: one line, before allocating
+        check_sizes_against_weights(lambda: AutoModel.from_config(config), safetensors_files(path), "config.json",
+                                    path)
     try:
-        model, _ = load_quietly(AutoModel, str(model_name_or_path))
+        model, _ = load_quietly(AutoModel, path)
     except (OSError, ValueError) as err:
         raise CorefBertError(f"cannot load an encoder ({one_line(err, first_line=True)}); pass a checkpoint folder "
                              "as --model_name_or_path", path=model_name_or_path) from None
@@ -351,6 +360,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.output_file:
         check_writable(os.path.dirname(os.path.abspath(args.output_file)), "--output_file")
     train_docs, test_docs = read_conll(train_files), read_conll(test_files)
+    check_model_folder(args.model_name_or_path)  # pickle-only weights, a config of another model: before any read
     tokenizer = load_tokenizer(args.model_name_or_path)
     check_settings(encoder_config(args.model_name_or_path), train_docs, test_docs, args.layers, args.window)
     model = load_probe_encoder(args.model_name_or_path, args.random_weights, args.seed)

@@ -33,11 +33,30 @@ def save_figure(fig, out_path: str | os.PathLike, what: str, dpi: int) -> Path:
     import matplotlib.pyplot as plt
 
     out_path = Path(out_path)
+    check_image_name(out_path, fig)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     with output_path(out_path, what) as fresh:
         fig.savefig(fresh, dpi=dpi, format=out_path.suffix.lstrip(".") or "png")
     plt.close(fig)
     return out_path
+
+
+def check_image_name(out_path: str | os.PathLike, fig=None) -> None:
+    """One line when ``out_path``'s suffix names no image format matplotlib writes (``-o curves.jsonl``: its
+    ``savefig`` raised a ValueError traceback); no suffix is png. ``fig``: the figure whose canvas is asked."""
+    suffix = Path(out_path).suffix.lstrip(".").lower()
+    if not suffix:
+        return
+    if fig is None:
+        plt = pyplot("plotting")
+        fig = plt.figure()
+        formats = fig.canvas.get_supported_filetypes()
+        plt.close(fig)
+    else:
+        formats = fig.canvas.get_supported_filetypes()
+    if suffix not in formats:
+        raise CorefBertError(f"'.{suffix}' is not an image format matplotlib writes ({', '.join(sorted(formats))}); "
+                             "name the output .png (or .pdf, .svg)", path=out_path)
 
 
 def plot_curves(log_path: str | os.PathLike, out_path: str | os.PathLike, title: str | None = None) -> Path:
@@ -79,6 +98,7 @@ def main(argv: list[str] | None = None) -> None:
                          usage="%(prog)s [-h] LOG [-o OUTPUT] [--title TITLE] [--config FILE]",
                          description=PlotArguments.__doc__)
     out = args.output or str(Path(args.log).with_name("curves.png"))
+    check_image_name(out)  # before the log is read
     print(plot_curves(args.log, out, title=args.title))
 
 

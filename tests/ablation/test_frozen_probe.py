@@ -375,3 +375,39 @@ def test_the_real_split_tells_the_pretrained_minilm_from_random_weights():
     above_floor = frozen_paired_difference(pretrained, random, "frozen_auc_l3")
     assert above_floor["ci_low"] > 0, above_floor
     assert pretrained["frozen_gain_over_l0_auc_l3"] > 0 and pretrained["frozen_gain_over_l0_auc_diffstring_l3"] > 0
+
+
+def _edited_model(tiny_bert_dir, tmp_path, case: str) -> str:
+    """``tiny_bert_dir`` with its weights as a pickle only, or its config.json lying about a size."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file
+
+    folder = tmp_path / case
+    shutil.copytree(tiny_bert_dir, folder)
+    if case == "pickle only":
+        torch.save(load_file(str(folder / "model.safetensors")), folder / "pytorch_model.bin")
+        (folder / "model.safetensors").unlink()
+    else:
+        config = json.loads((folder / "config.json").read_text())
+        config[case] = config[case] * 2
+        (folder / "config.json").write_text(json.dumps(config))
+    return str(folder)
+
+
+@pytest.mark.parametrize("case, expected", [
+    ("pickle only", "the weights here are pickle files only (pytorch_model.bin); corefbert reads safetensors only"),
+    ("vocab_size", "config.json sizes embeddings.word_embeddings.weight as ["),
+    ("hidden_size", "config.json sizes embeddings."),
+])
+def test_a_pickle_only_folder_or_a_config_that_lies_is_one_line(case, expected, tiny_bert_dir, tmp_path, capsys):
+    """A pickle-only folder was unpickled (or a traceback), a config whose sizes lie a size-mismatch traceback."""
+    folder = _edited_model(tiny_bert_dir, tmp_path, case)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--model_name_or_path", folder, "--train_file", str(TWO_DOCS), "--test_file", str(TEST_FILES[0]),
+              "--window", "16", "--layers", "0", "--bootstrap_samples", "10"])
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]  # after transformers' load bar
+    assert exit_info.value.code == 2 and len(errors) == 1 and err.strip().splitlines()[-1] == errors[0], err
+    assert errors[0].startswith(f"error: {folder}: ") and expected in errors[0] and "Traceback" not in err, err

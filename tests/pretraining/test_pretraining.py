@@ -467,6 +467,21 @@ def test_plot_from_log(tmp_path):
     assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_plot_to_a_name_that_is_no_image_is_one_line(tmp_path, capsys):
+    """``corefbert plot -o x.jsonl``: matplotlib's savefig raised a ValueError traceback."""
+    pytest.importorskip("matplotlib")
+    from corefbert.pretraining.plotting import main as plot_main
+
+    log = tmp_path / "log.jsonl"
+    log.write_text(json.dumps({"split": "eval", "step": 0, "mrp_accuracy": 0.1}) + "\n")
+    with pytest.raises(SystemExit) as exit_:
+        plot_main([str(log), "-o", str(tmp_path / "x.jsonl")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_.value.code == 2 and len(err) == 1, err
+    assert err[0].startswith(f"error: {tmp_path / 'x.jsonl'}: '.jsonl' is not an image format matplotlib writes (")
+    assert "png" in err[0] and "name the output .png" in err[0] and not (tmp_path / "x.jsonl").exists()
+
+
 # ---------------------------------------------------------------------------------------------------
 # The CLI: bad input gets one line; the demo defaults; several processes and DeepSpeed (subprocesses).
 

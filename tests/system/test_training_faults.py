@@ -313,3 +313,39 @@ def test_a_second_corpus_preparation_into_one_folder_is_refused_naming_the_first
     status, lines = run_cli([*common, "--max_seq_length", "32"], capsys)
     assert status == 0, lines
 
+
+
+def test_a_killed_loader_worker_is_one_line_and_the_newest_checkpoint_stays(tmp_path, capsys, monkeypatch):
+    """A data loader worker killed mid-run (the kernel's out-of-memory killer, here SIGKILL from inside the worker
+    once the first epoch's checkpoint is on disk) was 86 lines of traceback; now one line naming the worker and
+    what to do, exit status 2, and the run continues from the checkpoint it left."""
+    from corefbert.tasks.babi.task import BabiTask
+
+    babi = load_cli("finetune/run_babi.py").main
+    out = tmp_path / "out"
+    collate = BabiTask.collate
+
+    def collate_then_die(self, features):
+        if torch.utils.data.get_worker_info() is not None and list(out.glob("qa1/seed_0/checkpoints/step_*")):
+            os.kill(os.getpid(), signal.SIGKILL)
+        return collate(self, features)
+
+    flags = ["--data_dir", str(ROOT / "tests" / "fixtures" / "babi"), "--task_ids", "1", "--do_train", "--do_eval",
+             "--num_train_epochs", "2", "--embedding_dim", "8", "--hidden_size", "8", "--disable_tqdm", "true",
+             "--output_dir", str(out)]
+    with monkeypatch.context() as patch:
+        patch.setattr(BabiTask, "collate", collate_then_die)
+        with pytest.raises(SystemExit) as exit_:
+            babi([*flags, "--num_workers", "1"])
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert exit_.value.code == 2 and len(errors) == 1 and "Traceback" not in err, err[-3000:]
+    assert errors[0].startswith("error: a data loader worker process (pid "), errors[0]
+    assert "was killed by signal Killed (the system's out-of-memory killer, most often)" in errors[0]
+    assert "rerun with --num_workers 0" in errors[0] and "--resume_from_checkpoint latest" in errors[0]
+    kept = list_checkpoints(out / "qa1" / "seed_0")
+    assert kept, "the first epoch's checkpoint stays"
+    results = babi([*flags, "--num_workers", "0", "--resume_from_checkpoint", "latest"])
+    resumed = [json.loads(line) for line in (out / "qa1" / "seed_0" / "log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in resumed if r.get("split") == "resume"] == [kept[-1][0]]
+    assert 0.0 <= results["eval_accuracy"] <= 1.0
