@@ -15,12 +15,12 @@ import typing
 from dataclasses import dataclass, field
 
 from corefbert.argparser import conform_value
-from corefbert.errors import CorefBertError
+from corefbert.errors import CorefBertError, one_line
+from corefbert.training.checkpoints.signals import any_process
 from corefbert.training.outputs.lock import is_empty_output
 
 MIXED_PRECISION = ("auto", "no", "bf16", "fp16")
 ON_NONFINITE = ("stop", "skip")
-REPORT_TO = ("tensorboard", "wandb", "all")
 #: ``--torch_compile_scope``: the repeated encoder layers (regional compilation) or the whole model.
 COMPILE_SCOPES = ("layers", "model")
 #: ``--num_workers auto`` on an accelerator: at most this many loader workers per training process.
@@ -100,7 +100,10 @@ class TrainingArguments:
                                        "on a GPU, where collation then overlaps the step; 0 on CPU, where workers "
                                        "would take cores from the step)."})
     with_tracking: bool = field(default=False, metadata={"help": "Also log to a tracker (see --report_to)."})
-    report_to: str = field(default="tensorboard", metadata={"help": "tensorboard | wandb | all."})
+    report_to: str = field(default="tensorboard", metadata={
+        "help": "The tracker(s) of --with_tracking: any accelerate knows (tensorboard, the offline one of the "
+                "tracking extra; wandb, mlflow, trackio, comet_ml, aim, clearml, dvclive, swanlab, ...), several "
+                "joined by commas, or all (every one installed)."})
     disable_tqdm: bool = field(default=False, metadata={"help": "No progress bars."})
     # ---- Hub round trip (corefbert/training/hub.py): Hugging Face's names, used at the end of a run. ----
     push_to_hub: bool = field(
@@ -153,7 +156,7 @@ class TrainingArguments:
         _check_choice("optim", self.optim, OPTIMIZERS)
         _check_choice("mixed_precision", self.mixed_precision, MIXED_PRECISION)
         _check_choice("on_nonfinite", self.on_nonfinite, ON_NONFINITE)
-        _check_choice("report_to", self.report_to, REPORT_TO)
+        _check_choice("report_to", self.report_to, known_trackers(), several=True)
         from transformers import SchedulerType
 
         _check_choice("lr_scheduler_type", self.lr_scheduler_type, ["step", *(s.value for s in SchedulerType)])
@@ -201,9 +204,12 @@ def _check_types(args) -> None:
             setattr(args, f.name, conform_value(f.name, getattr(args, f.name), declared))
 
 
-def _check_choice(name: str, value: str, allowed) -> None:
-    if value not in allowed:
-        raise CorefBertError(f"--{name} {value!r} is not one of {', '.join(allowed)}")
+def _check_choice(name: str, value: str, allowed, several: bool = False) -> None:
+    """``several``: ``value`` may join several of ``allowed`` by commas."""
+    for one in value.split(",") if several else [value]:
+        if one.strip() not in allowed:
+            raise CorefBertError(f"--{name} {value!r} is not one of {', '.join(allowed)}"
+                                 f"{' (several joined by commas)' if several else ''}")
 
 
 def check_output_dir(args: TrainingArguments) -> None:
@@ -222,23 +228,82 @@ def check_output_dir(args: TrainingArguments) -> None:
     )
 
 
+def known_trackers() -> list[str]:
+    """``--report_to``'s names: every tracker accelerate knows (``accelerate.tracking.LOGGER_TYPE_TO_CLASS``; in
+    1.15 aim, clearml, comet_ml, dvclive, mlflow, swanlab, tensorboard, trackio, wandb), then ``all``."""
+    from accelerate.tracking import LOGGER_TYPE_TO_CLASS
+
+    return [*sorted(LOGGER_TYPE_TO_CLASS), "all"]
+
+
 def tracking_backends(report_to: str) -> list[str]:
-    """The trackers ``--report_to`` names that are installed; one line naming the package when none is.
+    """The trackers ``--report_to`` names (``all``: every one installed), each checked to be able to start; one
+    line naming the package to install, or the login wandb lacks, before any model or data is loaded.
 
     Asked before the Accelerator exists: accelerate's own filter logs through its state-bound logger and
-    raises a RuntimeError traceback when a tracker package is missing.
+    raises a RuntimeError traceback when a tracker package is missing, and skips an unknown one silently.
     """
-    from accelerate.utils import is_tensorboard_available, is_wandb_available
+    import accelerate.tracking
+    import accelerate.utils
 
-    available = {"tensorboard": is_tensorboard_available(), "wandb": is_wandb_available()}
-    wanted = ["tensorboard", "wandb"] if report_to == "all" else [report_to]
-    found = [name for name in wanted if available[name]]
-    if not found:
+    def installed(name: str) -> bool:  # asked now: accelerate's own list was made when it was imported
+        check = getattr(accelerate.utils, f"is_{name}_available", None)
+        return check() if check else name in map(str, accelerate.tracking.get_available_trackers())
+
+    known = known_trackers()[:-1]
+    wanted = known if report_to == "all" else [name.strip() for name in report_to.split(",")]
+    found = [name for name in wanted if installed(name)]
+    missing = [name for name in wanted if name not in found]
+    if not found or (missing and report_to != "all"):
+        names = missing if report_to != "all" else ["tensorboard"]
+        what = "no tracker accelerate knows is installed" if report_to == "all" else \
+            f"{' and '.join(missing)} not installed"
         raise CorefBertError(
-            f"--with_tracking --report_to {report_to}: {' and '.join(wanted)} not installed; "
-            f"pip install {' '.join(wanted)}, or drop --with_tracking (log.jsonl is written either way)"
-        )
+            f"--with_tracking --report_to {report_to}: {what}; pip install {' '.join(names)}"
+            f"{OFFLINE_TRACKER if 'tensorboard' in names else ''}, or drop --with_tracking (log.jsonl is written "
+            "either way)")
+    if "wandb" in found:
+        _check_wandb_login(report_to)
     return found
+
+
+OFFLINE_TRACKER = " (the offline one: pip install 'corefbert[tracking]')"
+
+
+def _check_wandb_login(report_to: str) -> None:
+    """One line when wandb would ask for a login it cannot get: no ``WANDB_API_KEY``, no ``wandb login`` entry
+    in ``~/.netrc`` (``$NETRC``), and ``WANDB_MODE`` not offline or disabled (wandb then stops the run in
+    ``init_trackers`` with a traceback, or waits on a prompt)."""
+    import netrc
+    from urllib.parse import urlparse
+
+    if os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_MODE", "").lower() in ("offline", "disabled",
+                                                                                           "dryrun"):
+        return
+    host = urlparse(os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")).hostname
+    try:
+        if netrc.netrc(os.environ.get("NETRC")).authenticators(host):
+            return
+    except (OSError, netrc.NetrcParseError):
+        pass  # no ~/.netrc, or one that cannot be read: no login there
+    raise CorefBertError(f"--with_tracking --report_to {report_to}: wandb has no login here (no WANDB_API_KEY, no "
+                         "`wandb login`); run `wandb login`, set WANDB_API_KEY, or log offline with WANDB_MODE=offline "
+                         "(then `wandb sync` the run's wandb/ folder), or use --report_to tensorboard")
+
+
+def start_trackers(accelerator, project: str, config: dict, report_to: str) -> None:
+    """``accelerator.init_trackers(project, config)`` before the first step, or one line naming the trackers of
+    ``--report_to`` when one cannot start (a server that does not answer, a missing API key, a refused login):
+    the run then stops before it trains, with nothing to resume."""
+    failure = None
+    try:
+        accelerator.init_trackers(project, config=config)
+    except Exception as err:  # each tracker raises its own kinds; none of them is corefbert's bug
+        failure = one_line(err, first_line=True, limit=300)
+    if any_process(accelerator, failure is not None):
+        raise CorefBertError(f"--with_tracking --report_to {report_to}: a tracker could not start "
+                             f"({failure or 'on another process'}); fix its setup, use another --report_to "
+                             "(tensorboard logs offline under --output_dir), or drop --with_tracking")
 
 
 def resolve_num_workers(value: str | int, device_type: str) -> int:

@@ -59,6 +59,7 @@ from corefbert.training.training_args import (
     changed_settings,
     refuse_changed_settings,
     run_settings,
+    start_trackers,
 )
 
 
@@ -70,7 +71,7 @@ def train(job: TrainingJob, args: TrainingArguments, accelerator, model, optimiz
         compile_repeated_layers(accelerator.unwrap_model(model), args.torch_compile_backend, args.torch_compile_mode)
     loop = _Loop(job, args, accelerator, model, optimizer, scheduler, train_loader, total_steps)
     if args.with_tracking:
-        accelerator.init_trackers(project, config=_flat(public_settings(args)))  # no --hub_token
+        start_trackers(accelerator, project, _flat(public_settings(args)), args.report_to)  # no --hub_token
     with StopSignal(accelerator) as stop:  # to the end: the final evaluation and save included
         loop.stop = stop
         loop.resume()
