@@ -6,7 +6,8 @@
   is :func:`stale_names`'s);
 - docs/layout.md names every folder and module of the package and of its ``tasks/``;
 - no source file cites a file outside the repository (what the code relies on is in docs/, e.g. docs/design.md),
-  and the docs point outside it only to the papers and the data.
+  and the docs point outside it only to the papers and the data;
+- the docs name no tracker issue number, session or writing machine's path (:func:`private_words`).
 
 Each checker runs on planted files too, and fails there.
 """
@@ -372,3 +373,39 @@ def test_a_planted_note_outside_the_repository_is_found_in_the_docs(tmp_path):
     page.write_text("The concrete form of `../shared/DESIGN.md`; the paper (`../shared/papers/x.txt`), the data\n"
                     "(`../shared/data/gap/SOURCE.md`), the [README](README.md); STYLE.md says so.\n", encoding="utf-8")
     assert note_citations([page], tmp_path) == ["page.md: ../shared/DESIGN.md", "page.md: STYLE.md"]
+
+
+#: What the docs' readers cannot see or use: a tracker's issue numbers, how work was split into sessions or how a
+#: machine was obtained, and a path of the machine the docs were written on (the docs name paths from the checkout).
+PRIVATE = [
+    (re.compile(r"\b[Ii]ssues? \d+"), "a tracker's issue number"),
+    (re.compile(r"\bsessions?\b", re.IGNORECASE), "a session"),
+    (re.compile(r"\blent\b"), "how a machine was obtained"),
+    (re.compile(r"(?<![\w.<>-])/(?:work|home|root|Users|mnt|opt)/"), "an absolute path of the writing machine"),
+]
+
+
+def private_words(paths: list[Path], root: Path) -> list[str]:
+    """``file:line: what`` for every line of ``paths`` that tells the reader something only the writers knew."""
+    found = []
+    for path in paths:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            found += [f"{path.relative_to(root).as_posix()}:{number}: {what}: {pattern.search(line).group(0)}"
+                      for pattern, what in PRIVATE if pattern.search(line)]
+    return found
+
+
+def test_the_docs_name_no_tracker_issue_session_or_machine_path():
+    found = private_words(DOCS, ROOT)
+    assert not found, "the docs describe the software and its measurements (by date, machine, command):\n" + \
+        "\n".join(found)
+
+
+def test_a_planted_issue_number_session_and_machine_path_are_found(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("Fixed in issue 35.\nThe next session runs it.\nOn a lent H100.\nsee /work/runs/x and "
+                    "/home/me/data\nruns/x, `<tmp>/opt/y`, /dev/stdin and --output_dir out/opt/ are fine.\n",
+                    encoding="utf-8")
+    assert private_words([page], tmp_path) == [
+        "page.md:1: a tracker's issue number: issue 35", "page.md:2: a session: session",
+        "page.md:3: how a machine was obtained: lent", "page.md:4: an absolute path of the writing machine: /work/"]
