@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from corefbert.errors import CorefBertError, one_line
+from corefbert.text.jsonio import read_json
 
 # A tokenizer with fewer entries is a stand-in (transformers 5's 5-token fallback), not a language's.
 MIN_VOCABULARY = 100
@@ -49,16 +50,14 @@ def load_tokenizer(path_or_name: str | None, *, advice: str = "check --model_nam
 def _local_config(path: str) -> dict | None:
     """The ``config.json`` of a local model folder as a dict; None for a tokenizer-only folder, a Hub name or a
     file that is no JSON object (the model's loader reports that one)."""
-    import json
     import os
 
     config_path = os.path.join(path, "config.json")
     if not os.path.isfile(config_path):
         return None
     try:
-        with open(config_path, encoding="utf-8") as handle:
-            config = json.load(handle)
-    except (OSError, ValueError):
+        config = read_json(config_path)
+    except (CorefBertError, OSError):
         return None
     return config if isinstance(config, dict) else None
 
