@@ -26,6 +26,7 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 from helpers import ROOT
 
 PACKAGE = "corefbert"
@@ -549,3 +550,31 @@ def test_the_checker_fails_on_a_planted_private_name_re_export_and_user_api_impo
     assert user_api_imports(modules, "fakepkg") == ["fakepkg.tasks.coref.task imports fakepkg.tasks.coref.resolver"]
     clean = read_modules(_fake_package(tmp_path / "clean", CLEAN).parent, ("fakepkg",))
     assert private_uses(clean, "fakepkg") == [] and user_api_imports(clean, "fakepkg") == []
+
+
+def ignored_sources(root: Path) -> list[str]:
+    """Files under ``root``'s code folders that git's ignore rules keep out of a commit: present in the working
+    tree, absent from every clone (a package's ``__init__.py`` under a rule meant for run outputs)."""
+    import subprocess
+
+    listed = subprocess.run(["git", "ls-files", "--others", "--ignored", "--exclude-standard", "--", *PACKAGES,
+                             "tests", "benchmarks"], cwd=root, capture_output=True, text=True, check=True)
+    return sorted(p for p in listed.stdout.splitlines() if not {"__pycache__", ".pytest_cache"} & set(p.split("/"))
+                  and not p.endswith(".pyc"))
+
+
+def test_no_source_file_is_ignored_by_git():
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    assert not ignored_sources(ROOT), "ignored by .gitignore, so missing from every clone: " + \
+        ", ".join(ignored_sources(ROOT))
+
+
+def test_an_ignored_init_file_is_found(tmp_path):
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / ".gitignore").write_text("outputs/\n")
+    (tmp_path / PACKAGE / "outputs").mkdir(parents=True)
+    (tmp_path / PACKAGE / "outputs" / "__init__.py").write_text("")
+    assert ignored_sources(tmp_path) == [f"{PACKAGE}/outputs/__init__.py"]
