@@ -89,6 +89,33 @@ def curve_points(study, points: list[int], seeds: list[int], arms: list[str], st
     return found
 
 
+#: What a curve run counts, reported in its summary: runs by outcome, points, probes.
+CURVE_COUNTS = ("trained", "resumed", "finished_before", "points_saved", "points_kept", "probes_run", "probes_reused")
+
+
+def slow_points(study, points: list[int]) -> set[int]:
+    """The points whose fine-tuning probes are due (``--curve_slow_probes``: ``last``, ``all`` or a list)."""
+    if study.curve_slow_probes == "last":
+        return set(points[-1:])
+    return set(points) if study.curve_slow_probes == "all" else set(parse_tokens(study.curve_slow_probes))
+
+
+def _probe_if_saved(root: Path, point, probe, counts: dict) -> bool:
+    """Probe ``point`` if it is saved (a probe added to the table runs there, alone) and say so; False when the
+    point is still to train. A point saved with another cooldown is one line."""
+    folder = point_dir(run_dir(root, point.arm, point.seed), point.tokens)
+    record = saved_point(folder)
+    if record is None:
+        return False
+    if record.get("cooldown_steps", 0) != point.cooldown:
+        raise CorefBertError(f"this point was saved with {record.get('cooldown_steps', 0)} cooldown steps, the "
+                             f"command asks for {point.cooldown} (--curve_cooldown); use the curve's own "
+                             "--curve_cooldown, or another --output_dir", path=folder)
+    counts["points_kept"] += 1
+    probe(point.arm, point.seed, point.tokens, folder, folder)
+    return True
+
+
 def run_curve(study, train_args, corpus_args=None) -> dict:
     """Train every arm x seed to every point of ``--curve_tokens`` still missing (point by point, every arm of a
     point before the next point: the trunk to the point's fork, then the point's cooldown), probe each saved point
@@ -103,8 +130,7 @@ def run_curve(study, train_args, corpus_args=None) -> dict:
                              "--checkpointing_steps N (the presets do)")
     points = parse_tokens(study.curve_tokens)
     seeds = [train_args.seed + k for k in range(study.seeds)]
-    counts = {"trained": 0, "resumed": 0, "finished_before": 0, "points_saved": 0, "points_kept": 0,
-              "probes_run": 0, "probes_reused": 0}
+    counts = dict.fromkeys(CURVE_COUNTS, 0)
     check_study_settings(root, study, train_args)
     if study.collect_only:
         return _finish(collect_curve(root, study, seeds, points), counts, root)
@@ -120,8 +146,7 @@ def run_curve(study, train_args, corpus_args=None) -> dict:
         start, counts["base"] = train_base(study, train_args, splits)
     rules = dataclasses.replace(SWEEP_RULES, continues=("max_steps",))
     probes = curve.point_probes(study)  # through the module, as the report reads it: one table for both
-    slow = set(points[-1:]) if study.curve_slow_probes == "last" else (
-        set(points) if study.curve_slow_probes == "all" else set(parse_tokens(study.curve_slow_probes)))
+    slow = slow_points(study, points)
 
     def probe(arm, seed, tokens, model_dir, folder):
         copy = arm != START and trains_copy_head(dataclasses.replace(train_args, **ARMS[arm]))
@@ -166,19 +191,7 @@ def run_curve(study, train_args, corpus_args=None) -> dict:
     if not study.skip_backbone:
         for seed in seeds:
             probe(START, seed, 0, start, run_dir(root, START, seed))
-    missing = []
-    for point in todo:  # saved points: their probes (a probe added to the table runs here, alone)
-        folder = point_dir(run_dir(root, point.arm, point.seed), point.tokens)
-        record = saved_point(folder)
-        if record is None:
-            missing.append(point)
-            continue
-        if record.get("cooldown_steps", 0) != point.cooldown:
-            raise CorefBertError(f"this point was saved with {record.get('cooldown_steps', 0)} cooldown steps, the "
-                                 f"command asks for {point.cooldown} (--curve_cooldown); use the curve's own "
-                                 "--curve_cooldown, or another --output_dir", path=folder)
-        counts["points_kept"] += 1
-        probe(point.arm, point.seed, point.tokens, folder, folder)
+    missing = [point for point in todo if not _probe_if_saved(root, point, probe, counts)]
     for outcome, n in run_sweep(missing, make_run, rules, before_run, after_run).items():
         counts[outcome] += n
     return _finish(collect_curve(root, study, seeds, points), counts, root)

@@ -380,7 +380,7 @@ def test_a_planted_note_outside_the_repository_is_found_in_the_docs(tmp_path):
 PRIVATE = [
     (re.compile(r"\b[Ii]ssues? \d+"), "a tracker's issue number"),
     (re.compile(r"\bsessions?\b", re.IGNORECASE), "a session"),
-    (re.compile(r"\blent\b"), "how a machine was obtained"),
+    (re.compile(r"\blent\b|\bdevice (?:calls?|runs?)\b"), "how a machine was obtained"),
     (re.compile(r"(?<![\w.<>-])/(?:work|home|root|Users|mnt|opt)/"), "an absolute path of the writing machine"),
 ]
 
