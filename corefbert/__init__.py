@@ -25,11 +25,8 @@ from corefbert import known_warnings as _known_warnings
 from corefbert.pretraining.auto_classes import install as _install_auto_classes
 
 __version__ = "0.1.0"
-# Before any library below can print them: the two warnings every correct run would show (DeepSpeed's
-# "Setting accelerator to CPU", accelerate's "Removed shared tensor" of the tied MLM decoder).
-_known_warnings.install()
-
-# AutoModelForPreTraining gives the CorefBERT class for a CorefBERT checkpoint after ``import corefbert`` alone,
+_known_warnings.install()  # before any library below can print them
+# ``import corefbert`` alone makes AutoModelForPreTraining give the CorefBERT class of a CorefBERT checkpoint,
 # without importing torch or transformers here (the registration runs when transformers' Auto module loads).
 _install_auto_classes()
 

@@ -1,12 +1,7 @@
-"""Dataclass arguments with an optional ``--config file.yaml`` whose values become defaults.
-
-Every CLI parses through :func:`parse_args`: flags on the command line override the YAML file, the
-YAML file overrides the dataclass defaults (the TRL convention). The YAML load is bounded (:func:`load_yaml_config`:
-``safe_load``, so a config can never run code, of a file of at most :data:`MAX_CONFIG_BYTES`, without anchors or
-aliases, which no config needs and which can make a small file a huge or self-holding value).
-
-Every parsing error is one line (``error: ...``, exit status 2 through ``cli_entry``), not argparse's usage
-screen.
+"""Dataclass arguments with an optional ``--config file.yaml`` whose values become defaults (flags override
+the file, the file the dataclass defaults: the TRL convention). The YAML load is bounded: ``safe_load`` (no
+code runs), at most :data:`MAX_CONFIG_BYTES`, no anchors or aliases (which can make a small file a huge or
+self-holding value). Every parsing error is one line, not argparse's usage screen.
 """
 
 from __future__ import annotations
@@ -41,8 +36,7 @@ _INVOKED_AS: contextvars.ContextVar[str | None] = contextvars.ContextVar("invoke
 
 @contextlib.contextmanager
 def invoked_as(name: str) -> Iterator[None]:
-    """While the block runs, every usage line names the program ``name`` (``corefbert prepare``): the dispatcher
-    runs each command's ``main``, which named its script (``prepare_corpus.py``) or module."""
+    """While the block runs, every usage line names the program ``name`` (``corefbert prepare``)."""
     token = _INVOKED_AS.set(name)
     try:
         yield
@@ -51,26 +45,17 @@ def invoked_as(name: str) -> Iterator[None]:
 
 
 def program(default: str | None) -> str | None:
-    """The program name for a parser's usage line: ``corefbert <command>`` under the dispatcher, else ``default``
-    (a script's name; None lets argparse take ``sys.argv[0]``)."""
+    """The program name of a usage line: ``corefbert <command>`` under the dispatcher, else ``default``."""
     return _INVOKED_AS.get() or default
 
 
 def _one_line_errors(parser: argparse.ArgumentParser, path: str | None = None):
-    """Make ``parser`` raise one :class:`CorefBertError` line instead of printing its usage screen and
-    exiting: 60 lines of usage hid the one that matters."""
+    """Make ``parser`` raise one :class:`CorefBertError` line instead of printing its usage screen."""
 
     def error(message: str):
         raise CorefBertError(f"{message.rstrip('.')}; run with --help for the valid arguments", path=path)
 
     parser.error = error  # type: ignore[method-assign]
-
-
-def _expected_type(action: argparse.Action) -> str:
-    """What a flag's value must be, in words: ``an integer``, ``a number``, ``true or false``."""
-    kind = getattr(action.type, "__name__", str(action.type))
-    words = {"int": "an integer", "float": "a number", "string_to_bool": "true or false", "str": "a string"}
-    return words.get(kind, kind)
 
 
 def _yaml_line(path: str, key: str) -> int | None:
@@ -84,9 +69,8 @@ def _yaml_line(path: str, key: str) -> int | None:
 
 
 def _convert_yaml_values(values: dict[str, Any], dests: dict[str, argparse.Action], path: str) -> dict[str, Any]:
-    """YAML strings converted by each flag's argparse type now, so a value argparse cannot convert
-    (``max_steps: ten``) is one line naming the file, the line, the key and the type; argparse would
-    convert it only after parsing and answer with its usage screen, the file never named."""
+    """YAML strings converted by each flag's argparse type now: a value it cannot convert (``max_steps: ten``)
+    is one line naming the file, the key's line and the type, not argparse's usage screen."""
     converted = dict(values)
     for key, value in values.items():
         action = dests[key]
@@ -95,8 +79,10 @@ def _convert_yaml_values(values: dict[str, Any], dests: dict[str, argparse.Actio
         try:
             converted[key] = action.type(value)
         except (argparse.ArgumentTypeError, TypeError, ValueError):
-            raise CorefBertError(f"{key}: {value!r} is not {_expected_type(action)}; fix the value in the config",
-                                 path=path, position=_yaml_line(path, key)) from None
+            kind = getattr(action.type, "__name__", str(action.type))
+            words = {t.__name__: w[0] for t, w in _KINDS.items()} | {"string_to_bool": "true or false"}
+            raise CorefBertError(f"{key}: {value!r} is not {words.get(kind, kind)}; fix the value in the "
+                                 "config", path=path, position=_yaml_line(path, key)) from None
     return converted
 
 
@@ -123,11 +109,9 @@ def load_yaml_config(path: str) -> dict[str, Any]:
         raise CorefBertError(f"not valid YAML ({reason}); fix the file", path=path, position=position) from None
     except RecursionError:  # PyYAML composes nested lists recursively: [[[[...]]]] thousands deep
         raise CorefBertError("values nested too deeply; a config holds flat values and lists", path=path) from None
-    if values is None:
-        return {}
-    if not isinstance(values, dict):
+    if not isinstance(values, dict | None):
         raise CorefBertError("a config must be a mapping of argument names to values", path=path)
-    return values
+    return values or {}
 
 
 _MISFIT = object()
@@ -188,13 +172,12 @@ def _as_type(name: str, value, option):
 
 def conform_value(name: str, value, annotation):
     """``value`` as the dataclass field ``name`` of type ``annotation`` must hold it, or one line saying what it
-    must be. The one home of these rules: every ``--config`` value passes here before any code uses it (YAML
-    bypasses argparse's conversion), and :meth:`TrainingArguments.validate` checks fields set in code with it.
+    must be: the one home of these rules (every ``--config`` value, and ``TrainingArguments.validate``).
 
     YAML's own spellings are read as meant: ``1e-5`` (a string to YAML 1.1) as a float, ``4.0`` as an integer,
     ``500`` for a string flag, ``mixed_precision: no`` (false to YAML) as "no"; one value for a list flag is a
-    list of one. Nested lists, mappings and nulls where a value belongs are refused; a type not listed here
-    (``bool``, ``int``, ``float``, ``str``, their lists and ``| None``) passes unchanged.
+    list of one. Nested lists, mappings and nulls are refused; other types than ``bool``, ``int``, ``float``,
+    ``str``, their lists and ``| None`` pass unchanged.
     """
     options = _options(annotation)
     if value is None:
@@ -256,12 +239,11 @@ def parse_args(
 ):
     """Parse ``args`` (default ``sys.argv[1:]``) into one instance per dataclass type.
 
-    Precedence, lowest first: dataclass defaults, ``defaults`` (a CLI's own, e.g. a benchmark's paper
-    learning rate), the ``--config`` YAML file, command-line flags. Unknown names are an error. ``prog`` is the
-    script's name for the usage line (``corefbert <command>`` under the dispatcher, :func:`program`); ``usage``
-    replaces argparse's generated usage line (``%(prog)s`` is the program), ``description`` opens the help.
-    ``positionals`` name the fields that may also be given as bare words, in order, without their flag
-    (``corefbert plot LOG`` = ``corefbert plot --log LOG``; :func:`_place_positionals`).
+    Precedence, lowest first: dataclass defaults, ``defaults`` (a CLI's own, e.g. a benchmark's paper learning
+    rate), the ``--config`` YAML file, command-line flags. Unknown names are an error. ``prog``: the script's
+    name for the usage line (:func:`program`); ``usage`` replaces argparse's usage line, ``description`` opens
+    the help. ``positionals``: fields that may also be given as bare words, in order (``corefbert plot LOG`` =
+    ``corefbert plot --log LOG``).
     """
     args = list(sys.argv[1:] if args is None else args)
     pre = argparse.ArgumentParser(add_help=False)
@@ -281,10 +263,8 @@ def parse_args(
         dests = {action.dest: action for action in parser._actions}
         unknown = sorted(set(values) - set(dests))
         if unknown:
-            raise CorefBertError(
-                f"unknown argument(s) {', '.join(unknown)}; run with --help for the valid names",
-                path=known.config,
-            )
+            raise CorefBertError(f"unknown argument(s) {', '.join(unknown)}; run with --help for the valid "
+                                 "names", path=known.config)
         fields = _field_types(dataclass_types)
         values = {key: _conform_yaml_value(key, value, fields[key], known.config) if key in fields else value
                   for key, value in _convert_yaml_values(values, dests, known.config).items()}

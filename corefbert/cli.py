@@ -9,10 +9,8 @@ that its script or ``python -m`` module runs; ``corefbert finetune <task>`` to t
     corefbert convert released/ converted/    (or --official_dir released/ --output_dir converted/)
     accelerate launch -m corefbert.cli pretrain ...          several processes
 
-Every command is a function of the package (the scripts in ``pretrain/`` and ``finetune/`` import the same
-ones), so an installed package needs no checkout. Arguments after the command go to that ``main``
-unchanged (``--help`` included); while it runs, its usage line names it ``corefbert <command>``
-(:func:`corefbert.argparser.invoked_as`), where the script names itself.
+Every command is a function of the package, so an installed package needs no checkout. Arguments after the
+command go to that ``main`` unchanged; its usage line then names it ``corefbert <command>`` (``invoked_as``).
 """
 
 from __future__ import annotations
@@ -34,80 +32,45 @@ class Command:
     summary: str
     module: str | None = None  # None only for ``finetune``, which dispatches on its task (FINETUNE_TASKS)
 
-    def load(self) -> Callable[[list[str]], object]:
-        # Imported on use: ``corefbert --help`` and each command load only what that command needs.
+    def load(self) -> Callable[[list[str]], object]:  # imported on use: each command loads only what it needs
         return importlib.import_module(self.module).main
 
 
 COMMANDS = {
-    "prepare": Command(
-        "raw text -> a prepared (packed, cached) pretraining corpus", module="corefbert.corpus.cli"
-    ),
-    "pretrain": Command(
-        "pretrain CorefBERT (MLM + MRP); the demo without arguments", module="corefbert.pretraining.cli"
-    ),
-    "ablation": Command(
-        "the paper's ablation study: arms x seeds, probes, report", module="corefbert.ablation.cli"
-    ),
-    "frozen-probe": Command(
-        "the frozen-feature coreference probe of a checkpoint: mention-pair AUC/F1 per layer",
-        module="corefbert.ablation.frozen_probe",
-    ),
-    "finetune": Command(
-        "fine-tune on a benchmark: corefbert finetune <task> ... (see corefbert finetune --help)"
-    ),
-    "convert": Command(
-        "a released CorefBERT checkpoint -> a corefbert pretraining checkpoint",
-        module="corefbert.pretraining.convert",
-    ),
-    "resolve": Command(
-        "coreference clusters of raw text with an end-to-end model",
-        module="corefbert.tasks.coref_e2e.resolve",
-    ),
-    "pronoun-pairs": Command(
-        "pronoun-replacement entailment pairs from CoNLL-2012 files",
-        module="corefbert.tasks.pronoun_pairs.builder",
-    ),
-    "plot": Command(
-        "accuracy curves of a pretraining run from its log.jsonl", module="corefbert.pretraining.plotting"
-    ),
-    "slot-fill": Command(
-        "computed-slot fill of a prepared corpus, length-grouped vs random batches",
-        module="corefbert.pretraining.length_grouping",
-    ),
-    "config-path": Command(
-        "where a shipped config is (pretraining recipes, accelerate configs); all of them without a name",
-        module="corefbert.configs",
-    ),
+    "prepare": Command("raw text -> a prepared (packed, cached) pretraining corpus", "corefbert.corpus.cli"),
+    "pretrain": Command("pretrain CorefBERT (MLM + MRP); the demo without arguments",
+                        "corefbert.pretraining.cli"),
+    "ablation": Command("the paper's ablation study: arms x seeds, probes, report", "corefbert.ablation.cli"),
+    "frozen-probe": Command("the frozen-feature coreference probe of a checkpoint: mention-pair AUC/F1 per "
+                            "layer", "corefbert.ablation.frozen_probe"),
+    "finetune": Command("fine-tune on a benchmark: corefbert finetune <task> ... (see corefbert finetune "
+                        "--help)"),
+    "convert": Command("a released CorefBERT checkpoint -> a corefbert pretraining checkpoint",
+                       "corefbert.pretraining.convert"),
+    "resolve": Command("coreference clusters of raw text with an end-to-end model",
+                       "corefbert.tasks.coref_e2e.resolve"),
+    "pronoun-pairs": Command("pronoun-replacement entailment pairs from CoNLL-2012 files",
+                             "corefbert.tasks.pronoun_pairs.builder"),
+    "plot": Command("accuracy curves of a pretraining run from its log.jsonl",
+                    "corefbert.pretraining.plotting"),
+    "slot-fill": Command("computed-slot fill of a prepared corpus, length-grouped vs random batches",
+                         "corefbert.pretraining.length_grouping"),
+    "config-path": Command("where a shipped config is (pretraining recipes, accelerate configs); all of them "
+                           "without a name", "corefbert.configs"),
 }
 #: The fine-tuning tasks of ``corefbert finetune <task>``: the one registry of task classes, whose entries run
 #: the same way (:meth:`corefbert.tasks.registry.TaskEntry.main`) as the scripts ``finetune/run_<task>.py``.
 FINETUNE_TASKS = TASKS
 
 
-def _listing(title: str, entries: dict[str, str]) -> str:
+def usage(finetune: bool = False) -> str:
+    """The command list (``corefbert --help``), or with ``finetune`` the task list."""
+    what, prog, table = ("task", "corefbert finetune <task>", FINETUNE_TASKS) if finetune else \
+        ("command", "corefbert <command>", COMMANDS)
+    entries = {name: item.summary for name, item in table.items()}
     width = max(map(len, entries)) + 2
-    return title + "\n" + "\n".join(f"  {name:<{width}}{summary}" for name, summary in entries.items())
-
-
-def usage() -> str:
-    return (
-        _listing(
-            "usage: corefbert <command> [arguments]\n\ncommands:",
-            {name: c.summary for name, c in COMMANDS.items()},
-        )
-        + "\n\n`corefbert <command> --help` shows a command's arguments."
-    )
-
-
-def finetune_usage() -> str:
-    return (
-        _listing(
-            "usage: corefbert finetune <task> [arguments]\n\ntasks:",
-            {task: entry.summary for task, entry in FINETUNE_TASKS.items()},
-        )
-        + "\n\n`corefbert finetune <task> --help` shows a task's arguments."
-    )
+    listing = "\n".join(f"  {name:<{width}}{summary}" for name, summary in entries.items())
+    return f"usage: {prog} [arguments]\n\n{what}s:\n{listing}\n\n`{prog} --help` shows a {what}'s arguments."
 
 
 def resolve_command(argv: list[str]) -> tuple[Command | TaskEntry | None, list[str], str | None]:
@@ -116,18 +79,16 @@ def resolve_command(argv: list[str]) -> tuple[Command | TaskEntry | None, list[s
         return None, [], usage()
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
-        raise CorefBertError(
-            f"unknown command {name!r}; the commands are {', '.join(COMMANDS)} (corefbert --help)"
-        )
+        raise CorefBertError(f"unknown command {name!r}; the commands are {', '.join(COMMANDS)} "
+                             "(corefbert --help)")
     if name != "finetune":
         return COMMANDS[name], rest, None
     if not rest or rest[0] in ("-h", "--help"):
-        return None, [], finetune_usage()
+        return None, [], usage(finetune=True)
     task = rest[0]
     if task not in FINETUNE_TASKS:
-        raise CorefBertError(
-            f"unknown task {task!r}; the tasks are {', '.join(FINETUNE_TASKS)} (corefbert finetune --help)"
-        )
+        raise CorefBertError(f"unknown task {task!r}; the tasks are {', '.join(FINETUNE_TASKS)} "
+                             "(corefbert finetune --help)")
     return FINETUNE_TASKS[task], rest[1:], None
 
 

@@ -15,13 +15,10 @@ F = TypeVar("F", bound=Callable[..., object])
 
 
 def one_line(text: object, *, first_line: bool = False, limit: int | None = None) -> str:
-    """``text`` with line breaks and other control characters escaped (``\\n``), so it prints as one line.
-
-    A file name may hold a newline; printed as is, one error would read as two ``error:`` lines.
-    ``first_line``: only the first non-blank line, for a library's error quoted inside ours (transformers and
-    torch put what went wrong first and paragraphs of advice after), with the rest of its paragraph (at most
-    400 characters, then "...") where it ends in a colon, since alone it would read as cut off;
-    an exception without text reads as its type's name. ``limit``: at most that many characters.
+    """``text`` with line breaks and other control characters escaped (``\\n``), so it prints as one line (a
+    file name may hold a newline). ``first_line``: only the first non-blank line, for a library's error quoted
+    in ours, with the rest of its paragraph (at most 400 characters) where it ends in a colon; an exception
+    without text reads as its type's name. ``limit``: at most that many characters.
     """
     plain = str(text)
     if first_line:
@@ -42,10 +39,8 @@ def one_line(text: object, *, first_line: bool = False, limit: int | None = None
 
 
 class CorefBertError(Exception):
-    """A problem with the user's input or setup: one line saying where, what is wrong, what to do.
-
-    Everything else that raises is a bug in corefbert and keeps its traceback.
-    """
+    """A problem with the user's input or setup: one line saying where, what is wrong, what to do (everything
+    else that raises is a bug and keeps its traceback)."""
 
     def __init__(self, message: str, *, path: object | None = None, position: object | None = None):
         where = ""
@@ -57,19 +52,15 @@ class CorefBertError(Exception):
         super().__init__(where + " ".join(str(message).split()))
 
 
-# The files the running command reads, by (device, inode) -> path: every file a ``*_file`` argument names
-# (corefbert.argparser.parse_args), CoNLL files and resolve's text, asked by every write (corefbert.text.durable),
-# so no command replaces one of its inputs. None outside a command: a
-# library user who reads a file and writes it back in one process does so on purpose.
+# The running command's input files, (device, inode) -> path, which no write of it may replace
+# (corefbert.text.durable). None outside a command: a library user who rewrites a file does so on purpose.
 COMMAND_INPUTS: contextvars.ContextVar[dict[tuple[int, int], str] | None] = contextvars.ContextVar(
     "command_inputs", default=None)
 
 
 def note_input(path: str | os.PathLike) -> None:
-    """Remember ``path`` as one of the running command's inputs, which no write of it may replace
-    (:func:`corefbert.text.durable.output_path`). ``parse_args`` calls it for every ``*_file`` argument, the CoNLL reader and resolve for what they read
-    (not the JSON readers: they also read a run's own state, which it rewrites); outside a command it does
-    nothing."""
+    """Remember ``path`` as one of the running command's inputs (``*_file`` arguments, CoNLL files, resolve's
+    text; not the JSON readers, which also read a run's own state that it rewrites)."""
     inputs = COMMAND_INPUTS.get()
     if inputs is not None:
         try:
@@ -151,19 +142,14 @@ def cli_entry(main: F) -> F:
         token = COMMAND_INPUTS.set({})  # no write of the command may replace a file it read
         try:
             return main(*args, **kwargs)
-        except CorefBertError as err:
-            # One write of the whole line: print() writes the newline separately, and two processes
-            # failing at once (DDP) could then join their lines.
-            sys.stderr.write(f"error: {one_line(err)}\n")
-            sys.stderr.flush()
-            sys.exit(2)
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)
             sys.exit(130)
-        except RuntimeError as err:
-            line = dataloader_worker_died(err)
+        except (CorefBertError, RuntimeError) as err:
+            line = str(err) if isinstance(err, CorefBertError) else dataloader_worker_died(err)
             if line is None:
                 raise
+            # One write of the whole line: two processes failing at once (DDP) could join print()'s pieces.
             sys.stderr.write(f"error: {one_line(line)}\n")
             sys.stderr.flush()
             sys.exit(2)

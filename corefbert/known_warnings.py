@@ -1,22 +1,15 @@
 """Warnings of the libraries underneath that a correct run prints anyway, silenced one message at a time.
 
-A newcomer reads every warning as a fault, so the two that this toolkit causes on every run, and
-knows to be harmless, are dropped where they are true and nowhere else:
+A newcomer reads every warning as a fault, so the two every run causes are dropped where true, nowhere else:
 
-- DeepSpeed's "Setting accelerator to CPU. If you have GPU or other accelerator, we were unable to detect
-  it." With DeepSpeed installed (the ``deepspeed`` extra, and the test install), accelerate and transformers
-  import it whenever they unwrap a model, and its import probes for an accelerator. Dropped only while
-  ``torch.cuda.is_available()`` is false: then the CPU is what the run uses and what accelerate reports.
-  On a machine with a GPU that torch cannot see, the message stays, since there it points at a real problem.
-- accelerate's "Removed shared tensor {...} while saving. This should be OK, ..." at every checkpoint. The
-  MLM decoder of every encoder family is tied to the word embeddings (one tensor under two names); safetensors
-  stores it once and ``load_state`` ties it again on resume (the resume tests compare every weight).
-  Dropped only when every name it lists is such a tied decoder weight; any other shared tensor is still
-  reported.
+- DeepSpeed's "Setting accelerator to CPU ...", printed whenever accelerate or transformers import it to
+  unwrap a model: dropped only while ``torch.cuda.is_available()`` is false (on a machine with a GPU torch
+  cannot see, it points at a real problem).
+- accelerate's "Removed shared tensor {...} while saving" at every checkpoint (the MLM decoder is tied to the
+  word embeddings): dropped only when every name it lists is such a tied decoder weight.
 
-:func:`install` (called by ``import corefbert``) adds the filters to those two loggers; it imports neither
-library. transformers' loading report is not filtered here: the toolkit's own loads that use the MRP head
-silence it themselves (:func:`corefbert.pretraining.families.load_quietly`), and a user's plain load keeps it.
+:func:`install` (called by ``import corefbert``) imports neither library. transformers' loading report is not
+filtered here (:func:`corefbert.pretraining.families.load_quietly`).
 """
 
 from __future__ import annotations
@@ -68,8 +61,8 @@ FILTERS = {
 
 
 def install() -> None:
-    """Add each filter to its logger once (the loggers are created here if the library has not made them yet;
-    the library later configures the same object, and a logger's filters survive that)."""
+    """Add each filter to its logger once (created here if need be: a logger's filters survive its library's
+    configuration)."""
     for name, expected in FILTERS.items():
         logger = logging.getLogger(name)
         if not any(isinstance(f, DropExpected) and f.expected is expected for f in logger.filters):

@@ -1,9 +1,6 @@
 """The one English pronoun lexicon: person, number, gender and form of every personal pronoun, the archaic second
-person included, and the one rule for whether a pronoun is possessive where that is ambiguous ("her").
-
-Every family reads its pronouns here (the spaCy component, the copy resolver, the pronoun-pair builder, the bAbI
-copy scorer, the GAP and Winogender readers, the frozen probe's mention kinds), so a word is a pronoun, and "her"
-is possessive, by one definition everywhere (``tests/system/test_word_rules.py`` holds the families to it).
+person included, and the one rule for whether "her" is possessive; every family reads its pronouns here
+(``tests/system/test_word_rules.py``).
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """What makes a prepared corpus survive a kill and refuse to load when damaged.
 
-Two pieces:
-
 - **Integrity manifest** (``prepare_manifest.json``): every file of a saved folder with its byte size and
-  SHA-256, written just before the folder is renamed into place. :func:`verify_folder` checks the sizes
-  always (a ``stat`` per file) and the checksums when asked, or in ``auto`` mode when the folder holds at
-  most :data:`AUTO_CHECKSUM_BYTES`. SHA-256 because ``hashlib``'s runs at ~1.4 GB/s here (CPU SHA
-  extensions), against ~0.5 GB/s for BLAKE2b (``benchmarks/bench_corpus_resume.py``, its hashing part).
-- **Chunk cache** (:class:`ChunkCache`): tagging and packing run over fixed ranges of documents; each
-  finished range is saved under ``<output_dir>.resume/<fingerprint>/`` through a temporary folder and a
-  rename, with its own manifest. A rerun with the same fingerprint reuses every chunk whose manifest
-  verifies and redoes the others.
+  SHA-256 (``hashlib``'s runs at ~1.4 GB/s with CPU SHA extensions, BLAKE2b at ~0.5), written just before the
+  folder is renamed into place. :func:`verify_folder` checks the sizes always, the checksums when asked or
+  (``auto``) when the folder holds at most :data:`AUTO_CHECKSUM_BYTES`.
+- **Chunk cache** (:class:`ChunkCache`): each finished range of documents is saved under
+  ``<output_dir>.resume/<fingerprint>/`` with its own manifest; a rerun reuses every chunk that verifies.
 """
 
 from __future__ import annotations
@@ -29,7 +24,6 @@ MANIFEST_FILE = "prepare_manifest.json"
 SUMMARY_FILE = "prepare_summary.json"
 MANIFEST_FORMAT = 1
 VERIFY_MODES = ("auto", "sizes", "checksums")
-# auto mode hashes folders up to this size: ~1.5 s at the measured 1.4 GB/s from the page cache.
 AUTO_CHECKSUM_BYTES = 2 << 30
 VERIFY_ENV = "COREFBERT_VERIFY_CORPUS"
 _READ = 1 << 20
@@ -44,23 +38,15 @@ def file_sha256(path: str) -> str:
     return digest.hexdigest()
 
 
-def _folder_files(folder: str, skip: tuple[str, ...]) -> list[str]:
-    names = []
-    for root, dirs, files in os.walk(folder):
-        dirs.sort()
-        for name in sorted(files):
-            rel = os.path.relpath(os.path.join(root, name), folder)
-            if rel not in skip:
-                names.append(rel)
-    return names
-
-
 def write_manifest(folder: str, skip: tuple[str, ...] = ()) -> dict:
     """Record size and SHA-256 of every file under ``folder`` (but ``skip``) in ``folder/prepare_manifest.json``."""
     files = {}
-    for rel in _folder_files(folder, (MANIFEST_FILE, *skip)):
-        path = os.path.join(folder, rel)
-        files[rel] = {"bytes": os.path.getsize(path), "sha256": file_sha256(path)}
+    for root, dirs, names in os.walk(folder):
+        dirs.sort()
+        for path in (os.path.join(root, name) for name in sorted(names)):
+            rel = os.path.relpath(path, folder)
+            if rel not in (MANIFEST_FILE, *skip):
+                files[rel] = {"bytes": os.path.getsize(path), "sha256": file_sha256(path)}
     manifest = {"format": MANIFEST_FORMAT, "algorithm": "sha256", "files": files}
     replace_file(os.path.join(folder, MANIFEST_FILE), json.dumps(manifest, indent=1, sort_keys=True))
     return manifest
@@ -76,12 +62,8 @@ def verify_mode(mode: str | None) -> str:
 
 
 def verify_folder(folder: str, mode: str | None = None, fix: str = "delete the folder and prepare it again") -> bool:
-    """Check ``folder`` against its manifest; False when it has none, a :class:`CorefBertError` on damage.
-
-    ``mode``: ``sizes`` (a stat per file), ``checksums`` (read everything), ``auto`` (checksums when the
-    listed files total at most ``AUTO_CHECKSUM_BYTES``), default from ``$COREFBERT_VERIFY_CORPUS``.
-    ``fix`` ends every message: what the user should do.
-    """
+    """Check ``folder`` against its manifest (``mode``: :func:`verify_mode`); False when it has none, a
+    :class:`CorefBertError` ending in ``fix`` on damage."""
     mode = verify_mode(mode)
     manifest_path = os.path.join(folder, MANIFEST_FILE)
     if not os.path.isfile(manifest_path):
@@ -115,8 +97,8 @@ def pid_alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
+    except PermissionError:  # alive, another user's
+        pass
     return True
 
 
@@ -138,12 +120,9 @@ def chunk_ranges(num_documents: int, documents_per_chunk: int) -> list[tuple[int
 
 
 class ChunkCache:
-    """Finished chunks of one preparation, under ``root/<fingerprint>/<split>-<start>-<end>/``.
-
-    Each chunk folder holds the packed rows (``save_to_disk``), ``stats.json`` and a manifest; it appears
-    only through ``os.replace`` of a complete temporary folder, so a kill leaves a chunk either whole or
-    absent. A chunk that fails verification (a disk error, a hand edit) is deleted and redone.
-    """
+    """Finished chunks of one preparation, under ``root/<fingerprint>/<split>-<start>-<end>/``: the packed
+    rows, ``stats.json`` and a manifest, put in place whole (:func:`replace_folder`). A chunk that fails
+    verification is deleted and redone."""
 
     STATS = "stats.json"
 
@@ -217,8 +196,8 @@ class ChunkCache:
 
 
 def load_verified(folder: str, mode: str | None = None, fix: str = "delete the folder and prepare it again"):
-    """``datasets.load_from_disk(folder)`` after :func:`verify_folder`; damage, or a folder without a manifest
-    (not prepared by this version), is one error line ending in ``fix``."""
+    """``datasets.load_from_disk(folder)`` after :func:`verify_folder`; damage, or a folder without a
+    manifest, is one error line ending in ``fix``."""
     import datasets
     import pyarrow
 
@@ -253,8 +232,7 @@ def why_validation_is_empty(stats: dict, settings: dict) -> str:
 
 
 def read_summary(folder: str) -> dict | None:
-    """The ``prepare_summary.json`` of the prepared corpus ``folder`` (the one reader of it); None when it has none.
-    A summary that cannot be read is one line: prepare the corpus again."""
+    """The ``prepare_summary.json`` of the prepared corpus ``folder`` (its one reader); None without one."""
     path = os.path.join(folder, SUMMARY_FILE)
     if not os.path.isfile(path):
         return None

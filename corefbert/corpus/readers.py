@@ -1,20 +1,10 @@
 """Reading pretraining text: one reader per input format, documents out as plain strings.
 
-Formats, recognized by content (so WikiExtractor's extension-less ``wiki_00`` files work):
-
-- plain text: documents separated by one or more blank lines; the lines of a document keep their
-  line breaks (BERT's pretraining-data convention: one sentence or paragraph per line);
-- WikiText raw files (`` = Title = `` lines): one document per top-level heading, the heading itself,
-  section headings (`` = = Section = = ``) and blank lines dropped, WikiText's `` @-@ ``, `` @,@ ``,
-  `` @.@ `` escapes undone; blank lines do not separate documents there;
-- WikiExtractor ``<doc id=... title=...>`` files: one document per ``<doc>``; the title line that
-  opens each body is dropped (compared after unescaping, so ``A &amp; B`` matches) and HTML entities
-  are unescaped;
-- CoNLL-2012 column files (``#begin document``, OntoNotes and LitBank alike): one document per
-  ``#begin document`` part, the word column (the 4th) joined by spaces, one sentence per line;
-- JSON lines with a text field (``--text_column``), WikiExtractor ``--json`` output included;
-- any of those compressed as ``.gz`` or ``.bz2``;
-- a directory written by ``datasets``' ``save_to_disk`` (its ``train`` split if it is a DatasetDict).
+Formats, recognized by content (so WikiExtractor's extension-less ``wiki_00`` files work), each also as
+``.gz`` or ``.bz2``: plain text (documents separated by blank lines, their line breaks kept); WikiText raw
+files (one document per `` = Title = `` line, headings dropped, `` @-@ `` escapes undone); WikiExtractor
+``<doc>`` files (the title line dropped, HTML entities unescaped); CoNLL-2012 column files (the word column,
+one sentence per line); JSON lines with a ``--text_column`` field; a folder saved by ``datasets``.
 
 A file that is empty, binary or not UTF-8 is skipped whole and reported; a missing file, a glob that
 matches nothing, malformed JSON or a missing text field is a :class:`CorefBertError`.
@@ -32,9 +22,11 @@ import os
 import re
 import stat
 import zlib
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from corefbert.corpus.hub_datasets import hub_fingerprint, load_hub_split
 from corefbert.errors import CorefBertError, one_line
 from corefbert.text.durable import replace_file
 from corefbert.text.jsonio import open_compressed, read_jsonl
@@ -69,11 +61,10 @@ def document_sources(patterns: list[str] | str | None, what: str = "--train_file
                      skipped: list[dict] | None = None) -> list[Source]:
     """Expand files, directories and globs into sources, in a stable (sorted) order, each file once.
 
-    Files are told apart by what they resolve to (device and inode), so a file reached through several
-    paths (a symlink loop under a ``**`` glob, a file named twice) is read once: the first path in
-    order. ``**`` descends into each real directory once, so symlink loops neither repeat nor hang.
-    FIFOs, sockets, devices and links that lead nowhere are not read (a FIFO would block the run);
-    they and the repeated paths are appended to ``skipped`` as ``{"path", "reason"}``.
+    A file reached through several paths (a symlink loop under a ``**`` glob, a file named twice) is read
+    once, by its first path (device and inode tell files apart). FIFOs, sockets, devices and dangling links
+    are not read (a FIFO would block the run); they and the repeated paths are appended to ``skipped`` as
+    ``{"path", "reason"}``.
     """
     if isinstance(patterns, str):
         patterns = [patterns]
@@ -111,11 +102,8 @@ def document_sources(patterns: list[str] | str | None, what: str = "--train_file
 
 
 def _glob(pattern: str) -> list[str]:
-    """``glob.glob(pattern, recursive=True)``, but ``**`` enters each real directory once.
-
-    Python's own ``**`` follows symlinked directories without remembering them: a link to an ancestor
-    lists the same files ~40 times (until the path is too long to resolve), two such links never end.
-    """
+    """``glob.glob(pattern, recursive=True)``, but ``**`` enters each real directory once (Python's follows a
+    link to an ancestor until the path is too long to resolve, and two such links never end)."""
     if "**" not in pattern:
         return glob.glob(pattern)
     parts = pattern.split(os.sep)
@@ -166,12 +154,8 @@ def _glob(pattern: str) -> list[str]:
     return list(dict.fromkeys(path for path in found if path != os.curdir))
 
 
-def _prepared_corpus_marker(folder: str) -> str | None:
-    return next((m for m in PREPARED_CORPUS_MARKERS if os.path.isfile(os.path.join(folder, m))), None)
-
-
 def _refuse_prepared_corpus(folder: str, what: str) -> None:
-    marker = _prepared_corpus_marker(folder)
+    marker = next((m for m in PREPARED_CORPUS_MARKERS if os.path.isfile(os.path.join(folder, m))), None)
     if marker is not None:
         raise CorefBertError(f"{what} includes a corpus written by prepare_corpus.py (it holds {marker}): packed "
                              "token ids, not text. Put --output_dir outside the input folder (delete this one "
@@ -215,13 +199,10 @@ def source_fingerprint(sources: list[Source]) -> list:
     out = []
     for source in sources:
         if source.kind == "hub":  # the dataset's own fingerprint, not file times
-            from corefbert.corpus.hub_datasets import hub_fingerprint
-
             out.append(hub_fingerprint(source.path))
             continue
-        paths = [source.path]
-        if source.kind == "dataset":
-            paths = sorted(os.path.join(r, f) for r, _, fs in os.walk(source.path) for f in fs)
+        paths = [source.path] if source.kind != "dataset" else \
+            sorted(os.path.join(r, f) for r, _, fs in os.walk(source.path) for f in fs)
         for path in paths:
             info = os.stat(path)
             out.append([path, info.st_size, info.st_mtime_ns])
@@ -261,11 +242,8 @@ def wikitext_heading_level(line: str) -> int:
 
 
 def sniff_format(path: str) -> str:
-    """``wikiextractor``, ``jsonl``, ``conll-2012``, ``wikitext`` or ``text``: the reader a file gets.
-
-    Decided by content: the first text (``<doc``, ``{``, ``#begin document``), else a WikiText heading
-    line within the first 64 KiB, else plain text.
-    """
+    """``wikiextractor``, ``jsonl``, ``conll-2012``, ``wikitext`` or ``text``, by content: the first text
+    (``<doc``, ``{``, ``#begin document``), else a WikiText heading line within the first 64 KiB."""
     with open_compressed(path) as handle:
         raw = handle.read(_WIKITEXT_SNIFF_BYTES)
     text = raw.decode("utf-8-sig", errors="ignore")
@@ -416,32 +394,23 @@ def _column_texts(data, text_column: str, path: str) -> Iterator[str]:
 def iter_documents(source: Source, text_column: str = "text") -> Iterator[str]:
     """Yield the documents of one readable source (possibly empty strings, which callers count)."""
     if source.kind == "hub":
-        from corefbert.corpus.hub_datasets import load_hub_split
-
         yield from _column_texts(load_hub_split(source.path), text_column, source.path)
         return
     if source.kind == "dataset":
         yield from _dataset_documents(source.path, text_column)
         return
     kind = sniff_format(source.path)
-    if kind == "wikiextractor":
-        yield from _wikiextractor_documents(source.path)
-    elif kind == "jsonl":
+    if kind == "jsonl":
         yield from _jsonl_documents(source.path, text_column)
-    elif kind == "conll-2012":
-        yield from _conll_documents(source.path)
-    elif kind == "wikitext":
-        yield from _wikitext_documents(source.path)
-    else:
-        yield from _plain_documents(source.path)
+        return
+    readers = {"wikiextractor": _wikiextractor_documents, "conll-2012": _conll_documents,
+               "wikitext": _wikitext_documents, "text": _plain_documents}
+    yield from readers[kind](source.path)
 
 
 def generate_documents(sources: tuple[Source, ...], text_column: str, report_path: str) -> Iterator[dict]:
     """``Dataset.from_generator`` body: rows ``{"doc_id", "text"}``; skips are written to ``report_path``.
-
-    ``sources``: a tuple, not a list: ``datasets`` splits list arguments into shards and runs the generator
-    once per shard, which would restart ``doc_id``.
-    """
+    ``sources`` is a tuple: ``datasets`` would split a list into shards, restarting ``doc_id`` in each."""
     skipped_files, empty_documents, doc_id = [], 0, 0
     formats: dict[str, int] = {}
     huge = {"count": 0, "longest": 0, "path": None}
@@ -470,12 +439,9 @@ def generate_documents(sources: tuple[Source, ...], text_column: str, report_pat
 
 def merge_read_reports(reports: list[dict]) -> tuple[dict, dict]:
     """Files per input format and the over-long documents, summed over several ``generate_documents`` reports."""
-    formats: dict[str, int] = {}
-    huge = {"count": 0, "longest": 0, "path": None}
+    formats = Counter()
     for report in reports:
-        for kind, count in report["formats"].items():
-            formats[kind] = formats.get(kind, 0) + count
-        huge["count"] += report["huge_documents"]["count"]
-        if report["huge_documents"]["longest"] > huge["longest"]:
-            huge.update(longest=report["huge_documents"]["longest"], path=report["huge_documents"]["path"])
-    return formats, huge
+        formats.update(report["formats"])
+    longest = max((report["huge_documents"] for report in reports), key=lambda huge: huge["longest"])
+    count = sum(report["huge_documents"]["count"] for report in reports)
+    return dict(formats), {"count": count, "longest": longest["longest"], "path": longest["path"]}

@@ -1,26 +1,19 @@
 """A corpus prepared as N shards on N machines (``prepare_corpus.py --num_shards N --shard_index k``), trained on
 as one corpus.
 
-``--dataset_dir`` names the shard set in either of two ways:
+``--dataset_dir`` names the shard set as a folder whose sub-folders are the shards (``data/wiki`` for
+``data/wiki/part_0``, ...) or as a quoted glob over the shard folders (``'data/wiki/part_*'``).
 
-- a folder whose sub-folders are the shards (``data/wiki/part_0``, ``data/wiki/part_1``, ...): ``data/wiki``;
-- a glob over the shard folders, quoted: ``'data/wiki/part_*'``.
-
-Each shard is loaded through its own ``prepare_manifest.json`` check (sizes, or SHA-256: a truncated file
-on one machine's copy is one line naming that shard), then the set is checked as a whole from each
-shard's ``prepare_summary.json``: every shard of the same ``--num_shards``, each index exactly once, the
-same tokenizer and the same row-deciding settings. The shards' train and validation splits are then
-concatenated in shard order. Shards cut the document list into contiguous ranges and every document's
-random draws are seeded by its global index, so with ``--packing single`` the concatenation is row for row
-the corpus prepared whole, and training on it repeats that run exactly (``tests/corpus/test_shards.py``). With
-``--packing documents`` the rows at the N-1 shard boundaries pack differently (a row never spans two
-shards): the same documents, a handful of rows laid out otherwise.
+Each shard is loaded through its own manifest check, then the set is checked from the shards'
+``prepare_summary.json``: one ``--num_shards``, each index once, one tokenizer and the same row-deciding
+settings; the splits are concatenated in shard order. Every document's draws are seeded by its global index,
+so with ``--packing single`` that is row for row the corpus prepared whole (with ``documents``, all but the
+rows at the shard boundaries).
 """
 
 from __future__ import annotations
 
 import glob
-import json
 import os
 
 from corefbert.corpus.cache import SUMMARY_FILE, read_summary
@@ -55,13 +48,12 @@ def shard_folders(dataset_dir: str) -> list[str] | None:
 
 
 def shard_summary(folder: str) -> dict:
-    """A shard's summary (:func:`corefbert.corpus.cache.read_summary`); one line when it has none (a shard set
-    needs it to be checked)."""
+    """A shard's summary (:func:`corefbert.corpus.cache.read_summary`); one line when it has none."""
     summary = read_summary(folder)
     if summary is None:
         raise CorefBertError(f"a shard needs its {SUMMARY_FILE}; prepare it again with prepare_corpus.py --num_shards "
                              "N --shard_index k", path=folder)
-    if not isinstance(summary, dict) or not isinstance(summary.get("shard"), list):
+    if not isinstance(summary.get("shard"), list):
         raise CorefBertError(f"{SUMMARY_FILE} has no shard record; prepare it again with this version", path=folder)
     return summary
 
@@ -92,13 +84,12 @@ def check_shard_set(folders: list[str], summaries: list[dict]) -> list[int]:
                              "copy them here or prepare them with --shard_index", path=os.path.dirname(folders[0]))
     reference, ref_folder = summaries[0], folders[0]
     for folder, summary in zip(folders[1:], summaries[1:]):
-        if json.dumps(summary.get("tokenizer"), sort_keys=True) != json.dumps(reference.get("tokenizer"), sort_keys=True):
+        if summary.get("tokenizer") != reference.get("tokenizer"):
             raise CorefBertError(f"this shard was prepared with another tokenizer than {ref_folder}; prepare every "
                                  "shard with the same --model_name_or_path", path=folder)
         mine, theirs = row_settings(summary), row_settings(reference)
-        differ = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
-        if differ:
-            name = differ[0]
+        name = min((k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k)), default=None)
+        if name is not None:
             raise CorefBertError(f"this shard was prepared with {name} {mine.get(name)!r} but {ref_folder} with "
                                  f"{theirs.get(name)!r}; prepare every shard with the same settings", path=folder)
     return sorted(range(len(folders)), key=lambda n: indices[n])

@@ -1,20 +1,14 @@
 """CoNLL-2012 coreference files (``*_conll``, ``.conll``): one reader, one writer.
 
-Two layouts are read, both one word per line, a blank line between sentences, documents between
-``#begin document (NAME); part P`` and ``#end document``, the coreference column last:
+One word per line, a blank line between sentences, documents between ``#begin document (NAME); part P`` and
+``#end document``, the coreference column last. OntoNotes aligns its columns with spaces (doc id, part, word
+index, word, ..., speaker, named entities, SRL arguments ..., coreference; the SRL columns vary per sentence,
+so the column count is checked within a sentence); LitBank is tab-separated, with an *empty* coreference
+column for no mention. Coreference entries are ``(ID``, ``ID)`` and ``(ID)`` joined by ``|``, starts and ends
+of one ID pairing up last-in first-out, as the reference scorer (v8.01) reads them.
 
-- OntoNotes / CoNLL-2012: columns aligned with spaces (doc id, part, word index, word, POS, parse bit,
-  lemma, frameset, sense, speaker, named entities, SRL arguments ..., coreference). The number of SRL
-  columns changes from sentence to sentence, so the column count is checked within a sentence.
-- LitBank: tab-separated, placeholder ``_`` columns and an *empty* coreference column for no mention.
-
-The coreference column holds ``-`` (or nothing) or ``|``-separated entries ``(ID`` (a mention starts),
-``ID)`` (it ends), ``(ID)`` (a one-word mention), as the reference scorer (v8.01) reads them: starts
-and ends of one ID pair up last-in first-out.
-
-Round trip: a document keeps its raw lines, its cluster IDs and where the blank lines were, so writing
-the gold clusters back gives the bytes that were read. Writing other clusters rewrites the coreference
-column only (right-aligned as before where the line was space-aligned).
+Round trip: writing the gold clusters back gives the bytes that were read; other clusters rewrite the
+coreference column only.
 """
 
 from __future__ import annotations
@@ -100,10 +94,7 @@ def expand_paths(paths: str | list[str]) -> list[str]:
 
 def read_conll(paths: str | list[str]) -> list[ConllDocument]:
     """Every document of the CoNLL-2012 files ``paths`` (files or globs), in file order."""
-    documents = []
-    for path in expand_paths(paths):
-        documents.extend(read_conll_file(path))
-    return documents
+    return [document for path in expand_paths(paths) for document in read_conll_file(path)]
 
 
 def _file_text(path: str) -> str:
@@ -126,9 +117,7 @@ def read_conll_file(path: str) -> list[ConllDocument]:
     text = _file_text(path)
     if not text.strip():
         raise CorefBertError("empty file; expected CoNLL-2012 coreference data", path=path)
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()  # the final newline
+    lines = text.removesuffix("\n").split("\n")
     for number, line in enumerate(lines, start=1):
         if line.startswith("#begin document"):
             if builder is not None:
@@ -303,11 +292,9 @@ def replace_last_column(line: str, value: str) -> str:
 
 def document_lines(document: ConllDocument, clusters: list[Cluster] | None = None) -> list[str]:
     """The text lines of one document (no newlines), with the gold clusters or ``clusters``."""
-    if clusters is None:
-        clusters = document.clusters
-        ids = document.cluster_ids if len(document.cluster_ids) == len(clusters) else None
-    else:
-        ids = None
+    gold = clusters is None
+    clusters = document.clusters if gold else clusters
+    ids = document.cluster_ids if gold and len(document.cluster_ids) == len(clusters) else None
     ids = ids or [str(i) for i in range(len(clusters))]
     entries = coref_column_entries(clusters, ids, len(document.words))
     out = [f"#begin document ({document.name}); part {document.part}"]
@@ -352,7 +339,6 @@ def write_conll(documents: list[ConllDocument], path: str,
     for i, document in enumerate(documents):
         lines = document_lines(document, None if clusters is None else clusters[i])
         text.append("".join(line + document.newline for line in lines))
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with output_file(path, what="the CoNLL file", newline="\n") as handle:
         handle.write("".join(text))

@@ -1,10 +1,8 @@
-"""Durable writes: whole-or-nothing folders, fsync'd files, and one error line for a write the disk refuses.
+"""Durable writes: whole-or-nothing files and folders, and one error line for a write the disk refuses.
 
-A folder is written under a temporary name and renamed into place (:func:`replace_folder`); a rename within
-one directory is atomic, so a kill at any moment leaves the old copy or the new one, never half of one. A
-write that fails for lack of space or permission (:func:`writing`) removes its partial folder and says what
-is still intact. Checkpoints (:mod:`corefbert.training.checkpoints.folders`), prepared corpora
-(:mod:`corefbert.corpus`), final models and converted checkpoints are all written this way.
+A file or folder is written under a temporary name, fsync'd and renamed into place (a rename within one
+directory is atomic, so a kill leaves the old copy or the new one). A write that fails for lack of space or
+permission (:func:`writing`) removes its partial folder and says what is still intact.
 """
 
 from __future__ import annotations
@@ -24,32 +22,33 @@ from corefbert.errors import COMMAND_INPUTS, CorefBertError
 
 
 def check_writable(output_dir: str | os.PathLike, flag: str = "--output_dir") -> None:
-    """Create ``output_dir`` and write a probe file in it; one error line if the filesystem refuses.
-
-    Run before loading models or data: a read-only mount or a full disk should cost seconds, not the hour
-    it takes to reach the first checkpoint.
-    """
+    """Create ``output_dir`` and write a probe file in it; one error line if the filesystem refuses (run
+    before loading models or data: a read-only mount costs seconds, not the hour to the first checkpoint)."""
     path = Path(output_dir)
     if path.is_file():
         raise CorefBertError(f"{flag} is a file, not a directory; pass a directory path", path=path)
-    probe = path / f".write_probe_{os.getpid()}"
     created = not path.exists()
     try:
         path.mkdir(parents=True, exist_ok=True)
-        with open(probe, "wb") as handle:
-            handle.write(b"corefbert")
-            handle.flush()
-            os.fsync(handle.fileno())
-        probe.unlink()
+        _write_probe(path, b"corefbert")
         if created:
             path.rmdir()  # a check leaves nothing behind; the run creates the folder when it writes
     except OSError as err:
+        raise CorefBertError(f"{flag} cannot be written ({os_error_reason(err)}); free space, fix its "
+                             f"permissions or choose another {flag}", path=path) from None
+
+
+def _write_probe(folder: Path, content: bytes) -> None:
+    """Write and fsync ``content`` into a probe file in ``folder``, then remove it; OSError when refused."""
+    probe = folder / f".write_probe_{os.getpid()}"
+    try:
+        with open(probe, "wb") as handle:
+            handle.write(content)
+            handle.flush()
+            os.fsync(handle.fileno())
+    finally:
         with contextlib.suppress(OSError):
             probe.unlink()
-        raise CorefBertError(
-            f"{flag} cannot be written ({os_error_reason(err)}); free space, fix its permissions or choose another "
-            f"{flag}", path=path,
-        ) from None
 
 
 def os_error_reason(err: OSError) -> str:
@@ -67,11 +66,8 @@ def os_error_reason(err: OSError) -> str:
 def writing(partial: str | os.PathLike, what: str, fallback: str,
             then: str = "rerun with --resume_from_checkpoint latest") -> Iterator[None]:
     """Turn a failed write of ``partial`` (disk full, read-only, no permission) into one error line, after
-    deleting ``partial``; any other exception is a bug and goes up unchanged.
-
-    ``fallback`` says what is still intact (e.g. the previous checkpoint), so the message tells the user
-    exactly where to resume from once space is freed.
-    """
+    deleting ``partial``; any other exception goes up unchanged. ``fallback`` says what is still intact (the
+    previous checkpoint), ``then`` how to go on once space is freed."""
     try:
         yield
     except Exception as err:
@@ -104,18 +100,10 @@ def write_failure(err: Exception, folder: Path) -> str | None:
             return reason
     if not isinstance(err, RuntimeError | ValueError) and type(err).__name__ != "SafetensorError":
         return None
-    # Ask the filesystem directly, before the partial copy is deleted and the space is free again.
-    probe = folder / f".write_probe_{os.getpid()}"
-    try:
-        with open(probe, "wb") as handle:
-            handle.write(b"\0" * (1 << 20))
-            handle.flush()
-            os.fsync(handle.fileno())
+    try:  # ask the filesystem, before the partial copy is deleted and the space is free again
+        _write_probe(folder, b"\0" * (1 << 20))
     except OSError as probe_err:
         return os_error_reason(probe_err)
-    finally:
-        with contextlib.suppress(OSError):
-            probe.unlink()
     return None
 
 
@@ -139,12 +127,8 @@ def remove_folder(path: Path) -> None:
 
 
 def replace_folder(tmp: str | os.PathLike, final: str | os.PathLike) -> None:
-    """Put the finished folder ``tmp`` in the place of ``final``.
-
-    The old ``final`` is renamed aside and deleted only once the new one is in place, so the old copy stays
-    whole through the slow part (the deletion); only between the two renames does ``final`` not exist.
-    Deleting first, as before, left no ``final`` at all for as long as the deletion took.
-    """
+    """Put the finished folder ``tmp`` in the place of ``final``: the old one is renamed aside and deleted
+    only once the new one is in place, so only between the two renames does ``final`` not exist."""
     tmp, final = Path(tmp), Path(final)
     aside = final.with_name(final.name + ".deleting")
     if final.exists():
@@ -170,13 +154,11 @@ def _refuse_replacing_an_input(final: Path) -> None:
 
 @contextlib.contextmanager
 def output_path(path: str | os.PathLike, what: str = "the file") -> Iterator[Path]:
-    """A fresh path to write ``path``'s new content at, put in place of ``path`` when the block ends cleanly: a
-    temporary file in ``path``'s folder, fsync'd and renamed over ``path`` (a kill leaves the old file or the new
-    one, never half of one; the rename replaces a link at ``path``, never its target). The one way a file enters
-    an output folder; it never replaces one of the command's inputs. A block that raises leaves ``path`` as it
-    was; a refused write (disk full, read-only, no permission, a folder at ``path``) is one line naming ``path``
-    and ``what``. Library writers that take a path (safetensors, matplotlib, ``torch.save``) write at the yielded
-    path."""
+    """A fresh path to write ``path``'s new content at: a temporary file in ``path``'s folder, fsync'd and
+    renamed over ``path`` when the block ends cleanly (a kill leaves the old file or the new one; a link at
+    ``path`` is replaced, never its target). The one way a file enters an output folder, never over one of the
+    command's inputs. A block that raises leaves ``path`` as it was; a refused write is one line naming
+    ``path`` and ``what``. Library writers (safetensors, matplotlib) write at the yielded path."""
     final = Path(path)
     _refuse_replacing_an_input(final)
     try:
@@ -207,9 +189,7 @@ def output_path(path: str | os.PathLike, what: str = "the file") -> Iterator[Pat
 
 @contextlib.contextmanager
 def output_file(path: str | os.PathLike, mode: str = "w", what: str = "the file", **open_args) -> Iterator[IO]:
-    """:func:`output_path` opened: a handle (``mode`` "w" or "wb") whose content replaces ``path`` whole
-    when the block ends cleanly, never written through a link and never half-written (``encoding`` defaults
-    to UTF-8 in text mode)."""
+    """:func:`output_path` opened (``mode`` "w" or "wb"; ``encoding`` UTF-8 by default in text mode)."""
     if mode not in ("w", "wb"):
         raise ValueError(f"output_file writes a new file: mode 'w' or 'wb', not {mode!r}")
     if mode == "w":
@@ -220,8 +200,7 @@ def output_file(path: str | os.PathLike, mode: str = "w", what: str = "the file"
 
 
 def replace_file(path: str | os.PathLike, content: str | bytes, what: str = "the file") -> None:
-    """Put ``content`` in ``path`` whole or not at all (:func:`output_path`): a kill mid-write leaves the old
-    file (or none), never half a file that reads as done or as a cut log, and never writes through a link."""
+    """Put ``content`` in ``path`` whole or not at all (:func:`output_path`)."""
     with output_file(path, "wb" if isinstance(content, bytes) else "w", what) as handle:
         handle.write(content)
 
@@ -292,7 +271,7 @@ def refuse_writing_inputs(outputs: Iterable[str | os.PathLike], inputs: Iterable
 
 def _output_error(final: Path, what: str, err: OSError | str) -> CorefBertError:
     reason = err if isinstance(err, str) else os_error_reason(err)
-    if isinstance(err, IsADirectoryError) or (isinstance(err, OSError) and err.errno == errno.EISDIR):
+    if isinstance(err, IsADirectoryError):
         return CorefBertError(f"could not write {what}: a folder stands at this name; remove it or choose another "
                               "output folder", path=final)
     return CorefBertError(f"could not write {what} ({reason}); nothing was written there and an earlier copy, if "
@@ -301,19 +280,15 @@ def _output_error(final: Path, what: str, err: OSError | str) -> CorefBertError:
 
 
 def write_json_durably(path: Path, values: dict) -> None:
-    """Write ``values`` as indented JSON into ``path`` and fsync it: on disk before anything renamed after it."""
+    """``values`` as indented JSON in ``path`` (:func:`replace_file`)."""
     replace_file(path, json.dumps(values, indent=2))
 
 
 def fsync_dir(path: Path) -> None:
     """Fsync a directory, so the renames in it survive a power loss; best effort (some filesystems refuse)."""
-    try:
+    with contextlib.suppress(OSError):
         fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

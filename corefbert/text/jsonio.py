@@ -1,12 +1,8 @@
-"""The JSON module: reading a JSON or JSON Lines file (the one reader of each for every format the toolkit takes,
-and for the files a run writes and reads back), and the values the toolkit's JSON writers share.
+"""The one reader of JSON and JSON Lines files (a user's and a run's own), and the values JSON writers share.
 
-The benchmark readers in ``corefbert/tasks/`` and the corpus reader check the structure of what they get;
-this module is the one place that turns "missing, unreadable, not UTF-8, not JSON" into the same one-line
-``CorefBertError`` for all of them (``file:line:column: not valid JSON (...)``). ``.gz`` and ``.bz2`` files
-are read decompressed. No other module parses JSON (``tests/system/test_one_home_io.py``); the run log's reader
-(:mod:`corefbert.training.outputs.runlog`, which leaves out the torn last line of a killed run) parses its lines with
-:func:`parse_json`.
+Format readers check only the structure: this module turns "missing, unreadable, not UTF-8, not JSON" into
+the same one-line ``CorefBertError`` (``file:line:column: not valid JSON (...)``); ``.gz`` and ``.bz2`` are
+read decompressed. No other module parses JSON but the run log's reader, through :func:`parse_json`.
 """
 
 from __future__ import annotations
@@ -63,14 +59,11 @@ def read_json(path: str, missing: str = "file not found; check the path") -> Any
         with open(path, encoding="utf-8") as handle:
             return json.load(handle)
     except UnicodeDecodeError as err:
-        raise CorefBertError(
-            f"not UTF-8 text ({err.reason} at byte {err.start}); re-encode it as UTF-8", path=path
-        ) from None
+        raise CorefBertError(f"not UTF-8 text ({err.reason} at byte {err.start}); re-encode it as UTF-8",
+                             path=path) from None
     except json.JSONDecodeError as err:
-        raise CorefBertError(
-            f"not valid JSON ({err.msg}); fix or re-download the file", path=path,
-            position=f"{err.lineno}:{err.colno}",
-        ) from None
+        raise CorefBertError(f"not valid JSON ({err.msg}); fix or re-download the file", path=path,
+                             position=f"{err.lineno}:{err.colno}") from None
     except (ValueError, RecursionError) as err:  # an integer of more than 4300 digits, nesting beyond the stack
         raise CorefBertError(f"not valid JSON ({_reason(err)}); fix or re-download the file", path=path) from None
     except OSError as err:
@@ -87,9 +80,8 @@ def parse_json(text: str | bytes) -> Any:
 
 
 def read_record(path: str, fix: str) -> dict | None:
-    """A JSON object of the toolkit's own making (a point's record, a probe's cached result, a study's settings):
-    None when there is none; a file that is cut short, not JSON or not an object is one line naming it and ending
-    in ``fix`` (what to do: delete it, or that it is computed again)."""
+    """A JSON object of the toolkit's own making (a point's record, a probe's cached result), None when there
+    is none; a file cut short, not JSON or not an object is one line naming it and ending in ``fix``."""
     if not os.path.isfile(path):
         return None
     try:
@@ -105,10 +97,9 @@ def read_jsonl(path: str, expected: str = "one JSON value per line expected",
                source: IO[bytes] | None = None) -> Iterator[tuple[int, Any]]:
     """Yield ``(line number, value)`` for each non-blank line of the JSON Lines file ``path``.
 
-    ``expected`` ends the message of a line that is not JSON (what the format holds, e.g. "expected MRQA
-    JSONL"). Line ends may be ``\\n``, ``\\r\\n`` or ``\\r``, and only those: U+2028 or U+0085 inside a
-    string is a character of the value (``str.splitlines`` would cut the line there). A UTF-8 byte-order mark
-    is ignored. ``source``: the bytes already opened (standard input, a pipe), ``path`` then only names them.
+    ``expected`` ends the message of a line that is not JSON ("expected MRQA JSONL"). Line ends are ``\\n``,
+    ``\\r\\n`` or ``\\r`` only (U+2028 inside a string is a character of the value); a UTF-8 byte-order mark
+    is ignored. ``source``: the bytes already opened (standard input), ``path`` then only names them.
     """
     if source is None and not os.path.isfile(path):
         raise CorefBertError("file not found; check the path", path=path)
@@ -124,8 +115,7 @@ def read_jsonl(path: str, expected: str = "one JSON value per line expected",
                     raise CorefBertError(f"not UTF-8 text ({err.reason} at byte {offset + err.start}); re-encode "
                                          "it as UTF-8", path=path, position=number + 1) from None
                 offset += len(raw)
-                text = text[:-1] if text.endswith("\n") else text
-                text = text[:-1] if text.endswith("\r") else text
+                text = text.removesuffix("\n").removesuffix("\r")
                 # A raw \r cannot occur inside a JSON string, so splitting on it never cuts a value.
                 for line in text.split("\r"):
                     number += 1

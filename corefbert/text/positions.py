@@ -8,11 +8,9 @@ PADDING_OFFSET_MODELS = ("roberta", "xlm-roberta", "camembert", "longformer", "m
 
 
 def max_positions(model_config) -> int | None:
-    """The longest sequence a model of ``model_config`` (a ``PretrainedConfig`` or its dict) can embed.
-
-    BERT: ``max_position_embeddings`` (512). RoBERTa: ``max_position_embeddings - pad_token_id - 1``
-    (514 - 2 = 512), since its positions start after the padding index. None when the config does not say.
-    """
+    """The longest sequence a model of ``model_config`` (a ``PretrainedConfig`` or its dict) can embed, None
+    when the config does not say: BERT's ``max_position_embeddings`` (512), RoBERTa's minus
+    ``pad_token_id + 1`` (514 - 2)."""
     config = model_config if isinstance(model_config, dict) else model_config.to_dict()
     positions = config.get("max_position_embeddings")
     if not isinstance(positions, int):

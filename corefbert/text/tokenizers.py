@@ -1,16 +1,14 @@
 """The one way to load a tokenizer, and what every part asks of one: a real vocabulary, its special-token frame,
 and which subwords make a word.
 
-Every CLI, task and API that takes a model folder loads its tokenizer through :func:`load_tokenizer`, so a
-missing folder, a folder without tokenizer files and transformers 5's silent fallback tokenizer all read as
-the same one error line wherever they happen. Every part that maps words or character spans onto subwords does it
-through :func:`word_pieces`, :func:`span_tokens` and :func:`joins_next` (the corpus through
-:func:`corefbert.corpus.packing.word_spans`, which takes the same word ids), for WordPiece, byte-level BPE and
-SentencePiece tokenizers alike.
+A missing folder, a folder without tokenizer files and transformers 5's silent fallback tokenizer read as the
+same one error line wherever a tokenizer is loaded (:func:`load_tokenizer`). Words and character spans map
+onto subwords through :func:`word_pieces`, :func:`span_tokens` and :func:`joins_next` for every family.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 import numpy as np
@@ -26,11 +24,8 @@ TOKENIZER_FILES = "tokenizer.json, or vocab.txt (BERT) / vocab.json + merges.txt
 
 def load_tokenizer(path_or_name: str | None, *, advice: str = "check --model_name_or_path",
                    check_vocabulary: bool = True):
-    """``AutoTokenizer.from_pretrained(path_or_name)``, or one error line naming the path and ``advice``.
-
-    ``check_vocabulary``: refuse a tokenizer that reads English as unknown tokens
-    (:func:`check_tokenizer_vocabulary`); off only where a caller builds such a tokenizer on purpose.
-    """
+    """``AutoTokenizer.from_pretrained(path_or_name)``, or one error line naming the path and ``advice``; with
+    ``check_vocabulary``, not one that reads English as unknown (:func:`check_tokenizer_vocabulary`)."""
     from transformers import AutoTokenizer
 
     if not path_or_name:
@@ -43,32 +38,32 @@ def load_tokenizer(path_or_name: str | None, *, advice: str = "check --model_nam
                              path=path_or_name) from None
     if check_vocabulary:
         check_tokenizer_vocabulary(tokenizer, path_or_name)
-    check_tokenizer_fits_model(tokenizer, _local_config(path_or_name), path_or_name)
+    check_tokenizer_fits_model(tokenizer, local_model_config(path_or_name), path_or_name)
     return tokenizer
 
 
-def _local_config(path: str) -> dict | None:
+def local_model_config(path: str | None, strict: bool = False) -> dict | None:
     """The ``config.json`` of a local model folder as a dict; None for a tokenizer-only folder, a Hub name or a
-    file that is no JSON object (the model's loader reports that one)."""
-    import os
-
-    config_path = os.path.join(path, "config.json")
-    if not os.path.isfile(config_path):
+    file that is no JSON object. A file that is not JSON: one line with ``strict``, else None (the model's
+    loader reports it)."""
+    config_path = os.path.join(path or "", "config.json")
+    if not path or not os.path.isfile(config_path):
         return None
     try:
         config = read_json(config_path)
-    except (CorefBertError, OSError):
+    except CorefBertError:
+        if strict:
+            raise
         return None
     return config if isinstance(config, dict) else None
 
 
 def check_tokenizer_fits_model(tokenizer, config: dict | None, where: object = None) -> None:
-    """Refuse a tokenizer that is not the model's, before any training: ids at or past the model's
-    ``vocab_size`` (an ``IndexError`` in the embedding, or rows of another model's embedding), or, where the config
-    tells, a tokenizer of another family than its ``model_type``'s (a BERT WordPiece beside DeBERTa weights trained
-    and exited 0: every id indexes a row that meant another piece). The family is the tokenizer class the
-    config names (``tokenizer_class``) or, without one, transformers' tokenizer for its ``model_type``; a family
-    whose tokenizer is the generic one (ModernBERT) cannot be told."""
+    """Refuse a tokenizer that is not the model's, before any training: ids past the model's ``vocab_size``,
+    or a tokenizer of another family than its ``model_type``'s (a BERT WordPiece beside DeBERTa weights trains
+    and exits 0, every id meaning another piece). The family is the config's ``tokenizer_class``, else
+    transformers' tokenizer of its ``model_type``; a family whose tokenizer is the generic one (ModernBERT)
+    cannot be told."""
     import transformers
     from transformers.models.auto.tokenization_auto import TOKENIZER_MAPPING_NAMES
 
@@ -96,11 +91,8 @@ def check_tokenizer_fits_model(tokenizer, config: dict | None, where: object = N
 
 def check_tokenizer_vocabulary(tokenizer, where: object = None) -> None:
     """Refuse a tokenizer that would turn English text into ``[UNK]``: a tiny vocabulary, or a probe sentence
-    that comes out mostly unknown.
-
-    transformers 5 loads a model folder without tokenizer files as a tokenizer of its 5 special tokens,
-    silently: every word becomes ``[UNK]``, preparation and training exit 0, and ``final/`` ships it.
-    """
+    that comes out mostly unknown (transformers 5 silently loads a folder without tokenizer files as its 5
+    special tokens, and preparation and training exit 0)."""
     label = where or type(tokenizer).__name__
     size = len(tokenizer)
     if size < MIN_VOCABULARY:
@@ -116,11 +108,9 @@ def check_tokenizer_vocabulary(tokenizer, where: object = None) -> None:
 
 
 def special_token_frame(tokenizer) -> tuple[list[int], list[int]]:
-    """The ids the tokenizer puts before and after a single sequence (``[CLS]``/``[SEP]``, ``<s>``/``</s>``).
-
-    transformers 5 dropped ``build_inputs_with_special_tokens``; tokenizing one word with and without the
-    special tokens finds the template. A pair's count is ``tokenizer.num_special_tokens_to_add(pair=True)``.
-    """
+    """The ids the tokenizer puts before and after a single sequence (``[CLS]``/``[SEP]``, ``<s>``/``</s>``),
+    found by tokenizing one word with and without them (transformers 5 dropped
+    ``build_inputs_with_special_tokens``)."""
     plain = tokenizer("corpus", add_special_tokens=False)["input_ids"]
     full = tokenizer("corpus", add_special_tokens=True)["input_ids"]
     for i in range(len(full) - len(plain) + 1):
@@ -131,12 +121,10 @@ def special_token_frame(tokenizer) -> tuple[list[int], list[int]]:
 
 # ---------------------------------------------------------------- words and their subwords, for every family
 #
-# What a word is never comes from a family's marker string (WordPiece's continuation prefix, byte-level BPE's
-# leading-space byte, SentencePiece's leading-space piece): only from character offsets and the tokenizer's own
-# word ids, which every fast tokenizer gives whatever its family. The quirks this absorbs (docs/guides/corpus.md):
-# byte-level BPE carries the space in the next token, and, where its vocabulary lacks a piece for "space +
-# character", emits a lone space token that trimmed offsets make zero-width; SentencePiece does the same with a
-# lone space piece whose offsets cover the space; WordPiece emits no token for a space at all.
+#  What a word is comes only from character offsets and the tokenizer's own word ids, never from a family's
+# marker (``##``, ``Ġ``, ``▁``): byte-level BPE and SentencePiece may emit a lone space token before a
+# character they lack a "space + character" piece for; WordPiece emits none for a space
+# (docs/guides/corpus.md).
 
 
 def joins_next(word_ids: Sequence[int | None]) -> np.ndarray:
@@ -175,11 +163,9 @@ def trimmed_offsets(text: str, start: int, end: int) -> tuple[int, int] | None:
 
 def word_pieces(tokenizer, words: Sequence[str]) -> list[list[int]]:
     """Each word's subword ids as the tokenizer reads ``words`` in running text: joined by single spaces,
-    tokenized in one call, each token given to the first word that ends after the token starts (its character
-    offsets). So the space a byte-level BPE or SentencePiece token carries, or a lone space token, goes with the
-    word it precedes, as the tokenizer's word ids have it, and every family reads each word as in pretraining's
-    running text (tokenized one word at a time, byte-level BPE would read each word as if it began the text).
-    A word the tokenizer drops entirely gets ``[]``."""
+    tokenized in one call, each token given to the first word that ends after the token starts, so a token's
+    space goes with the word it precedes (one word at a time, byte-level BPE would read each as if it began
+    the text). A word the tokenizer drops entirely gets ``[]``."""
     if not words:
         return []
     ends = np.cumsum(np.fromiter((len(w) + 1 for w in words), dtype=np.int64, count=len(words))) - 1  # [W]

@@ -1,22 +1,15 @@
 """The one word (and character) vocabulary of the systems trained from scratch: the bAbI readers, the
 end-to-end coreference model's recurrent encoders and the pronoun-pair classifiers.
 
-Ids, the same in every family:
+Ids, the same in every family: ``0`` is ``<pad>``, ``1`` is ``<unk>``; then the words counted by
+:meth:`Vocabulary.build`, **most frequent first, ties in code-point order** (the ids depend only on the
+counts); then ``extra_words`` not counted (words an embeddings file knows), in code-point order; then, with
+``oov_buckets`` > 0, that many hash buckets ``<oov_0>``, ...: an unknown word goes to bucket
+``crc32(word) % oov_buckets`` (Parikh et al. 2016's "out-of-vocabulary words are hashed to one of 100 random
+embeddings"), else to ``<unk>``. Characters (for a character CNN) follow the same rule. With ``lowercase``
+every word is lower-cased before it is counted or looked up.
 
-- ``0`` is ``<pad>``, ``1`` is ``<unk>``;
-- then the words counted by :meth:`Vocabulary.build`, **most frequent first, ties in code-point order**
-  (so the ids depend only on the counts, never on the order files or examples were read in);
-- then ``extra_words`` that were not counted (words an embeddings file knows), in code-point order;
-- then, with ``oov_buckets`` > 0, that many hash buckets ``<oov_0>``, ... : an unknown word goes to bucket
-  ``crc32(word) % oov_buckets`` (the same in every process; Parikh et al. 2016's "out-of-vocabulary words are
-  hashed to one of 100 random embeddings"), and ``<unk>`` is never used. Without buckets it is ``<unk>``.
-
-Characters (optional, for a character CNN) follow the same rule: ``<pad>``, ``<unk>``, then the characters of
-the counted words' occurrences, most frequent first, ties in code-point order. With ``lowercase`` every word
-is lower-cased before it is counted or looked up.
-
-One file format, JSON: ``{"words": [...], "chars": [...] or null, "lowercase": bool, "oov_buckets": int}``
-(a family chooses the file's name; a missing key reads as its default, so older files still load).
+One file format, JSON: ``{"words": [...], "chars": [...] or null, "lowercase": bool, "oov_buckets": int}``.
 """
 
 from __future__ import annotations
@@ -43,8 +36,8 @@ def _by_frequency(counts: Counter, min_count: int = 1) -> list[str]:
 
 
 class Vocabulary:
-    """``words[i]`` is the word of id ``i`` (``chars[i]`` the character of character id ``i``, or no characters
-    when ``chars`` is None); the module docstring gives the order and the out-of-vocabulary rule."""
+    """``words[i]`` is the word of id ``i``, ``chars[i]`` the character of character id ``i`` (None: no
+    characters); the order and the out-of-vocabulary rule are the module docstring's."""
 
     def __init__(self, words: Iterable[str] = (PAD, UNK), chars: Iterable[str] | None = None,
                  lowercase: bool = False, oov_buckets: int = 0):
@@ -65,13 +58,11 @@ class Vocabulary:
         counted = _by_frequency(counts, min_count)
         extra = sorted({normal(w) for w in extra_words} - set(counted))
         buckets = [f"<oov_{i}>" for i in range(oov_buckets)]
-        chars = None
-        if characters:
-            char_counts = Counter()
-            for word, n in counts.items():
-                for char in word:
-                    char_counts[char] += n
-            chars = [PAD, UNK, *_by_frequency(char_counts)]
+        char_counts = Counter()
+        for word, n in counts.items() if characters else ():
+            for char in word:
+                char_counts[char] += n
+        chars = [PAD, UNK, *_by_frequency(char_counts)] if characters else None
         return cls([PAD, UNK, *counted, *extra, *buckets], chars, lowercase, oov_buckets)
 
     def __len__(self) -> int:
@@ -91,12 +82,10 @@ class Vocabulary:
         """The id of each token: its own, else its hash bucket, else ``<unk>`` (1)."""
         first_bucket = len(self.words) - self.oov_buckets
         ids = []
-        for token in tokens:
-            word = self.normalize(token)
+        for word in map(self.normalize, tokens):
             known = self.word_index.get(word)
             if known is None:
-                known = first_bucket + zlib.crc32(word.encode("utf-8")) % self.oov_buckets if self.oov_buckets \
-                    else 1
+                known = first_bucket + zlib.crc32(word.encode()) % self.oov_buckets if self.oov_buckets else 1
             ids.append(known)
         return ids
 

@@ -1,9 +1,6 @@
-"""GloVe-format word vectors for the models trained from scratch, and a vocabulary over them.
-
-Learned embeddings need only :meth:`Vocabulary.build <corefbert.text.vocabulary.Vocabulary.build>`; with a
-GloVe-format file (``word v1 v2 ... vd`` per line) the vocabulary is the data's words that the file has, plus
-Parikh et al.'s "out-of-vocabulary words are hashed to one of 100 random embeddings each initialized to
-mean 0 and standard deviation 1" (:func:`vocabulary_with_vectors`).
+"""GloVe-format word vectors (``word v1 v2 ... vd`` per line) for the models trained from scratch, and a
+vocabulary over them: the data's words the file has, plus Parikh et al.'s "out-of-vocabulary words are hashed
+to one of 100 random embeddings each initialized to mean 0 and standard deviation 1".
 """
 
 from __future__ import annotations
@@ -74,10 +71,9 @@ def vocabulary_with_vectors(texts: Iterable[str], path: str, lowercase: bool, oo
 
 
 def write_input_embeddings(model_name_or_path: str, texts: Iterable[str], path: str, lowercase: bool = True) -> int:
-    """Write a GloVe-format file of static word vectors taken from a Hugging Face model's input embedding table:
-    each distinct whitespace word of ``texts`` gets the mean of its subword rows (no context, no position).
-    Where no GloVe file can be downloaded, this gives ``--embeddings_file`` vectors under which equal words
-    are equal and related words near. Returns how many words were written."""
+    """Write a GloVe-format file of static word vectors from a Hugging Face model's input embedding table
+    (each distinct whitespace word of ``texts``: the mean of its subword rows), for where no GloVe file can be
+    had. Returns how many words were written."""
     from transformers import AutoModel
 
     tokenizer = load_tokenizer(model_name_or_path)

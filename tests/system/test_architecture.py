@@ -86,8 +86,6 @@ KNOWN_LOCAL_IMPORTS = {
     ("ablation.probes", "tasks.coref.readers"),
     ("ablation.study", "ablation.report"),
     ("corpus.prepare", "corpus.mentions"),
-    ("corpus.prepare", "corpus.readers"),
-    ("corpus.readers", "corpus.hub_datasets"),
     ("pretraining.data", "corpus.cache"),
     ("pretraining.data", "corpus.shards"),
     ("pretraining.data", "corpus.packing"),
