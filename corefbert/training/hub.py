@@ -1,14 +1,9 @@
 """The Hub round trip: a staged repository and the upload (``--push_to_hub``); the cards are :mod:`.cards`.
 
 At the end of a run (pretraining: ``final/``; fine-tuning: ``best/``, else ``last/``) the main process copies
-the model folder to ``output_dir/hub/``, writes its ``README.md`` (a ``huggingface_hub.ModelCard``: base
-model, datasets, licence, pipeline tag, hyper-parameters, a ``model-index`` of the run's evaluation
-results and how to use it) and ``all_results.json``, then uploads that folder with ``HfApi.upload_folder``.
-The staged folder is exactly what is uploaded, so it can be checked (or uploaded later by hand) without
-network: ``hf upload USER/NAME output_dir/hub``. The token is never written anywhere.
-
-Offline (``HF_HUB_OFFLINE=1``) ``--push_to_hub`` is refused before training starts
-(:func:`check_hub_arguments`), not after hours of it.
+the model folder to ``output_dir/hub/`` with its model card and ``all_results.json``, then uploads that folder
+with ``HfApi.upload_folder``: the staged folder is exactly what is uploaded, so it can be checked (or uploaded
+later: ``hf upload USER/NAME output_dir/hub``) without network. The token is never written anywhere.
 """
 
 from __future__ import annotations
@@ -28,7 +23,6 @@ from corefbert.text.jsonio import read_json
 from corefbert.training.outputs.cards import finetuning_card, repo_name
 
 HUB_DIR = "hub"
-SECRET_FIELDS = SECRET_ARGUMENTS  # never in a file, a tracker, a card or a message
 
 
 def hub_offline() -> bool:
@@ -37,12 +31,10 @@ def hub_offline() -> bool:
 
 
 def check_hub_arguments(args) -> None:
-    """One line before any training when ``--push_to_hub`` cannot work: offline mode, a malformed repo id,
-    or Hub flags without ``--push_to_hub`` (which would otherwise be ignored silently)."""
-    if not getattr(args, "push_to_hub", False):
-        given = [f"--{name}" for name in ("hub_model_id", "hub_token") if getattr(args, name, None)]
-        if getattr(args, "hub_private_repo", False):
-            given.append("--hub_private_repo")
+    """One line before any training when ``--push_to_hub`` cannot work (offline mode, a malformed repo id) or
+    Hub flags come without it (they would be ignored silently)."""
+    if not args.push_to_hub:
+        given = [f"--{n}" for n in ("hub_model_id", "hub_token", "hub_private_repo") if getattr(args, n)]
         if given:
             raise CorefBertError(f"{', '.join(given)} given without --push_to_hub; add --push_to_hub or drop them")
         return
@@ -59,19 +51,7 @@ def check_hub_arguments(args) -> None:
 
 def public_settings(args) -> dict:
     """``asdict(args)`` without secrets (``hub_token``): what may be written to files, trackers and cards."""
-    return {k: ("<redacted>" if k in SECRET_FIELDS and v else v) for k, v in asdict(args).items()}
-
-
-def stage_repository(model_dir: Path, staging_dir: Path, card: ModelCard | None, results: dict | None) -> Path:
-    """Copy ``model_dir`` to ``staging_dir`` (replacing an earlier staging), add the card as ``README.md`` (or
-    keep the folder's own when ``card`` is None) and ``all_results.json``: the repository as uploaded."""
-    remove_folder(staging_dir)
-    shutil.copytree(model_dir, staging_dir, symlinks=False)
-    if card is not None:
-        card.save(staging_dir / "README.md")
-    if results is not None:
-        replace_file(staging_dir / "all_results.json", json.dumps(results, indent=2) + "\n", "the results")
-    return staging_dir
+    return {k: ("<redacted>" if k in SECRET_ARGUMENTS and v else v) for k, v in asdict(args).items()}
 
 
 def upload_staged(staging_dir: Path, args) -> str:
@@ -84,8 +64,7 @@ def upload_staged(staging_dir: Path, args) -> str:
         api.upload_folder(repo_id=repo_id, folder_path=str(staging_dir), repo_type="model",
                           commit_message=f"corefbert: upload {Path(os.path.abspath(args.output_dir)).name}")
     except Exception as err:  # noqa: BLE001 - network, auth and quota errors all leave the run's files intact
-        # The token never reaches the error line (which may end up in a shared log), even where a library error
-        # quotes its request.
+        # The token never reaches the error line (it may end up in a shared log), even if the error quotes it.
         reason = " ".join(str(err).split())
         reason = (reason.replace(args.hub_token, "<redacted>") if args.hub_token else reason)[:200]
         raise CorefBertError(f"upload to the Hub failed ({type(err).__name__}: {reason}); the run's outputs are "
@@ -94,38 +73,42 @@ def upload_staged(staging_dir: Path, args) -> str:
     return repo_id
 
 
-def _main_process(accelerator) -> bool:
-    return accelerator is None or accelerator.is_main_process
+def _publish(args, model_dir: Path, card: ModelCard | None, results: dict | None) -> Path:
+    """Copy ``model_dir`` to ``output_dir/hub`` (replacing an earlier staging), add the card as ``README.md``
+    (or keep the folder's own when ``card`` is None) and ``all_results.json``, and upload that folder."""
+    staged = Path(args.output_dir) / HUB_DIR
+    remove_folder(staged)
+    shutil.copytree(model_dir, staged, symlinks=False)
+    if card is not None:
+        card.save(staged / "README.md")
+    if results is not None:
+        replace_file(staged / "all_results.json", json.dumps(results, indent=2) + "\n", "the results")
+    repo_id = upload_staged(staged, args)
+    print(f"pushed {model_dir.name}/ with its model card to https://huggingface.co/{repo_id}")
+    return staged
 
 
 def push_finetuned(task, args, results: dict, accelerator=None) -> Path | None:
-    """``--push_to_hub`` at the end of a fine-tuning run (main process only): stage ``best/`` (else
-    ``last/``) with its card and ``all_results.json`` in ``output_dir/hub`` and upload it. Returns the staged
-    folder, or None when not asked."""
-    if not getattr(args, "push_to_hub", False) or not _main_process(accelerator):
+    """``--push_to_hub`` at the end of a fine-tuning run (main process only): publish ``best/`` (else
+    ``last/``) with its card and ``all_results.json``. Returns the staged folder, or None when not asked."""
+    main_process = accelerator is None or accelerator.is_main_process
+    if not (args.push_to_hub and main_process):
         return None
     out = Path(args.output_dir)
     candidates = ([out / "best"] if args.load_best_model_at_end else []) + [out / "last"]
     model_dir = next((d for d in candidates if (d / "config.json").is_file() or any(d.glob("*.safetensors"))), None)
     if model_dir is None:
         raise CorefBertError("--push_to_hub: no trained model to upload (neither best/ nor last/ holds one)", path=out)
-    card = finetuning_card(task, args, results, model_dir)
-    staged = stage_repository(model_dir, out / HUB_DIR, card, results)
-    repo_id = upload_staged(staged, args)
-    print(f"pushed {model_dir.name}/ with its model card to https://huggingface.co/{repo_id}")
-    return staged
+    return _publish(args, model_dir, finetuning_card(task, args, results, model_dir), results)
 
 
 def push_pretrained(args, final_dir: Path | None, accelerator=None) -> Path | None:
-    """``--push_to_hub`` at the end of pretraining (main process only): stage ``final/`` (its card was written
-    with it) and ``all_results.json`` in ``output_dir/hub`` and upload it."""
-    if not getattr(args, "push_to_hub", False) or not _main_process(accelerator):
+    """``--push_to_hub`` at the end of pretraining (main process only): publish ``final/`` with its card."""
+    main_process = accelerator is None or accelerator.is_main_process
+    if not (args.push_to_hub and main_process):
         return None
     if final_dir is None or not Path(final_dir).is_dir():
         raise CorefBertError("--push_to_hub: the run has no final/ to upload", path=args.output_dir)
     results_path = Path(args.output_dir) / "all_results.json"
     results = read_json(str(results_path)) if results_path.is_file() else None
-    staged = stage_repository(Path(final_dir), Path(args.output_dir) / HUB_DIR, None, results)
-    repo_id = upload_staged(staged, args)
-    print(f"pushed final/ with its model card to https://huggingface.co/{repo_id}")
-    return staged
+    return _publish(args, Path(final_dir), None, results)

@@ -1,13 +1,12 @@
-"""Checks of a model folder that must fail before any weight is read: its weights format, its length, and its
-config's sizes against the stored tensors.
-
-Every CLI calls :func:`check_model_folder` on ``--model_name_or_path`` before it loads a model; every loader of a
-folder compares the model its config builds with the stored shapes first (:func:`check_sizes_against_weights`).
+"""Checks of a model folder that must fail before any weight is read: its weights format and length
+(:func:`check_model_folder`, on every CLI's ``--model_name_or_path``), and its config's sizes against the
+stored tensors (:func:`check_sizes_against_weights`, in every loader of a folder).
 """
 
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 from collections.abc import Callable
 
@@ -23,8 +22,6 @@ PICKLE_WEIGHTS = ("pytorch_model*.bin", "*.pt", "*.pth", "*.ckpt")
 def folder_identity(path: str | os.PathLike) -> str:
     """What a model folder is, whatever it is called: SHA-256 (16 hex digits) of its ``config.json`` and weight
     files; a name that is no local folder (a Hub id) is its name."""
-    import hashlib
-
     if not os.path.isdir(path):
         return str(path)
     digest = hashlib.sha256()
@@ -98,7 +95,6 @@ def check_shapes(expected: dict[str, tuple[int, ...]], stored: dict[str, tuple[i
     """One line at the first stored tensor whose shape differs from the one ``sized_by`` (a config file, or "the
     model") gives it; stored names may carry ``prefix`` (a checkpoint saved from a class that wraps the model)."""
     for name, shape in stored.items():
-        # Stored under the model's names, or saved from a class with (or without) its base model's prefix.
         candidates = (name, name.removeprefix(prefix), prefix + name) if prefix else (name,)
         key = next((k for k in candidates if k in expected), name)
         if key in expected and expected[key] != shape:
@@ -111,9 +107,8 @@ def check_shapes(expected: dict[str, tuple[int, ...]], stored: dict[str, tuple[i
 def check_sizes_against_weights(build: Callable[[], torch.nn.Module], files: list[str], config_name: str,
                                 where: str) -> None:
     """One line when the config in ``config_name`` sizes a model whose tensors differ from those stored in
-    ``files``, asked before the model is allocated: ``build`` runs on the meta device (shapes, no memory),
-    so ``lstm_size: 200000`` or ``vocab_size: 400000000`` costs nothing. Stored names may carry
-    the built model's ``base_model_prefix`` (a checkpoint saved from a class that wraps it: ``bert.``)."""
+    ``files``, asked before the model is allocated: ``build`` runs on the meta device (shapes, no memory), so
+    ``vocab_size: 400000000`` costs nothing. Stored names may carry the model's ``base_model_prefix``."""
     stored = weight_shapes(files)
     if not stored:
         return  # no safetensors here: the loader says so

@@ -1,37 +1,11 @@
-"""Sweeps: grid points x seeds of ordinary training runs, each in its own folder.
+"""Sweeps: grid points x seeds of ordinary training runs, each in its own folder (the ablation study's and the
+bAbI table's, docs/contracts.md, "Sweeps").
 
-The ablation study (arms x seeds of pretraining runs, :mod:`corefbert.ablation.study`) and the bAbI table
-(tasks x seeds of fine-tunings, :mod:`corefbert.tasks.babi.task`) both run through :func:`run_sweep`, which
-takes each grid point and seed in turn, builds its :class:`SweepRun` and treats it under the family's
-:class:`SweepRules`:
-
-- a **finished** run (every file of ``rules.finished`` is there: what a run writes when it ends) is compared
-  with the settings it was trained with. A change is refused in one line naming the setting and both values,
-  except in the settings a finished run may ignore (``rules.may_ignore``); a change of ``rules.continues`` (a
-  longer schedule) continues the run from its latest checkpoint. Unchanged, the run is kept as it is
-  (``finished_before``: not retrained, not re-evaluated) and its results are read back from ``all_results.json``,
-  unless they lack one of the run's ``wanted`` results (a table trained without ``--do_eval``, then asked for
-  it): then ``evaluate()`` gives them, from the finished model (``evaluated``);
-- a **started** run (its folder holds anything) resumes from its latest checkpoint (``resumed``);
-- any other run trains from the start (``trained``).
-
-After a run has trained, the sweep's marker (``rules.marker``) is written last in its folder, holding its
-settings; then ``after_run`` gets the point and the run's results, so the table of an interrupted sweep shows
-what it has. With ``rules.keep_finished`` off (bAbI without ``--resume_from_checkpoint``) every run trains as told, and
-the training core refuses a folder an earlier run left unless told to overwrite it.
-
-Where a finished run's settings are recorded, and how a change is refused:
-
-- ``rules.marker`` names a file (the ablation's ``ablation_run.json``): the sweep's own record. A run finished
-  without one (trained elsewhere with ``run_mrp`` into the same layout) has nothing to compare and is kept. A
-  change, or a setting the record lacks (a run of another version), is "this finished run was trained with other
-  settings (names: old then, new now)", naming the run's folder.
-- no marker (bAbI): the newest checkpoint's record (its ``trainer_state.json`` settings, what a resume compares)
-  for the settings, the run's arguments file (``rules.arguments_file``) for ``rules.continues``. A change is
-  refused as a resume refuses it (the same line, naming the checkpoint; ``--ignore_changed_settings`` turns it
-  into warnings). A run saved without checkpoints has nothing to compare.
-
-The runner knows nothing of what a run trains: each run brings its settings and a ``train(resume)`` callable.
+:func:`run_one` keeps a **finished** run (every file of ``rules.finished`` there) whose settings match its
+record (the sweep's ``rules.marker``, else its newest checkpoint's), refuses a changed setting in one line
+(but ``rules.may_ignore``), continues it on a change of ``rules.continues``, evaluates it when it lacks a
+``wanted`` result; a **started** run (a non-empty folder) resumes; any other trains. The runner knows nothing
+of what a run trains: each run brings its settings and a ``train(resume)`` callable.
 """
 
 from __future__ import annotations
@@ -46,12 +20,10 @@ from corefbert.errors import CorefBertError
 from corefbert.text.durable import replace_file
 from corefbert.text.jsonio import json_value, read_json, read_record
 from corefbert.training.checkpoints.folders import list_checkpoints, read_trainer_state
-from corefbert.training.training_args import EXACT_SETTINGS, changed_settings, refuse_changed_settings
+from corefbert.training.training_args import ABSENT, EXACT_SETTINGS, changed_settings, refuse_changed_settings
 
 RESULTS = "all_results.json"
-_ABSENT = object()  # a setting the record lacks: not the value of any setting
-#: What :func:`run_one` says happened to a run (the keys of :func:`run_sweep`'s counts); a run with ``wanted``
-#: results may also be ``evaluated``, a key of the counts only when that happens.
+#: What :func:`run_one` says happened to a run (also ``evaluated``, counted only when it happens).
 OUTCOMES = ("trained", "resumed", "finished_before")
 
 
@@ -89,9 +61,8 @@ def training_settings(args, job_settings: dict) -> dict:
 def run_sweep(points: Sequence, make_run: Callable[[Any], SweepRun], rules: SweepRules,
               before_run: Callable[[Any], None] | None = None,
               after_run: Callable[[Any, dict | None], None] | None = None) -> dict[str, int]:
-    """For each grid point and seed in ``points``: ``before_run(point)``, then its run (``make_run(point)``, built
-    at its turn) kept, refused, resumed or trained (:func:`run_one`), then ``after_run(point, results)`` (the
-    table rewritten); returns how many runs were trained, resumed and kept (``finished_before``)."""
+    """For each point: ``before_run(point)``, its run (``make_run(point)``, built at its turn) through
+    :func:`run_one`, then ``after_run(point, results)``; returns how many runs had each outcome."""
     counts = dict.fromkeys(OUTCOMES, 0)
     for number, point in enumerate(points, start=1):
         if before_run is not None:
@@ -106,8 +77,7 @@ def run_sweep(points: Sequence, make_run: Callable[[Any], SweepRun], rules: Swee
 
 
 def run_one(run: SweepRun, rules: SweepRules) -> tuple[str, dict | None]:
-    """Keep, refuse, resume or train ``run`` (the module docstring says which); returns the outcome (one of
-    :data:`OUTCOMES`) and the run's results."""
+    """Keep, refuse, resume or train ``run`` (see the module docstring); returns ``(outcome, results)``."""
     out = Path(run.output_dir)
     settings = json_value(run.settings)  # as the record holds them
     if rules.keep_finished and is_finished(out, rules):
@@ -134,8 +104,7 @@ def is_finished(out: Path, rules: SweepRules) -> bool:
 
 
 def recorded_settings(out: Path, marker: str) -> dict | None:
-    """The settings a sweep's ``marker`` in the run folder ``out`` holds; None when there is none (a run not
-    finished yet, or trained outside the sweep)."""
+    """The settings the sweep's ``marker`` in the run folder ``out`` holds; None when there is none."""
     return read_record(str(Path(out) / marker), "the record of a run's settings: delete it to keep the run as it "
                                                 "was trained (nothing is compared then), or delete the run to train "
                                                 "it again")
@@ -149,7 +118,7 @@ def _keep(out: Path, settings: dict, rules: SweepRules) -> bool:
         saved = recorded_settings(out, rules.marker)
         if saved is None:
             return True  # trained elsewhere: nothing recorded to compare
-        changed = sorted(name for name, value in compared.items() if saved.get(name, _ABSENT) != value)
+        changed = sorted(name for name, value in compared.items() if saved.get(name, ABSENT) != value)
         if changed:
             raise CorefBertError(f"this finished run was trained with other settings ({', '.join(changed)}: "
                                  f"{saved.get(changed[0])!r} then, {settings[changed[0]]!r} now); use another "

@@ -1,9 +1,6 @@
 """The arguments every training CLI shares (Hugging Face example names), and their one validation.
-
-:class:`TrainingArguments` holds each shared flag once, with its type and default; pretraining
-(:class:`corefbert.pretraining.pretraining_args.PretrainingArguments`) and fine-tuning
-(:class:`corefbert.tasks.base.FinetuningArguments`) extend it, overriding a default only where their
-paper's setting differs. :meth:`TrainingArguments.validate` is the one place a bad value becomes one line.
+Pretraining's (:class:`corefbert.pretraining.pretraining_args.PretrainingArguments`) and fine-tuning's
+(:class:`corefbert.tasks.base.FinetuningArguments`) override a default only where their paper's differs.
 """
 
 from __future__ import annotations
@@ -28,6 +25,7 @@ AUTO_WORKERS = 4
 #: ``--optim``, Hugging Face's names: AdamW (every recipe but one) and Adagrad (Parikh et al.'s Decomposable
 #: Attention, the pronoun-pair classifier's paper setting).
 OPTIMIZERS = ("adamw_torch", "adagrad")
+OFFLINE_TRACKER = " (the offline one: pip install 'corefbert[tracking]')"
 
 
 @dataclass(kw_only=True)
@@ -47,19 +45,19 @@ class TrainingArguments:
     optim: str = field(default="adamw_torch", metadata={"help": "Optimizer, Hugging Face's names: adamw_torch | "
                                                                   "adagrad (torch.optim.Adagrad; --adam_* unused)."})
     learning_rate: float = field(default=5e-5, metadata={"help": "Peak learning rate of the optimizer."})
-    weight_decay: float = field(default=0.01, metadata={"help": "Weight decay (never on 1-D parameters: biases, "
-                                                                "LayerNorm, the copy vector V); AdamW's decoupled "
-                                                                "decay, Adagrad's L2 term."})
+    weight_decay: float = field(default=0.01, metadata={
+        "help": "Weight decay (never on 1-D parameters: biases, LayerNorm, the copy vector V); AdamW's "
+                "decoupled decay, Adagrad's L2 term."})
     adam_beta1: float = 0.9
     adam_beta2: float = 0.999
     adam_epsilon: float = 1e-8
-    lr_scheduler_type: str = field(default="linear", metadata={"help": "step (warm-up, then x --lr_decay_factor "
-                                                                       "every --lr_decay_steps) or a transformers scheduler name (linear, "
-                                                                       "cosine, constant_with_warmup, ...)."})
-    lr_decay_steps: int = field(default=0, metadata={"help": "--lr_scheduler_type step: optimizer steps between "
-                                                             "two decays of the learning rate; warmup_stable_decay: "
-                                                             "the last steps, over which the LR decays linearly "
-                                                             "to 0 (before them it is constant after warm-up)."})
+    lr_scheduler_type: str = field(default="linear", metadata={
+        "help": "step (warm-up, then x --lr_decay_factor every --lr_decay_steps) or a transformers "
+                "scheduler name (linear, cosine, constant_with_warmup, ...)."})
+    lr_decay_steps: int = field(default=0, metadata={
+        "help": "--lr_scheduler_type step: optimizer steps between two decays of the learning rate; "
+                "warmup_stable_decay: the last steps, over which the LR decays linearly to 0 (before them "
+                "it is constant after warm-up)."})
     lr_decay_factor: float = field(default=0.5, metadata={"help": "--lr_scheduler_type step: the factor of each decay."})
     warmup_ratio: float = field(default=0.0, metadata={"help": "Share of the optimizer steps for warm-up."})
     warmup_steps: int = field(default=0, metadata={"help": "Warm-up steps; overrides --warmup_ratio if > 0."})
@@ -105,7 +103,7 @@ class TrainingArguments:
                 "tracking extra; wandb, mlflow, trackio, comet_ml, aim, clearml, dvclive, swanlab, ...), several "
                 "joined by commas, or all (every one installed)."})
     disable_tqdm: bool = field(default=False, metadata={"help": "No progress bars."})
-    # ---- Hub round trip (corefbert/training/hub.py): Hugging Face's names, used at the end of a run. ----
+    # The Hub round trip (corefbert/training/hub.py): Hugging Face's names, used at the end of a run.
     push_to_hub: bool = field(
         default=False, metadata={"help": "At the end, upload the model (pretraining: final/; fine-tuning: best/, "
                                          "else last/) with a model card to the Hub; staged in output_dir/hub first."})
@@ -116,7 +114,6 @@ class TrainingArguments:
     hub_token: str | None = field(  # repr=False: a printed or logged args object never shows it
         default=None, repr=False,
         metadata={"help": "Hub token (default: $HF_TOKEN or `hf auth login`); never written to disk or shown."})
-    # ---- end of the Hub block ----
 
     def validate(self) -> None:
         """Reject values that cannot work, each in one line; subclasses add their own after this."""
@@ -213,36 +210,27 @@ def _check_choice(name: str, value: str, allowed, several: bool = False) -> None
 
 
 def check_output_dir(args: TrainingArguments) -> None:
-    """Refuse to start a new run in the folder of an earlier one unless told to resume or overwrite.
-
-    A second run there would have its early checkpoints rotated away by the old run's later ones, and
-    ``--resume_from_checkpoint latest`` would then continue the old run.
-    """
+    """Refuse to start a new run in the folder of an earlier one unless told to resume or overwrite: the old
+    run's later checkpoints would rotate the new run's away, and ``latest`` would continue the old run."""
     out = args.output_dir
     if args.resume_from_checkpoint or args.overwrite_output_dir or not os.path.isdir(out) or is_empty_output(out):
         return
-    raise CorefBertError(
-        "output directory is not empty (an earlier run?); pass --resume_from_checkpoint latest to continue "
-        "it, --overwrite_output_dir to start over (deletes its checkpoints and log), or another --output_dir",
-        path=out,
-    )
+    raise CorefBertError("output directory is not empty (an earlier run?); pass --resume_from_checkpoint "
+                         "latest to continue it, --overwrite_output_dir to start over (deletes its "
+                         "checkpoints and log), or another --output_dir", path=out)
 
 
 def known_trackers() -> list[str]:
-    """``--report_to``'s names: every tracker accelerate knows (``accelerate.tracking.LOGGER_TYPE_TO_CLASS``; in
-    1.15 aim, clearml, comet_ml, dvclive, mlflow, swanlab, tensorboard, trackio, wandb), then ``all``."""
+    """``--report_to``'s names: every tracker accelerate knows, then ``all``."""
     from accelerate.tracking import LOGGER_TYPE_TO_CLASS
 
     return [*sorted(LOGGER_TYPE_TO_CLASS), "all"]
 
 
 def tracking_backends(report_to: str) -> list[str]:
-    """The trackers ``--report_to`` names (``all``: every one installed), each checked to be able to start; one
-    line naming the package to install, or the login wandb lacks, before any model or data is loaded.
-
-    Asked before the Accelerator exists: accelerate's own filter logs through its state-bound logger and
-    raises a RuntimeError traceback when a tracker package is missing, and skips an unknown one silently.
-    """
+    """The trackers ``--report_to`` names (``all``: every one installed); one line naming the package to
+    install, or the login wandb lacks, before any model or data is loaded (accelerate's own filter raises a
+    traceback for a missing tracker package and skips an unknown one silently)."""
     import accelerate.tracking
     import accelerate.utils
 
@@ -267,13 +255,10 @@ def tracking_backends(report_to: str) -> list[str]:
     return found
 
 
-OFFLINE_TRACKER = " (the offline one: pip install 'corefbert[tracking]')"
-
 
 def _check_wandb_login(report_to: str) -> None:
-    """One line when wandb would ask for a login it cannot get: no ``WANDB_API_KEY``, no ``wandb login`` entry
-    in ``~/.netrc`` (``$NETRC``), and ``WANDB_MODE`` not offline or disabled (wandb then stops the run in
-    ``init_trackers`` with a traceback, or waits on a prompt)."""
+    """One line when wandb has no login (``WANDB_API_KEY``, a ``~/.netrc`` entry) and is not offline: it would
+    stop the run in ``init_trackers`` with a traceback, or wait on a prompt."""
     import netrc
     from urllib.parse import urlparse
 
@@ -292,9 +277,8 @@ def _check_wandb_login(report_to: str) -> None:
 
 
 def start_trackers(accelerator, project: str, config: dict, report_to: str) -> None:
-    """``accelerator.init_trackers(project, config)`` before the first step, or one line naming the trackers of
-    ``--report_to`` when one cannot start (a server that does not answer, a missing API key, a refused login):
-    the run then stops before it trains, with nothing to resume."""
+    """``accelerator.init_trackers(project, config)`` before the first step, or one line naming
+    ``--report_to`` when a tracker cannot start (a server that does not answer, a refused login)."""
     failure = None
     try:
         accelerator.init_trackers(project, config=config)
@@ -308,9 +292,8 @@ def start_trackers(accelerator, project: str, config: dict, report_to: str) -> N
 
 def resolve_num_workers(value: str | int, device_type: str) -> int:
     """``--num_workers`` as a count. ``auto``: 0 on CPU (workers would take cores from the step itself); on an
-    accelerator :data:`AUTO_WORKERS` per training process of this machine (``$LOCAL_WORLD_SIZE``, which the
-    launchers set), fewer when it has fewer cores than that (a core per process stays with the process that
-    drives the device), at least 1."""
+    accelerator :data:`AUTO_WORKERS` per training process of this machine (``$LOCAL_WORLD_SIZE``), fewer when
+    it has fewer cores (one per process stays with the process that drives the device), at least 1."""
     if value != "auto":
         return int(value)
     if device_type == "cpu":
@@ -328,9 +311,7 @@ def resolve_mixed_precision(value: str) -> str | None:
         return None
     import torch
 
-    if torch.cuda.is_available() and torch.cuda.is_bf16_supported():
-        return "bf16"
-    return "no"
+    return "bf16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "no"
 
 
 #: The settings that decide a run's result: a resume under other values would not repeat the uninterrupted
@@ -348,8 +329,7 @@ def run_settings(args: TrainingArguments, num_processes: int, precision: str, jo
 
 
 def changed_settings(saved: dict | None, current: dict) -> list[tuple[str, object, object]]:
-    """``(name, checkpoint's value, this run's value)`` for each recorded setting that differs (a checkpoint
-    from before settings were recorded has none to compare)."""
+    """``(name, checkpoint's value, this run's value)`` for each recorded setting that differs."""
     if not saved:
         return []
     return [(name, saved[name], value) for name, value in current.items()
@@ -363,7 +343,7 @@ class _Absent:
         return "absent"
 
 
-_ABSENT = _Absent()
+ABSENT = _Absent()
 
 
 def _leaf_changes(name: str, old, new) -> list[tuple[str, str, object, object]]:
@@ -374,7 +354,7 @@ def _leaf_changes(name: str, old, new) -> list[tuple[str, str, object, object]]:
         return [(name, top, old, new)]
     found = []
     for key in dict.fromkeys([*old, *new]):
-        before, after = old.get(key, _ABSENT), new.get(key, _ABSENT)
+        before, after = old.get(key, ABSENT), new.get(key, ABSENT)
         if before != after:
             found += _leaf_changes(f"{name}.{key}" if str(key).isidentifier() else f"{name}[{key!r}]", before, after)
     return found

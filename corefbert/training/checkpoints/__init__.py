@@ -1,2 +1,1 @@
-"""Training checkpoints: the ``checkpoints/step_N`` folders (:mod:`.folders`), their files checked and loaded
-safely (:mod:`.files`), and the signals that make a run save and stop (:mod:`.signals`)."""
+"""Training checkpoints: the ``step_N`` folders, their files checked and loaded safely, stop signals."""

@@ -1,21 +1,13 @@
 """The files of a training checkpoint: recorded when saved, checked before any of them is loaded.
 
-A checkpoint is resumed from only when it is whole and none of its files can run code:
-
-- **Whole.** ``trainer_state.json`` (written last) records the size of every file ``accelerator.save_state``
-  wrote (:data:`FILES_KEY`). A file missing or of another size (an RNG file deleted, weights cut short by a
-  power loss) makes the checkpoint unusable, named in one line: :func:`check_files`. Before this record a
-  checkpoint without ``random_states_0.pkl`` resumed with other randomness, silently (accelerate skips an RNG
-  file it cannot load with a log message at INFO level).
-- **No code.** accelerate writes the optimizer, RNG and fp16 scaler state with ``torch.save`` (pickles) and
-  reads them back itself; so do DeepSpeed (with ``weights_only=False``) and accelerate's loader of registered
-  objects (``custom_checkpoint_N.pkl``, also ``weights_only=False``). Before any loader sees a checkpoint,
-  every file of it that could be unpickled is read here with ``torch.load(weights_only=True)``, which refuses
-  any global outside PyTorch's plain types and :data:`SAFE_GLOBALS`; a file it refuses makes the checkpoint
-  unusable. A later load of the same bytes meets only what this one allowed, whatever its own settings.
-- **Plain data for our part.** The LR scheduler's state is JSON in ``trainer_state.json``
-  (:data:`SCHEDULER_KEY`), not a registered object, and the RNG state is applied here from the checked file
-  (:func:`restore_rng`), so a file accelerate cannot apply is an error, not a skipped step.
+- **Whole.** ``trainer_state.json`` (written last) records the size of every file ``save_state`` wrote
+  (:data:`FILES_KEY`); one missing or of another size is one line (:func:`check_files`), where accelerate
+  would skip a missing RNG file with an INFO-level message.
+- **No code.** accelerate and DeepSpeed unpickle the optimizer, RNG and scaler state with
+  ``weights_only=False``: first every file that could be unpickled is read here with
+  ``torch.load(weights_only=True)`` (plain types and :data:`SAFE_GLOBALS` only); one it refuses makes the
+  checkpoint unusable. The LR schedule is JSON (:data:`SCHEDULER_KEY`); the RNG is applied from the checked
+  file (:func:`restore_rng`).
 """
 
 from __future__ import annotations
@@ -37,8 +29,8 @@ FILES_KEY = "files"
 #: ``trainer_state.json``: the LR scheduler's ``state_dict()``, as JSON.
 SCHEDULER_KEY = "lr_scheduler"
 STATE_FILE = "trainer_state.json"
-#: Files no loader unpickles: safetensors (a JSON header and raw tensors), our JSON, DeepSpeed's ``latest``
-#: (a tag accelerate never reads: it names the tag) and the conversion script DeepSpeed copies beside it.
+#: Files no loader unpickles: safetensors, our JSON, DeepSpeed's ``latest`` (a tag name) and the conversion
+#: script DeepSpeed copies beside it.
 NEVER_UNPICKLED_SUFFIXES = (".safetensors", ".json", ".py")
 NEVER_UNPICKLED_NAMES = ("latest",)
 
@@ -46,9 +38,8 @@ _NUMPY_CORE = getattr(np, "_core", None) or np.core
 #: Globals the RNG file needs beyond PyTorch's own plain types (numpy's Mersenne Twister state is an array of
 #: uint32; protocol 2 pickles its bytes through ``codecs.encode``). The same list accelerate allows itself.
 SAFE_GLOBALS = [_NUMPY_CORE.multiarray._reconstruct, np.ndarray, np.dtype, type(np.dtype(np.uint32)), codecs.encode]
-#: DeepSpeed's optimizer state (ZeRO-2/3) also holds these plain classes (module, names): a loss scaler's
-#: attributes, the ZeRO stage as an int enum, a fragment's numel and start. None has a ``__setstate__`` or
-#: ``__reduce__`` of its own: unpickling one sets attributes, nothing more.
+#: DeepSpeed's optimizer state (ZeRO-2/3) also holds these plain classes (module, names); none has a
+#: ``__setstate__`` or ``__reduce__`` of its own: unpickling one sets attributes, nothing more.
 DEEPSPEED_GLOBALS = (("deepspeed.runtime.fp16.loss_scaler", ("LossScaler", "DynamicLossScaler")),
                      ("deepspeed.runtime.zero.config", ("ZeroStageEnum",)),
                      ("deepspeed.utils.tensor_fragment", ("fragment_address",)))
@@ -116,8 +107,8 @@ def read_pickle_safely(file: Path, name: str):
 
 
 def _safe_globals() -> list:
-    """:data:`SAFE_GLOBALS`, and :data:`DEEPSPEED_GLOBALS` when this process runs DeepSpeed (only a process that
-    imported it can have written or be about to load its files; importing it here would cost seconds)."""
+    """:data:`SAFE_GLOBALS`, and :data:`DEEPSPEED_GLOBALS` when this process imported DeepSpeed (only such a
+    process can load its files; importing it here would cost seconds)."""
     found = list(SAFE_GLOBALS)
     if "deepspeed" in sys.modules:
         for module, names in DEEPSPEED_GLOBALS:
@@ -127,9 +118,8 @@ def _safe_globals() -> list:
 
 
 def restore_rng(states, name: str, warn) -> None:
-    """Put back the Python, NumPy, torch CPU and CUDA generators from a checked RNG file (accelerate applied
-    them too, but it skips a file it cannot apply with an INFO-level message). ``warn`` gets one line when
-    CUDA is here but the checkpoint holds no CUDA state (saved without a GPU)."""
+    """Put back the Python, NumPy, torch CPU and CUDA generators from a checked RNG file; ``warn`` gets one
+    line when CUDA is here but the checkpoint holds no CUDA state (saved without a GPU)."""
     import torch
 
     try:
@@ -144,4 +134,3 @@ def restore_rng(states, name: str, warn) -> None:
     if torch.cuda.is_available() and "torch_cuda_manual_seed" not in states:
         warn(f"warning: {name} holds no CUDA random state (saved without a GPU): the GPU's random draws "
              "(dropout) will not repeat the run this one continues")
-

@@ -1,15 +1,10 @@
 """Crash-safe training checkpoints: ``output_dir/checkpoints/step_N``, written whole or not at all.
 
-A checkpoint is written by :meth:`accelerate.Accelerator.save_state` into a temporary folder
-(``step_N.tmp``), completed with ``trainer_state.json`` (written last, fsynced), and only then renamed to
-``step_N``. A rename within one directory is atomic, so a kill at any moment leaves either the previous
-checkpoints or the new one, never a half-written "latest". Leftover ``.tmp`` folders of a killed save are
-ignored and removed on the next save. Old checkpoints are renamed out of the ``step_N`` namespace before
-they are deleted, so an interrupted deletion never looks like a checkpoint either.
-
-A save that fails for lack of space or permission removes its partial folder (freeing what it took) and
-stops the run with one line naming the checkpoint that is still intact. The folder-level helpers (rename into
-place, fsync, the error line of a refused write) live in :mod:`corefbert.text.durable`, shared with the corpus.
+``accelerator.save_state`` writes into ``step_N.tmp``, ``trainer_state.json`` last (fsynced), then the folder
+is renamed to ``step_N`` (atomic within a directory): a kill at any moment leaves the previous checkpoints or
+the new one. Leftover ``.tmp`` folders go at the next save; old checkpoints leave the ``step_N`` namespace
+before they are deleted. A failed write removes its partial folder and stops the run with one line naming the
+intact checkpoint.
 """
 
 from __future__ import annotations
@@ -58,12 +53,9 @@ def is_complete(path: str | os.PathLike) -> bool:
 
 
 def list_checkpoints(output_dir: str | os.PathLike) -> list[tuple[int, Path]]:
-    """Complete checkpoints of a run as ``(step, path)``, oldest first.
-
-    A complete ``step_N.tmp`` without ``step_N`` counts as step N: a kill between the two renames of a
-    same-step re-save (:func:`replace_folder`) leaves the new copy there and the old one as ``.deleting``,
-    and it may be the only complete checkpoint of the run.
-    """
+    """Complete checkpoints of a run as ``(step, path)``, oldest first. A complete ``step_N.tmp`` without
+    ``step_N`` counts as step N: a kill between the two renames of a same-step re-save leaves the new copy
+    there and the old one as ``.deleting``, maybe the run's only complete checkpoint."""
     root = checkpoints_root(output_dir)
     if not root.is_dir():
         return []
@@ -96,23 +88,11 @@ def passed_over(output_dir: str | os.PathLike, step: int) -> list[Path]:
     return [path for at, path in sorted(found) if at > step and not is_complete(path)]
 
 
-def recover_interrupted_saves(output_dir: str | os.PathLike) -> None:
-    """Rename each complete ``step_N.tmp`` that :func:`list_checkpoints` counts into its place (main process
-    only), before leftovers are deleted: never delete the only complete checkpoint."""
-    for _, path in list_checkpoints(output_dir):
-        if path.name.endswith(".tmp"):
-            os.replace(path, path.with_name(path.name.removesuffix(".tmp")))
-            fsync_dir(path.parent)
-
-
 def resolve_checkpoint(resume_from_checkpoint: str | None, output_dir: str | os.PathLike,
                        start_over: bool = False) -> Path | None:
-    """Turn ``--resume_from_checkpoint`` (a path, ``latest`` or None) into a checkpoint folder.
-
-    ``latest`` with no checkpoint yet returns None (a preemptible job script can always pass it), but when
-    checkpoints were there and none is complete it is an error unless ``start_over``
-    (``--overwrite_output_dir``); an explicit path that is missing or incomplete is the user's error.
-    """
+    """``--resume_from_checkpoint`` (a path, ``latest`` or None) as a checkpoint folder. ``latest`` with no
+    checkpoint yet is None (a preemptible job script can always pass it), but an error when checkpoints were
+    there and none is complete, unless ``start_over`` (``--overwrite_output_dir``)."""
     if not resume_from_checkpoint:
         return None
     if resume_from_checkpoint == "latest":
@@ -128,21 +108,16 @@ def resolve_checkpoint(resume_from_checkpoint: str | None, output_dir: str | os.
         return None
     path = Path(resume_from_checkpoint)
     if not path.is_dir():
-        raise CorefBertError(
-            "checkpoint folder not found; pass an existing output_dir/checkpoints/step_N or 'latest'",
-            path=path,
-        )
+        raise CorefBertError("checkpoint folder not found; pass an existing output_dir/checkpoints/step_N or "
+                             "'latest'", path=path)
     if not is_complete(path) and (path / "config.json").is_file():
         raise CorefBertError(
             "a final model folder, not a checkpoint (no trainer state to resume from); to start a new run from "
             f"its weights pass --model_name_or_path {path}, or resume from output_dir/checkpoints/step_N or "
             "'latest'", path=path)
     if not is_complete(path):
-        raise CorefBertError(
-            f"incomplete checkpoint (no readable {STATE_FILE}: the save was interrupted); "
-            "resume from an earlier step_N or 'latest'",
-            path=path,
-        )
+        raise CorefBertError(f"incomplete checkpoint (no readable {STATE_FILE}: the save was interrupted); "
+                             "resume from an earlier step_N or 'latest'", path=path)
     return path
 
 
@@ -151,21 +126,28 @@ def read_trainer_state(path: str | os.PathLike) -> dict:
     return read_json(str(Path(path) / STATE_FILE))
 
 
-def atomic_save_state(accelerator, final: Path, trainer_state: dict, fallback: str) -> Path:
-    """``accelerator.save_state`` + ``trainer_state.json`` (written last) into ``final``, via ``final.tmp``.
-
-    Every process must call this (DeepSpeed and FSDP shard the state). ``fallback`` names what survives a
-    failed save, for the error line.
-    """
-    tmp = final.with_name(final.name + ".tmp")
+def save_checkpoint(accelerator, output_dir: str | os.PathLike, step: int, trainer_state: dict,
+                    save_total_limit: int | None, scheduler) -> Path:
+    """Save ``accelerator.save_state`` and the LR ``scheduler``'s state (JSON, in the trainer state) as
+    ``checkpoints/step_<step>`` via ``step_<step>.tmp``; keep the newest ``save_total_limit`` complete
+    checkpoints (0 or None: all). Every process must call this (DeepSpeed and FSDP shard the state)."""
+    previous = list_checkpoints(output_dir)
+    fallback = f"the last complete checkpoint is {previous[-1][1]}" if previous else "no earlier checkpoint exists"
+    schedule = scheduler.state_dict()
+    root = checkpoints_root(output_dir)
+    final, tmp = root / f"step_{step}", root / f"step_{step}.tmp"
     if accelerator.is_main_process:
-        final.parent.mkdir(parents=True, exist_ok=True)
-        if final.parent.name == "checkpoints":
-            recover_interrupted_saves(final.parent.parent)
-        for stale in [*final.parent.glob("*.tmp"), *final.parent.glob("*.deleting")]:
+        root.mkdir(parents=True, exist_ok=True)
+        # A complete step_N.tmp that list_checkpoints counts goes into its place before leftovers are deleted:
+        # never delete the only complete checkpoint.
+        for _, path in previous:
+            if path.name.endswith(".tmp"):
+                os.replace(path, path.with_name(path.name.removesuffix(".tmp")))
+                fsync_dir(root)
+        for stale in [*root.glob("*.tmp"), *root.glob("*.deleting")]:
             remove_folder(stale)
     accelerator.wait_for_everyone()
-    what = final.name if final.name.startswith("checkpoint") else f"checkpoint {final.name}"
+    what = f"checkpoint {final.name}"
     error = None
     try:
         accelerator.save_state(str(tmp))
@@ -178,15 +160,20 @@ def atomic_save_state(accelerator, final: Path, trainer_state: dict, fallback: s
         _fail_everywhere(accelerator, error, tmp, what, fallback)
     if accelerator.is_main_process:
         try:
-            # The record of what save_state wrote, checked before a resume loads any of it (checkpoint_files).
-            write_json_durably(tmp / STATE_FILE, {**trainer_state, FILES_KEY: record_files(tmp)})
+            # The record of what save_state wrote, checked before a resume loads any of it (check_files).
+            write_json_durably(tmp / STATE_FILE, {**trainer_state, "step": step, SCHEDULER_KEY: schedule,
+                                                  FILES_KEY: record_files(tmp)})
             # The same step saved twice (a signal right after a periodic save): keep the newer copy.
             replace_folder(tmp, final)
-            fsync_dir(final.parent)
+            fsync_dir(root)
         except Exception as err:  # noqa: BLE001 - decided below, with the other processes
             error = err
     if any_process(accelerator, error is not None, if_peer_gone=True):
         _fail_everywhere(accelerator, error, tmp, what, fallback)
+    if accelerator.is_main_process and save_total_limit:
+        for _, old in list_checkpoints(output_dir)[:-save_total_limit]:
+            remove_folder(old)
+    accelerator.wait_for_everyone()
     return final
 
 
@@ -203,25 +190,6 @@ def _fail_everywhere(accelerator, error: Exception | None, tmp: Path, what: str,
     raise write_error(tmp, what, reason, fallback) from None
 
 
-def save_checkpoint(accelerator, output_dir: str | os.PathLike, step: int, trainer_state: dict,
-                    save_total_limit: int | None = None, scheduler=None) -> Path:
-    """Save model, optimizer, scaler and RNG state (``accelerator.save_state``) and the LR ``scheduler``'s
-    state (JSON, in the trainer state) as ``checkpoints/step_<step>``.
-
-    Every process must call this. Keeps the newest ``save_total_limit`` complete checkpoints when given.
-    """
-    previous = list_checkpoints(output_dir)
-    fallback = f"the last complete checkpoint is {previous[-1][1]}" if previous else "no earlier checkpoint exists"
-    schedule = scheduler.state_dict() if scheduler is not None else None
-    final = atomic_save_state(accelerator, checkpoints_root(output_dir) / f"step_{step}",
-                              {**trainer_state, "step": step, SCHEDULER_KEY: schedule}, fallback)
-    if accelerator.is_main_process and save_total_limit is not None and save_total_limit > 0:
-        for _, old in list_checkpoints(output_dir)[:-save_total_limit]:
-            remove_folder(old)
-    accelerator.wait_for_everyone()
-    return final
-
-
 _MISMATCH = re.compile(r"Error\(s\) in loading state_dict|size mismatch for|Missing key\(s\)|Unexpected key\(s\)")
 
 
@@ -233,16 +201,12 @@ def _mismatch_detail(text: str) -> str:
     return one_line(text, first_line=True, limit=160)
 
 
-def load_checkpoint(accelerator, path: str | os.PathLike, fallbacks=(), scheduler=None) -> tuple[Path, dict]:
+def load_checkpoint(accelerator, path: str | os.PathLike, fallbacks, scheduler) -> tuple[Path, dict]:
     """Restore everything a checkpoint holds (the LR ``scheduler`` too); returns the folder used and its
-    trainer state.
-
-    Before anything of it is loaded, its files are checked (:func:`corefbert.training.checkpoints.files.check_files`):
-    each one saved is there at its size, and none can run code when unpickled. A checkpoint that fails that,
-    or whose files cannot be read (cut short by a power loss, damaged on disk), is skipped for the next of
-    ``fallbacks`` (given for ``latest``: the earlier checkpoints, newest first), with a warning naming what is
-    wrong; when none can be used, one error line. Every process takes part, so all of them agree on the folder.
-    """
+    trainer state. Its files are checked first (:func:`corefbert.training.checkpoints.files.check_files`); a
+    checkpoint that fails that or will not load (cut short by a power loss, damaged on disk) is skipped for
+    the next of ``fallbacks`` (for ``latest``: the earlier checkpoints, newest first) with a warning, and when
+    none can be used, one error line. Every process takes part, so all of them agree on the folder."""
     candidates = [Path(path), *map(Path, fallbacks)]
     reasons = []
     for index, candidate in enumerate(candidates):
@@ -256,8 +220,7 @@ def load_checkpoint(accelerator, path: str | os.PathLike, fallbacks=(), schedule
             accelerator.load_state(str(candidate))
             restore_rng(rng, f"random_states_{accelerator.process_index}.pkl",
                         accelerator.print if accelerator.is_main_process else lambda line: None)
-            if scheduler is not None:
-                scheduler.load_state_dict(dict(state[SCHEDULER_KEY]))  # a copy: LambdaLR pops from it
+            scheduler.load_state_dict(dict(state[SCHEDULER_KEY]))  # a copy: LambdaLR pops from it
         except CorefBertError:
             raise
         except Exception as err:  # noqa: BLE001 - any file that will not load makes the checkpoint unusable

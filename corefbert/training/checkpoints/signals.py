@@ -1,6 +1,5 @@
 """SIGTERM/SIGINT during a run (:class:`StopSignal`: save at the next step and exit; an evaluation abandoned
-within one batch, :class:`EvaluationStopped`) and the one question every process of a run answers together
-(:func:`any_process`)."""
+within one batch, :class:`EvaluationStopped`) and the question all processes answer (:func:`any_process`)."""
 
 from __future__ import annotations
 
@@ -13,18 +12,16 @@ class EvaluationStopped(Exception):
 
 
 class StopSignal:
-    """Remembers SIGTERM/SIGINT (what clusters send before preemption) so a training loop can save at its
-    next optimizer step and exit, instead of dying with the work since the last checkpoint.
-
-    While one is entered it is :attr:`active`: evaluations call :func:`raise_if_stopping` between batches, so
-    a signal ends a long evaluation within one batch (schedulers kill ~30 s after SIGTERM)."""
+    """Remembers SIGTERM/SIGINT (sent before preemption) so a training loop can save at its next optimizer
+    step and exit. While entered it is :attr:`active`: evaluations call :func:`raise_if_stopping` between
+    batches, so a signal ends one within a batch (schedulers kill ~30 s after SIGTERM)."""
 
     #: The StopSignal the running training loop listens with; None outside a loop (a signal kills as usual).
     active: StopSignal | None = None
 
-    def __init__(self, accelerator=None):
+    def __init__(self, accelerator):
         self.received: int | None = None
-        self.accelerator = accelerator  # to agree with the other processes; None: this process alone
+        self.accelerator = accelerator  # to agree with the other processes
         self._previous = {}
         self._outer: StopSignal | None = None
 
@@ -46,10 +43,8 @@ class StopSignal:
             signal.signal(signum, handler)
 
     def requested(self) -> bool:
-        """Whether any process received a signal (with an accelerator every process must ask at the same point:
-        they all stop at the same batch, or the ones that go on would wait forever in their next collective)."""
-        if self.accelerator is None:
-            return self.received is not None
+        """Whether any process received a signal (every process must ask at the same point: they all stop at
+        the same batch, or the ones that go on would wait forever in their next collective)."""
         return any_process(self.accelerator, self.received is not None)
 
 
@@ -64,10 +59,8 @@ def raise_if_stopping() -> None:
 
 def any_process(accelerator, flag: bool, if_peer_gone: bool | None = None) -> bool:
     """True when ``flag`` is set on any process (every process must call this at the same point).
-
     ``if_peer_gone``: the answer when the exchange itself fails because another process has already exited
-    (gloo raises "Connection closed by peer" on the one still waiting); None lets that error through.
-    """
+    (gloo raises "Connection closed by peer" on the one still waiting); None lets that error through."""
     if accelerator.num_processes == 1:
         return flag
     import torch

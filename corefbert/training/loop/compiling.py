@@ -1,14 +1,11 @@
 """``--torch_compile``: regional compilation of the repeated encoder layer, and what the log says about it.
 
-Compiling a whole BERT traces every one of its layers and both heads, and the MRP head's mention and referent
-dimensions change from batch to batch (docs/design.md, "Known pitfalls"): minutes before the first step, and more at
-each new shape. The encoder's layers are one class repeated (``BertLayer`` x 12): compiled in place one by one,
-they share one compiled graph (torch.compile caches by code and guards, and the layers differ only in their
-weights), so the compiler's work is one layer's; the heads, the embeddings and the loss, a few percent of the
-step, run eager. The layers see ``[batch, length, hidden]`` alone, so the MRP shapes never reach a compiled graph,
-and ``dynamic=True`` keeps a new batch or length (a short batch, the evaluation's last one) from compiling again:
-one graph for training and one for evaluation. ``--torch_compile_scope model`` compiles the whole model through
-accelerate instead (``dynamic=True``), for comparison.
+Compiling a whole BERT traces every layer and both heads, whose MRP mention and referent dimensions change
+from batch to batch (docs/design.md, "Known pitfalls"): minutes before the first step, and more at each new
+shape. The encoder's layers (``BertLayer`` x 12), compiled in place one by one, share one compiled graph and
+see ``[batch, length, hidden]`` alone; ``dynamic=True`` keeps a new batch or length from compiling again. The
+heads, embeddings and loss run eager. ``--torch_compile_scope model`` compiles the whole model through
+accelerate.
 """
 
 from __future__ import annotations
@@ -18,10 +15,11 @@ import time
 import torch
 
 
-def compile_repeated_layers(model: torch.nn.Module, backend: str = "inductor", mode: str | None = None) -> int:
-    """Compile, in place, every layer of each repeated block of ``model`` (a ``ModuleList`` whose children share
-    one class, outermost only); a model without one is compiled whole, in place. Returns the layers compiled.
-    In place (``module.compile``) keeps the modules' hooks, so DDP, FSDP and DeepSpeed wrap them as before."""
+def compile_repeated_layers(model: torch.nn.Module, backend: str = "inductor",
+                            mode: str | None = None) -> None:
+    """Compile, in place, every layer of each repeated block of ``model`` (a ``ModuleList`` whose children
+    share one class, outermost only); a model without one is compiled whole, in place. In place
+    (``module.compile``) keeps the modules' hooks, so DDP, FSDP and DeepSpeed wrap them as before."""
     from accelerate.utils.other import is_repeated_blocks
 
     blocks: dict[str, torch.nn.Module] = {}
@@ -30,11 +28,9 @@ def compile_repeated_layers(model: torch.nn.Module, backend: str = "inductor", m
             blocks[name] = module
     if not blocks:
         model.compile(backend=backend, mode=mode, dynamic=True)
-        return 0
     for block in blocks.values():
         for layer in block:
             layer.compile(backend=backend, mode=mode, dynamic=True)
-    return sum(len(block) for block in blocks.values())
 
 
 def compiled_graphs() -> int:

@@ -1,26 +1,23 @@
 """The one training loop: pretraining and every fine-tuning task run it (docs/contracts.md, "Training core").
 
 A job (:class:`TrainingJob`) supplies its loss step, its evaluation and the state it wants checkpointed;
-:func:`train` does the rest on Accelerate, on one CPU, N GPUs, DeepSpeed or FSDP. What it guarantees,
-each backed by tests (tests/training/test_training.py, tests/pretraining/test_pretraining.py, tests/tasks/test_finetuning.py,
-tests/system/test_cli_resume.py, tests/system/test_crash_safety.py):
+:func:`train` does the rest on Accelerate, on one CPU, N GPUs, DeepSpeed or FSDP. What it guarantees, each
+backed by the tests docs/guides/hardening.md names:
 
-- one optimizer step = ``gradient_accumulation_steps`` micro-batches on every process, also across an
-  epoch boundary (accumulation does not restart with the epoch, so every step sees the same amount of data);
+- one optimizer step = ``gradient_accumulation_steps`` micro-batches on every process, also across an epoch
+  boundary (accumulation does not restart with the epoch, so every step sees the same amount of data);
 - the LR schedule (``transformers.get_scheduler``) advances once per optimizer step on any number of
   processes, and not on a step that fp16 loss scaling or a non-finite loss skipped;
 - a resumed run repeats the uninterrupted run's losses: the seedable sampler + ``set_epoch`` +
-  ``skip_first_batches`` give the same data, :class:`PreservedRng` keeps the data iterator from consuming
-  the restored RNG state, and the running log window is part of the checkpoint;
-- SIGTERM/SIGINT save a checkpoint and exit with 128+signal, also while steps are being skipped; an
-  evaluation running at the signal is abandoned within one batch (nothing of it is written), the step's
-  checkpoint is saved if it is not yet, and the resume repeats that evaluation (tests/system/test_signals_in_evaluation.py);
-- an evaluation leaves every RNG as it found it, so training does not depend on when (or whether) it evaluates;
+  ``skip_first_batches`` give the same data, :class:`PreservedRng` keeps the data iterator from consuming the
+  restored RNG state, and the running log window is part of the checkpoint;
+- SIGTERM/SIGINT save a checkpoint and exit with 128+signal, also while steps are being skipped; an evaluation
+  running at the signal is abandoned within one batch (nothing of it is written), the step's checkpoint is
+  saved if it is not yet, and the resume repeats that evaluation;
+- an evaluation leaves every RNG as it found it, so training does not depend on when (or whether) it
+  evaluates;
 - a non-finite loss saves and stops naming the step (``--on_nonfinite stop``) or skips the step (``skip``);
   ``--max_consecutive_skips`` skipped steps in a row (non-finite or fp16 overflow) save and stop.
-
-Checkpoints are ``output_dir/checkpoints/step_N`` (:mod:`corefbert.training.checkpoints.folders`), one layout for every
-CLI; the resume position is ``(epoch, batches_in_epoch)`` in micro-batches.
 """
 
 from __future__ import annotations
@@ -33,6 +30,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import torch
+from tqdm.auto import tqdm
 
 from corefbert.errors import CorefBertError, out_of_memory_as_error
 from corefbert.training.checkpoints.folders import (
@@ -67,22 +65,27 @@ def train(job: TrainingJob, args: TrainingArguments, accelerator, model, optimiz
           total_steps: int, project: str = "corefbert") -> dict[str, float]:
     """Run the optimizer steps ``job`` needs on the prepared ``model``/``optimizer``/``train_loader``;
     ``scheduler`` is built on the prepared optimizer and not itself prepared. Returns train metrics."""
-    if getattr(args, "torch_compile", False) and args.torch_compile_scope == "layers":
+    if args.torch_compile and args.torch_compile_scope == "layers":
         compile_repeated_layers(accelerator.unwrap_model(model), args.torch_compile_backend, args.torch_compile_mode)
     loop = _Loop(job, args, accelerator, model, optimizer, scheduler, train_loader, total_steps)
     if args.with_tracking:
-        start_trackers(accelerator, project, _flat(public_settings(args)), args.report_to)  # no --hub_token
+        config = {k: v if isinstance(v, int | float | str | bool) else str(v)
+                  for k, v in public_settings(args).items()}  # no --hub_token
+        start_trackers(accelerator, project, config, args.report_to)
     with StopSignal(accelerator) as stop:  # to the end: the final evaluation and save included
         loop.stop = stop
         loop.resume()
         loop.begin()
         model.train()
-        with _progress(args, accelerator, total_steps, loop.step) as bar:
+        # tqdm shows rate and time left; the bar closes on any exit, so an error starts on its own line.
+        with tqdm(total=total_steps, initial=loop.step, desc="train", dynamic_ncols=True,
+                  disable=args.disable_tqdm or not accelerator.is_local_main_process) as bar:
             loop.bar = bar
-            if loop.step >= total_steps:  # resumed from the last step's checkpoint, saved before its evaluation
-                loop.final_evaluation()
-            else:
-                loop.evaluate_pending()
+            # Resumed from the last step's checkpoint (saved before its evaluation), or from one saved at a
+            # signal that abandoned its step's evaluation: that evaluation now, as the uninterrupted run did.
+            if loop.step >= total_steps or loop.state.evaluation_pending:
+                loop.evaluate_step()
+            if loop.step < total_steps:
                 loop.run()
         job.on_train_end(model, loop.step)
         if stop.received is not None:  # during the final save: it finished, so nothing is left to do
@@ -117,7 +120,7 @@ class _Loop:
         self.deferred = defers_nonfinite_check(args, accelerator, optimizer)
         self.pending: list[tuple[torch.Tensor, tuple]] = []  # (flag [], snapshot) per step since the last read
         self.skip_updates = None  # [] float32 on the device: 1 once a step since the last read was non-finite
-        self.compile_watch = CompileWatch(accelerator.device) if getattr(args, "torch_compile", False) else None
+        self.compile_watch = CompileWatch(accelerator.device) if args.torch_compile else None
 
     def resume(self) -> None:
         args = self.args
@@ -165,13 +168,6 @@ class _Loop:
         if self._stopped_evaluation(lambda: self.job.on_train_begin(self.model, self.step), preserve_rng=False):
             self._signal_or_periodic(periodic=False)
 
-    def evaluate_pending(self) -> None:
-        """After a resume from a checkpoint saved at a signal that abandoned its step's evaluation: that
-        evaluation now (what the uninterrupted run did before it went on)."""
-        if self.state.evaluation_pending:
-            self._evaluate()
-            self._signal_or_periodic(periodic=False)
-
     def _evaluate(self) -> None:
         """The job's evaluation of this step, RNG-neutral. ``evaluation_pending`` stays set in the state when a
         signal abandons it, so the checkpoint saved at the signal says that the resume has to repeat it."""
@@ -181,12 +177,9 @@ class _Loop:
             self.state.evaluation_pending = False
 
     def _stopped_evaluation(self, evaluation, preserve_rng: bool = True) -> bool:
-        """Run ``evaluation()``; True when a signal abandoned it (:class:`EvaluationStopped`, raised between two
-        of its batches by :func:`corefbert.training.checkpoints.signals.raise_if_stopping`).
-
-        ``preserve_rng``: every RNG is put back as it was before, also after an abandoned evaluation, so the
-        training that follows (and the checkpoint saved at the signal) sees the RNG an uninterrupted run sees,
-        however far the evaluation got and whether it ran again after a resume."""
+        """Run ``evaluation()``; True when a signal abandoned it (:class:`EvaluationStopped`, raised between
+        two of its batches). ``preserve_rng``: every RNG is put back as it was, also after an abandoned
+        evaluation, so what follows (the checkpoint saved at the signal too) sees the uninterrupted RNG."""
         try:
             with rng_untouched() if preserve_rng else nullcontext():
                 evaluation()
@@ -216,13 +209,11 @@ class _Loop:
         accelerator, window = self.accelerator, self.state.window
         if self.compile_watch is not None:
             self.compile_watch.step_begins()
-        # A failed allocation ends the run in one line naming the flag that bounds a step's memory; the newest
-        # checkpoint stays the one to resume from.
+        # Out of memory: one line naming the flag that bounds a step's memory (the newest checkpoint stays).
         with out_of_memory_as_error(f"in training step {self.step + 1}", self.job.memory_advice()), \
                 accelerator.accumulate(self.model):
             out = self.job.training_step(self.model, batch)
-            # A device flag; read once per optimizer step, not once per micro-batch (two operations: each is host
-            # time of every step).
+            # A device flag, read once per optimizer step (a read per micro-batch would be host time).
             flag = torch.isfinite(out.loss).logical_not_()  # [] bool
             self.nonfinite = flag if self.nonfinite is False else flag.logical_or_(self.nonfinite)
             accelerator.backward(out.loss)
@@ -255,14 +246,13 @@ class _Loop:
         return accelerator.sync_gradients
 
     def _optimizer_step(self) -> None:
-        """The optimizer step; under fp16 loss scaling also whether the scaler skipped it (``overflowed``).
-        accelerate tells a skip by the optimizer's ``step`` not being called, but a fused optimizer is always
-        called and skips on the device: a step count that did not advance tells it for both (one host read, and
-        the scaler reads its scale every step anyway)."""
+        """The optimizer step; under fp16 loss scaling also whether the scaler skipped it (``overflowed``): a
+        fused optimizer is always called and skips on the device, so a step count that did not advance tells
+        it (one host read; the scaler reads its scale every step anyway)."""
         if self.accelerator.scaler is None or not self.accelerator.sync_gradients:
             self.optimizer.step()
             return
-        inner = _inner_optimizer(self.optimizer)
+        inner = self.optimizer.optimizer  # the torch optimizer inside accelerate's wrapper
         probe = next((p for group in inner.param_groups for p in group["params"] if p.grad is not None), None)
         before = _update_count(inner, probe)
         self.optimizer.step()
@@ -281,12 +271,11 @@ class _Loop:
         if self.skip_updates is None:
             self.skip_updates = torch.zeros((), dtype=torch.float32, device=self.accelerator.device)
         self.skip_updates = torch.maximum(self.skip_updates, flag.float())
-        _inner_optimizer(self.optimizer).found_inf = self.skip_updates
+        self.optimizer.optimizer.found_inf = self.skip_updates
 
     def _snapshot(self) -> tuple:
-        """What :meth:`_stop_nonfinite` saves had it stopped here: step, loop state, schedule, learning rates, the
-        RNG a training step draws from and accelerate's micro-batch count (the window's tensors are replaced,
-        never changed in place)."""
+        """What :meth:`_stop_nonfinite` saves had it stopped here: step, loop state (the window's tensors are
+        replaced, never changed in place), schedule, learning rates, RNG, accelerate's micro-batch count."""
         window = {**self.state.window, "logs": dict(self.state.window["logs"])}
         cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
         return (self.step, replace(self.state, window=window), self.scheduler.state_dict(),
@@ -294,10 +283,9 @@ class _Loop:
                 self.accelerator.step)  # accelerate's micro-batch count: which micro-batch ends an accumulation
 
     def _read_deferred(self) -> None:
-        """The non-finite flags of the steps since the last read (one host read): on a non-finite one, the loop
-        goes back to where that step would have stopped (the fused optimizer updated nothing since) and stops
-        there, saving and naming it as the per-step check does. Called before anything leaves the loop: a log
-        record, an evaluation, a checkpoint, a signal's exit."""
+        """The non-finite flags of the steps since the last read (one host read): on a non-finite one, the
+        loop goes back to where that step would have stopped (the fused optimizer updated nothing since) and
+        stops there, as the per-step check does. Called before a log record, evaluation, save or exit."""
         if not self.pending:
             return
         pending, self.pending = self.pending, []
@@ -353,16 +341,16 @@ class _Loop:
         if self.step >= self.total_steps:
             # Save first, then evaluate: a signal or kill in the final evaluation or save costs no step.
             self._signal_or_periodic(every is not None)
-            self.final_evaluation()
+            self.evaluate_step()
             return True
         if ((args.eval_steps and self.step % args.eval_steps == 0)
                 or (epoch_end and self.job.evaluate_each_epoch and not args.eval_steps)):
             self._evaluate()  # before this step's checkpoint: a signal abandons it and the checkpoint is saved
         return self._signal_or_periodic(periodic)
 
-    def final_evaluation(self) -> None:
-        """The last step's evaluation (after its checkpoint); a signal during it abandons it, saves (when the
-        checkpoint is not there yet) and exits, and the resume evaluates again."""
+    def evaluate_step(self) -> None:
+        """This step's evaluation outside the periodic ones (the last step's, after its checkpoint); a signal
+        during it abandons it, saves (if not saved yet) and exits: the resume evaluates again."""
         self._evaluate()
         self._signal_or_periodic(periodic=False)
 
@@ -498,22 +486,20 @@ class _Loop:
 
 
 def defers_nonfinite_check(args: TrainingArguments, accelerator, optimizer) -> bool:
-    """Whether the loop reads its non-finite flags only at log, evaluation, checkpoint and signal points instead of
-    at every optimizer step: with ``--on_nonfinite stop`` and a fused optimizer that skips an update on a device
-    flag (AdamW on CUDA and CPU), without fp16 loss scaling (the scaler reads its own flag every step), on one
-    process or plain data parallelism (DeepSpeed and FSDP step and shard the optimizer themselves). Otherwise one
-    flag per step."""
+    """Whether the loop reads its non-finite flags only at log, evaluation, checkpoint and signal points
+    instead of at every optimizer step: with ``--on_nonfinite stop`` and a fused optimizer that skips an
+    update on a device flag (AdamW on CUDA and CPU), without fp16 loss scaling (the scaler reads its own flag
+    every step), on one process or plain data parallelism (DeepSpeed and FSDP step their own optimizer)."""
     from accelerate.utils import DistributedType
 
-    inner = _inner_optimizer(optimizer)
+    inner = getattr(optimizer, "optimizer", optimizer)  # the torch optimizer inside accelerate's wrapper
     plain = (DistributedType.NO, DistributedType.MULTI_CPU, DistributedType.MULTI_GPU)
     return (args.on_nonfinite == "stop" and accelerator.scaler is None and accelerator.distributed_type in plain
             and bool(getattr(inner, "_step_supports_amp_scaling", False)) and bool(inner.defaults.get("fused")))
 
 
 def _update_count(optimizer, parameter) -> float | None:
-    """The update count ``optimizer`` keeps for ``parameter`` (0 before its first update; None for an optimizer
-    that keeps none)."""
+    """The update count ``optimizer`` keeps for ``parameter`` (0 before its first; None: it keeps none)."""
     if parameter is None:
         return None
     state = optimizer.state.get(parameter, {})
@@ -522,25 +508,8 @@ def _update_count(optimizer, parameter) -> float | None:
     return float(state["step"])
 
 
-def _inner_optimizer(optimizer):
-    """The torch optimizer inside accelerate's wrapper."""
-    return getattr(optimizer, "optimizer", optimizer)
-
-
-def _progress(args, accelerator, total: int, initial: int):
-    from tqdm.auto import tqdm
-
-    # tqdm shows the rate and the time left; the bar closes on any exit, so an error starts on its own line.
-    return tqdm(total=total, initial=initial, desc="train", dynamic_ncols=True,
-                disable=args.disable_tqdm or not accelerator.is_local_main_process)
-
-
 def _duration(seconds: float) -> str:
     """``1 h 05 min``, ``12 min``, ``40 s``."""
     if seconds >= 3600:
         return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60):02d} min"
     return f"{round(seconds / 60)} min" if seconds >= 60 else f"{round(seconds)} s"
-
-
-def _flat(values: dict) -> dict:
-    return {k: v if isinstance(v, (int, float, str, bool)) else str(v) for k, v in values.items()}

@@ -32,8 +32,7 @@ class TrainingJob:
 
     def token_masks(self, batch: dict) -> list[torch.Tensor]:
         """The ``[batch, length]`` masks of real tokens the log counts (``tokens``, ``tokens_per_s``,
-        ``slot_fill``); the first one also sizes the model FLOPs. Default: ``attention_mask`` when the batch has
-        one. None counted: the log carries no token fields (never a ``tokens: 0``)."""
+        ``slot_fill``; none: no such fields); the first also sizes the FLOPs. Default: ``attention_mask``."""
         mask = batch.get("attention_mask") if isinstance(batch, dict) else None
         return [mask] if mask is not None else []
 
@@ -52,7 +51,7 @@ class TrainingJob:
 
     def settings(self) -> dict:
         """JSON-able settings that decide the result beyond :class:`TrainingArguments` (corpus, model, task
-        files): kept in each checkpoint; a resume under other values is refused (``--ignore_changed_settings``)."""
+        files): kept in each checkpoint; a resume under other values is refused."""
         return {}
 
     def state_dict(self) -> dict:

@@ -1,6 +1,4 @@
-"""The optimizer and the schedule every run uses: AdamW (or Adagrad, ``--optim``) over one decay rule (with per-prefix learning rates
-for a task head beside a pretrained encoder) and a transformers schedule or the step decay (as in
-``transformers.optimization``, kept apart from the loop in :mod:`corefbert.training.loop.core`)."""
+"""The optimizer (AdamW or Adagrad over one decay rule) and the LR schedule every run uses."""
 
 from __future__ import annotations
 
@@ -17,13 +15,9 @@ __all__ = ["build_optimizer", "build_scheduler", "parameter_groups", "same_sched
 def parameter_groups(model: torch.nn.Module, weight_decay: float,
                      learning_rates: dict[str, float] | None = None) -> list[dict]:
     """AdamW groups by one rule: decay on matrices, none on 1-D parameters (biases, LayerNorm/norm weights,
-    the copy vector V, scalar gates). BERT's recipe names biases and LayerNorm; every 1-D tensor of these
-    models is one of the two kinds or a per-dimension scale that decay would pull towards zero.
-
-    ``learning_rates``: ``{parameter-name prefix: learning rate}`` for parameters that train at a rate of their
-    own (task layers beside a pretrained encoder, as in Joshi et al. 2019); the longest matching prefix wins,
-    and ``""`` matches every name. Those parameters form groups of their own after the two above, whose layout
-    (what a checkpoint's optimizer state is saved in) stays as it was."""
+    the copy vector V, scalar gates: per-dimension scales that decay would pull towards zero).
+    ``learning_rates``: ``{parameter-name prefix: rate}`` for parameters at a rate of their own (task layers
+    beside a pretrained encoder, Joshi et al. 2019), grouped after those two; the longest prefix wins."""
     groups: dict[tuple[bool, float | None], list] = {(False, None): [], (True, None): []}
     for name, param in model.named_parameters():
         if not param.requires_grad:
@@ -40,10 +34,9 @@ def parameter_groups(model: torch.nn.Module, weight_decay: float,
 
 
 def build_scheduler(optimizer, args: TrainingArguments, total_steps: int):
-    """``transformers.get_scheduler`` with ``--warmup_steps`` (else ``--warmup_ratio`` of the steps).
-
-    ``--lr_scheduler_type step`` (the Coref-GRU bAbI recipe halves the LR every 120 updates; transformers has no
-    such schedule): linear warm-up, then the LR times ``--lr_decay_factor`` every ``--lr_decay_steps`` steps."""
+    """``transformers.get_scheduler`` with ``--warmup_steps`` (else ``--warmup_ratio`` of the steps), or
+    ``step`` (the Coref-GRU bAbI recipe halves the LR every 120 updates; transformers has no such schedule):
+    linear warm-up, then the LR times ``--lr_decay_factor`` every ``--lr_decay_steps`` steps."""
     from transformers import get_scheduler
 
     warmup = args.warmup_steps if args.warmup_steps > 0 else math.ceil(args.warmup_ratio * total_steps)
@@ -86,9 +79,8 @@ def schedule_factors(args: TrainingArguments, total_steps: int, steps: int) -> l
 
 
 def same_schedule_until(saved: dict, args: TrainingArguments, total_steps: int, step: int) -> bool:
-    """Whether the schedule a checkpoint's ``saved`` settings describe gave the same LR as the one of ``args`` at
-    every step up to ``step`` (each read with this run's ``total_steps``): a resume may then change the schedule of
-    the steps still to come, as a cooldown off a constant-LR run does."""
+    """Whether the schedule of a checkpoint's ``saved`` settings gave the LR of ``args``'s at every step up to
+    ``step`` (both with ``total_steps``): a resume may then change the steps to come (a cooldown)."""
     import dataclasses
 
     try:
@@ -102,16 +94,13 @@ def same_schedule_until(saved: dict, args: TrainingArguments, total_steps: int, 
 
 def build_optimizer(model: torch.nn.Module, args: TrainingArguments,
                     learning_rates: dict[str, float] | None = None) -> torch.optim.Optimizer:
-    """``--optim`` over :func:`parameter_groups` (``learning_rates``: per-prefix rates, see there): AdamW, with the
-    fused kernel on CUDA and CPU (one launch for all parameters instead of several per tensor group, 2-6x less CPU
-    time than the per-tensor loop on BERT-base's parameters; the same update up to float rounding), or Adagrad. The
-    fused AdamW can skip an update on a device-side flag, which lets the loop check for a non-finite loss without
-    waiting on the device every step (:mod:`corefbert.training.loop.core`). The schedule scales every group's rate alike."""
+    """``--optim`` over :func:`parameter_groups`: AdamW, with the fused kernel on CUDA and CPU (one launch for
+    all parameters, 2-6x less CPU time than the per-tensor loop on BERT-base; it can also skip an update on a
+    device flag, which the loop's deferred non-finite check needs), or Adagrad."""
     groups = parameter_groups(model, args.weight_decay, learning_rates)
     if args.optim == "adagrad":
-        # PyTorch's defaults, as Hugging Face's --optim adagrad: accumulators start at 0. A start of 0.1 (TensorFlow's
-        # default) with the Decomposable Attention's N(0, 0.01) weights kept it at the label prior on 16 pairs for 800
-        # steps, where 0 fits them in 400 (docs/guides/pronoun_pairs.md, paper <-> code).
+        # PyTorch's defaults, as Hugging Face's --optim adagrad: accumulators start at 0, not TensorFlow's 0.1
+        # (docs/guides/pronoun_pairs.md, paper <-> code, says why).
         return torch.optim.Adagrad(groups, lr=args.learning_rate)
     optimizer = torch.optim.AdamW(groups, lr=args.learning_rate,
                                   betas=(args.adam_beta1, args.adam_beta2), eps=args.adam_epsilon,
@@ -120,25 +109,23 @@ def build_optimizer(model: torch.nn.Module, args: TrainingArguments,
     return optimizer
 
 
-#: Settings of a param group that choose how the update is computed, not what it is: this machine's, never a
-#: checkpoint's.
+#: Settings of a param group that choose how the update is computed, not what it is: this machine's.
 IMPLEMENTATION_KEYS = ("fused", "foreach")
 
 
 def keep_implementation(optimizer: torch.optim.Optimizer, state_dict: dict) -> dict:
-    """Before a saved optimizer state is loaded: keep this optimizer's kernel choice (:data:`IMPLEMENTATION_KEYS`).
-    torch copies every saved group setting, so a checkpoint of a run without the fused kernel (an earlier version,
-    another machine) turned it off, and the loop, which hands the fused kernel its skip flag, then failed in the
-    per-tensor kernel at the first step of the resume. Loading with the current choice also places each ``step``
-    count where that kernel keeps it."""
+    """Before a saved optimizer state is loaded: keep this optimizer's kernel choice
+    (:data:`IMPLEMENTATION_KEYS`). torch copies every saved group setting, so a checkpoint from another
+    machine would turn the fused kernel off, and the loop hands that kernel its skip flag; loading with the
+    current choice also places each ``step`` count where that kernel keeps it."""
     groups = [{**saved, **{key: current[key] for key in IMPLEMENTATION_KEYS if key in current}}
               for saved, current in zip(state_dict["param_groups"], optimizer.param_groups)]
     return {**state_dict, "param_groups": groups}
 
 
 def fused_adamw_supported() -> bool:
-    """Whether the parameters will live where the fused AdamW kernel runs: CUDA, or the CPU when the machine has
-    no other accelerator (MPS, XPU) that accelerate would move them to."""
+    """Whether the parameters will live where the fused AdamW kernel runs: CUDA, or the CPU when there is no
+    other accelerator (MPS, XPU) that accelerate would move them to."""
     if torch.cuda.is_available():
         return True
     mps = getattr(torch.backends, "mps", None)

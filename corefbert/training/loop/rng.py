@@ -1,6 +1,4 @@
-"""The random state the loop keeps exact: an epoch's batches drawn without consuming the global RNG
-(:class:`PreservedRng`, :func:`epoch_batches`), and every RNG put back around an evaluation (:func:`rng_untouched`),
-so a resumed or evaluated run draws what an uninterrupted one draws."""
+"""The random state the loop keeps exact: a resumed or evaluated run draws what an uninterrupted one does."""
 
 from __future__ import annotations
 
@@ -13,8 +11,7 @@ import torch
 @contextmanager
 def rng_untouched():
     """Every RNG a training step draws from (Python, NumPy, torch CPU, CUDA), restored on leaving the block,
-    also when it raises. Around an evaluation: creating its DataLoader iterator draws a seed from the torch RNG,
-    and a task may draw more; none of that may shift the dropout masks of the steps that follow."""
+    also when it raises: an evaluation's draws (its loader's seed, a task's own) must not shift dropout."""
     import numpy as np
 
     states = (random.getstate(), np.random.get_state(), torch.get_rng_state(),
@@ -30,17 +27,13 @@ def rng_untouched():
 
 
 def epoch_batches(accelerator, loader, skip: int = 0) -> PreservedRng:
-    """An epoch's batches of a prepared ``loader`` as the training loop iterates them: after the ``skip`` batches
-    already trained on (a resume mid-epoch), without consuming the global RNG."""
+    """An epoch's batches of a prepared ``loader`` after the ``skip`` already trained on, RNG untouched."""
     return PreservedRng(accelerator.skip_first_batches(loader, skip) if skip else loader)
 
 
 class PreservedRng:
-    """Iterate a DataLoader without letting it consume the global torch RNG.
-
-    Creating a DataLoader iterator draws a base seed from the global RNG. After a resume that draw would
-    happen after the restored RNG state, shifting every later dropout mask; here it never counts.
-    """
+    """Iterate a DataLoader without letting it consume the global torch RNG: creating its iterator draws a
+    base seed, which after a resume would follow the restored RNG state and shift every later dropout mask."""
 
     def __init__(self, dataloader):
         self.dataloader = dataloader

@@ -30,21 +30,19 @@ from corefbert.training.training_args import (
 
 
 def build_accelerator(args: TrainingArguments):
-    """The run's Accelerator: seedable sampler, accumulation across epoch ends, the launcher's precision
-    under ``--mixed_precision auto``, trackers when asked. Resets accelerate's process-wide singletons first,
-    so a second run in one process (tests, notebooks) may use another precision."""
+    """The run's Accelerator: seedable sampler, accumulation across epoch ends, the launcher's precision under
+    ``--mixed_precision auto``, trackers when asked. Resets accelerate's process-wide singletons first, so a
+    second run in one process (tests, notebooks) may use another precision."""
     from accelerate import Accelerator
     from accelerate.state import AcceleratorState, GradientState
     from accelerate.utils import DataLoaderConfiguration, GradientAccumulationPlugin, TorchDynamoPlugin
 
     AcceleratorState._reset_state(reset_partial_state=False)
     GradientState._reset_state()
-    # --torch_compile_scope model: compiled at prepare(). Dynamic shapes: a batch's length and its MRP mention /
-    # referent counts change from batch to batch, and a static compile recompiles on each new shape
-    # (docs/design.md, "Known pitfalls"). The default scope, the repeated layers, is compiled by train()
-    # (corefbert.training.loop.compiling).
+    # --torch_compile_scope model: compiled at prepare(), with dynamic shapes (loop/compiling.py says why;
+    # the default scope, the repeated layers, is compiled by train()).
     compile_plugin = (TorchDynamoPlugin(backend=args.torch_compile_backend, dynamic=True, mode=args.torch_compile_mode)
-                      if getattr(args, "torch_compile", False) and args.torch_compile_scope == "model" else None)
+                      if args.torch_compile and args.torch_compile_scope == "model" else None)
     return Accelerator(
         dynamo_plugin=compile_plugin,
         mixed_precision=resolve_mixed_precision(args.mixed_precision),
@@ -87,8 +85,7 @@ def check_training_start(args: TrainingArguments) -> None:
     """Everything about the output folder that must fail before any model or data is loaded."""
     resolve_checkpoint(args.resume_from_checkpoint, args.output_dir, args.overwrite_output_dir)  # bad path first
     if int(os.environ.get("RANK", "0")) != 0:
-        # The folder is rank 0's to check (it takes the lock and writes first): on a loaded machine another rank's
-        # checks met rank 0's lock and first files ("not empty", "another run") and its probe file rank 0's.
+        # The folder is rank 0's to check: another rank's checks would meet rank 0's lock and first files.
         return
     run_lock.refuse_if_locked(args.output_dir)
     check_output_dir(args)

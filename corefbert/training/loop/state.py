@@ -1,8 +1,5 @@
-"""The training loop's state between optimizer steps: its position in the data and its running sums.
-
-A checkpoint's trainer state file (:func:`corefbert.training.checkpoints.folders.save_checkpoint`) holds these fields
-under their names, beside ``step``, ``job`` and ``settings``.
-"""
+"""The training loop's state between optimizer steps: its position in the data and its running sums (a
+checkpoint's trainer state holds these fields by name, beside ``step``, ``job`` and ``settings``)."""
 
 from __future__ import annotations
 
@@ -57,8 +54,7 @@ class LoopState:
 
     @classmethod
     def from_checkpoint(cls, saved: dict[str, Any]) -> LoopState:
-        """The state a trainer state file holds; the other keys there (``step``, ``job``, ``settings``) are not
-        the loop's. A state without one of the fields was written by another version: refused in one line."""
+        """The state a trainer state file holds; one without one of the fields is refused in one line."""
         missing = [f.name for f in fields(cls) if f.name not in saved]
         if missing:
             raise CorefBertError(f"the checkpoint's trainer state has no {', '.join(missing)}: written by another "

