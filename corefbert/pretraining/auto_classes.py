@@ -1,11 +1,9 @@
 """``import corefbert`` alone makes ``AutoModelForPreTraining`` give the CorefBERT class for a CorefBERT
 checkpoint, and keeps ``import corefbert`` free of torch and transformers.
 
-The registration itself (:func:`corefbert.pretraining.families.register_auto_classes`) needs the model
-classes, i.e. torch and transformers' BERT code: importing them in ``corefbert/__init__.py`` would make
-``import corefbert`` cost what a model import costs. Instead, :func:`install` registers at once when
-transformers' Auto module is already loaded, and otherwise right after it loads: a user's
-``from transformers import AutoModelForPreTraining`` pays the import of our model module with its own.
+The registration (:func:`corefbert.pretraining.families.register_auto_classes`) needs the model classes, which
+would make ``import corefbert`` cost a model import. Instead :func:`install` registers at once when
+transformers' Auto module is loaded, and otherwise right after it loads.
 """
 
 from __future__ import annotations
@@ -20,12 +18,9 @@ MODEL_MODULE = "corefbert.pretraining.families"
 
 
 def _register() -> None:
-    """Registers at the first ``AutoModelForPreTraining.from_pretrained`` call, not while transformers imports.
-
-    Importing our model module here, inside transformers' import of its Auto module, breaks a user's
-    ``from transformers import BertModel`` after ``import corefbert``: the Auto module loads while
-    ``modeling_bert`` is half initialized, and our module's ``from ...modeling_bert import BertModel`` then
-    fails as a circular import. A wrapper around ``from_pretrained`` imports it when a load actually asks."""
+    """Registers at the first ``AutoModelForPreTraining.from_pretrained`` call: importing our model module
+    while transformers imports its Auto module (``modeling_bert`` half initialized) would break a user's
+    ``from transformers import BertModel`` as a circular import."""
     if MODEL_MODULE in sys.modules:
         return  # imported (or being imported): the module registers at its end
     auto = sys.modules[AUTO_MODULE].AutoModelForPreTraining

@@ -1,10 +1,8 @@
 """The pretraining command (``accelerate launch pretrain/run_mrp.py``, ``corefbert pretrain``): arguments in,
 :func:`corefbert.pretraining.run.run_pretraining` out.
 
-With no arguments it runs the demo: the shipped demo config (``corefbert/configs/pretraining/demo.yaml``,
-linked as ``pretrain/configs/demo.yaml`` in a checkout) and the shipped demo corpus. Flags override
-``--config``; without ``--config`` the demo settings are the defaults. The launch commands are in
-``pretrain/run_mrp.py``'s docstring.
+With no arguments it runs the demo: the shipped demo config (``corefbert/configs/pretraining/demo.yaml``) and
+demo corpus. Flags override ``--config``; without ``--config`` the demo settings are the defaults.
 """
 
 from __future__ import annotations
@@ -28,9 +26,8 @@ PROG = "run_mrp.py"
 def parse(argv: list[str] | None = None) -> tuple[PretrainingArguments, PrepareArguments]:
     """Parse flags (and ``--config``); without ``--config`` the demo config gives the defaults."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    defaults = {} if "--config" in argv or any(a.startswith("--config=") for a in argv) else (
-        load_yaml_config(str(config_path("demo")))
-    )
+    has_config = "--config" in argv or any(a.startswith("--config=") for a in argv)
+    defaults = {} if has_config else load_yaml_config(str(config_path("demo")))
     train_args, corpus_args = parse_args([PretrainingArguments, CorpusArguments], argv, prog=PROG,
                                          defaults=defaults)
     if train_args.dataset_dir and corpus_args.train_file:
@@ -38,10 +35,8 @@ def parse(argv: list[str] | None = None) -> tuple[PretrainingArguments, PrepareA
     if train_args.model_name_or_path is None:
         train_args.model_name_or_path = default_backbone()
     elif not os.path.isdir(train_args.model_name_or_path) and os.environ.get("HF_HUB_OFFLINE") == "1":
-        raise CorefBertError(
-            "model folder not found (and HF_HUB_OFFLINE=1); give a local BERT/RoBERTa checkpoint folder",
-            path=train_args.model_name_or_path,
-        )
+        raise CorefBertError("model folder not found (and HF_HUB_OFFLINE=1); give a local BERT/RoBERTa "
+                             "checkpoint folder", path=train_args.model_name_or_path)
     if train_args.dataset_dir and corpus_args.dataset_name:
         raise CorefBertError("--dataset_dir and --dataset_name both given: pass a prepared corpus or a dataset")
     if not train_args.dataset_dir and not corpus_args.train_file and not corpus_args.dataset_name:

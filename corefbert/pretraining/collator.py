@@ -53,64 +53,39 @@ class DataCollatorForMentionReferencePrediction:
     - ``referents_maskable``: MLM may mask any mention, referents included. Referents so masked are
       dropped from the targets; an MRP mention left with none stays MLM-masked but gets no MRP slot.
 
-    Randomness: a fresh ``numpy`` generator per call from ``(seed, worker id, worker seed, call
-    counter)``. With ``seed`` set, the main process is fully deterministic; in DataLoader workers the
-    stream also depends on the worker's torch seed, so workers differ and each epoch's workers draw new
-    masks (fix ``torch.manual_seed`` / ``accelerate.utils.set_seed`` for reproducible runs). With
-    ``seed=None`` the base seed is ``torch.initial_seed()``.
+    Randomness: a fresh ``numpy`` generator per call from ``(seed, worker id, worker seed, call counter)``
+    (``seed=None``: ``torch.initial_seed()``), so DataLoader workers differ; the trainer passes its own
+    ``generator`` per batch instead (:class:`corefbert.pretraining.data.SeededCollate`).
 
-    Returns a dict of torch tensors; ``B`` rows, ``L`` the longest row (rounded up to
-    ``pad_to_multiple_of``), ``M`` the most MRP-masked mentions in a row (may be 0), ``R`` the most
-    referents of any of them (0 when ``M`` is 0):
-
-    - ``input_ids`` [B, L] long: masked inputs, padded with ``pad_token_id``.
-    - ``attention_mask`` [B, L] long: 1 on real tokens.
-    - ``labels`` [B, L] long: original id at every masked token (MLM and MRP), -100 elsewhere.
-    - ``word_ids`` [B, L] long: as given, -1 on special tokens and padding.
-    - ``copy_mask`` [B, L] bool: real, non-special tokens not selected for masking.
-    - ``document_ids`` [B, L] long: which document of the row each word token belongs to (0, 1, ...; -1 on
-      special tokens and padding). A row packs several documents with a special token (word id -1)
-      between two words; the copy softmax stays inside the query's document.
-    - ``mrp_mention_starts`` / ``mrp_mention_ends`` [B, M] long: first/last token of each MRP-masked
-      mention, sorted by position (0 in unused slots).
-    - ``mrp_mention_mask`` [B, M] bool: which slots are real.
-    - ``mrp_referent_starts`` / ``mrp_referent_ends`` [B, M, R] long: first/last token of every unmasked
-      mention of the same group (0 in unused slots).
-    - ``mrp_referent_mask`` [B, M, R] bool: which referent slots are real; each real mention has >= 1.
+    Returns a dict of torch tensors (docs/contracts.md); ``B`` rows, ``L`` the longest row (rounded up to
+    ``pad_to_multiple_of``), ``M`` the most MRP-masked mentions in a row, ``R`` the most referents of one
+    (both may be 0): ``input_ids`` (masked), ``attention_mask``, ``labels`` (-100 off the masked tokens, MLM
+    and MRP), ``word_ids`` and ``document_ids`` (each word token's document in the row, -1 off words),
+    all [B, L] long; ``copy_mask`` [B, L] bool (real, non-special tokens not selected for masking);
+    ``mrp_mention_starts`` / ``mrp_mention_ends`` [B, M] long (in text order) with ``mrp_mention_mask`` [B, M]
+    bool; ``mrp_referent_starts`` / ``mrp_referent_ends`` [B, M, R] long (every unmasked mention of the group)
+    with ``mrp_referent_mask`` [B, M, R] bool (each real mention has >= 1). Unused slots hold 0.
     """
 
-    def __init__(
-        self,
-        tokenizer,
-        mlm_probability: float = 0.15,
-        mrp_ratio: float = 0.2,
-        seed: int | None = None,
-        pad_to_multiple_of: int | None = None,
-        mask_replace_prob: float = 0.8,
-        random_replace_prob: float = 0.1,
-        mrp_share_as_cap: bool = False,
-        replacement_per_token: bool = False,
-        referents_maskable: bool = False,
-    ):
+    def __init__(self, tokenizer, mlm_probability: float = 0.15, mrp_ratio: float = 0.2,
+                 seed: int | None = None, pad_to_multiple_of: int | None = None,
+                 mask_replace_prob: float = 0.8, random_replace_prob: float = 0.1,
+                 mrp_share_as_cap: bool = False, replacement_per_token: bool = False,
+                 referents_maskable: bool = False):
         name = getattr(tokenizer, "name_or_path", None) or type(tokenizer).__name__
         if getattr(tokenizer, "mask_token_id", None) is None:
-            raise CorefBertError(
-                f"tokenizer {name} has no mask token, which MLM and MRP masking need; "
-                "use a BERT/RoBERTa-style tokenizer or add one with tokenizer.add_special_tokens"
-            )
+            raise CorefBertError(f"tokenizer {name} has no mask token, which MLM and MRP masking need; use a "
+                                 "BERT/RoBERTa-style tokenizer or add one with tokenizer.add_special_tokens")
         if getattr(tokenizer, "pad_token_id", None) is None:
-            raise CorefBertError(
-                f"tokenizer {name} has no pad token, which batching needs; "
-                "set tokenizer.pad_token before building the collator"
-            )
+            raise CorefBertError(f"tokenizer {name} has no pad token, which batching needs; "
+                                 "set tokenizer.pad_token before building the collator")
         for what, value in (("mlm_probability", mlm_probability), ("mrp_ratio", mrp_ratio)):
             if not 0.0 <= value <= 1.0:
                 raise CorefBertError(f"{what}={value} is outside [0, 1]; pass a fraction such as 0.15")
         if mask_replace_prob < 0 or random_replace_prob < 0 or mask_replace_prob + random_replace_prob > 1:
-            raise CorefBertError(
-                f"mask_replace_prob={mask_replace_prob} and random_replace_prob={random_replace_prob} "
-                "must be >= 0 and sum to at most 1 (the paper uses 0.8 and 0.1)"
-            )
+            raise CorefBertError(f"mask_replace_prob={mask_replace_prob} and random_replace_prob="
+                                 f"{random_replace_prob} must be >= 0 and sum to at most 1 "
+                                 "(the paper uses 0.8 and 0.1)")
         if pad_to_multiple_of is not None and pad_to_multiple_of < 1:
             raise CorefBertError(f"pad_to_multiple_of={pad_to_multiple_of} must be a positive integer")
         self.mlm_probability = float(mlm_probability)
@@ -140,11 +115,8 @@ class DataCollatorForMentionReferencePrediction:
     def __call__(self, features: Sequence[Mapping], generator: np.random.Generator | None = None
                  ) -> dict[str, torch.Tensor]:
         """Collate and mask ``features`` (rows of the packed-sequence schema); see the class docstring.
-
-        ``generator``: draw this batch's masks from it instead of the collator's own stream (e.g. a
-        generator keyed by epoch and row indices, so masks survive resumption); the stream's call counter
-        does not advance.
-        """
+        ``generator``: draw this batch's masks from it instead of the collator's own stream (whose call
+        counter then does not advance)."""
         rng = generator if generator is not None else self._next_rng()
         batch = _stack_rows(features, self.pad_token_id, self.pad_to_multiple_of)
         input_ids, word_ids, lengths = batch["input_ids"], batch["word_ids"], batch["lengths"]
@@ -196,16 +168,12 @@ class DataCollatorForMentionReferencePrediction:
         labels = np.where(token_masked, input_ids, -100)
         masked_ids = self._replace(input_ids, token_masked, flat, W, rng)
 
-        out = {
-            "input_ids": torch.from_numpy(masked_ids),
-            "attention_mask": torch.from_numpy(real.astype(np.int64)),
-            "labels": torch.from_numpy(labels),
-            "word_ids": torch.from_numpy(word_ids),
-            "copy_mask": torch.from_numpy((word_ids >= 0) & ~token_masked),
-            "document_ids": torch.from_numpy(document_ids(word_ids)),
-        }
-        out.update(_mrp_targets(m, mrp_selected, token_masked, B))
-        return out
+        return {"input_ids": torch.from_numpy(masked_ids),
+                "attention_mask": torch.from_numpy(real.astype(np.int64)),
+                "labels": torch.from_numpy(labels), "word_ids": torch.from_numpy(word_ids),
+                "copy_mask": torch.from_numpy((word_ids >= 0) & ~token_masked),
+                "document_ids": torch.from_numpy(document_ids(word_ids)),
+                **_mrp_targets(m, mrp_selected, token_masked, B)}
 
     def _replace(self, input_ids, token_masked, flat, W: int, rng) -> np.ndarray:
         """``input_ids`` ``[B, L]`` with the masked tokens replaced 80/10/10 (mask / random / unchanged), one draw
@@ -234,8 +202,7 @@ class DataCollatorForMentionReferencePrediction:
         gives the loop's order.
         """
         n = m["row"].size
-        selected = np.zeros(n, dtype=bool)
-        kept = np.zeros(n, dtype=bool)
+        selected, kept = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
         if n == 0:
             return selected, kept
         group = m["group_key"]
@@ -295,11 +262,8 @@ def document_ids(word_ids: np.ndarray) -> np.ndarray:
 
 
 def _stack_rows(features: Sequence[Mapping], pad_id: int, multiple: int | None) -> dict[str, np.ndarray]:
-    """Pad rows into preallocated [B, L] arrays and flatten their mentions; validate cheap invariants.
-
-    Each row is copied straight into its slice: numpy converts a list in place, with no per-row array,
-    no concatenation and no ``tokenizer.pad``.
-    """
+    """Pad rows into preallocated [B, L] arrays (each row copied straight into its slice) and flatten their
+    mentions; validate cheap invariants."""
     B = len(features)
     lengths = np.fromiter((len(f["input_ids"]) for f in features), dtype=np.int64, count=B)
     L = int(lengths.max()) if B else 0
@@ -312,10 +276,8 @@ def _stack_rows(features: Sequence[Mapping], pad_id: int, multiple: int | None) 
     for i, f in enumerate(features):
         n = lengths[i]
         if len(f["word_ids"]) != n:
-            raise CorefBertError(
-                f"batch row {i}: input_ids has {n} tokens but word_ids {len(f['word_ids'])}; "
-                f"they must be equal-length lists; {_CONTRACT_HINT}"
-            )
+            raise CorefBertError(f"batch row {i}: input_ids has {n} tokens but word_ids "
+                                 f"{len(f['word_ids'])}; they must be equal-length lists; {_CONTRACT_HINT}")
         input_ids[i, :n] = f["input_ids"]
         word_ids[i, :n] = f["word_ids"]
         for k, key in enumerate(mention_keys):
@@ -324,10 +286,8 @@ def _stack_rows(features: Sequence[Mapping], pad_id: int, multiple: int | None) 
     for k, key in enumerate(mention_keys[1:], start=1):
         if (counts[k] != counts[0]).any():
             i = int(np.flatnonzero(counts[k] != counts[0])[0])
-            raise CorefBertError(
-                f"batch row {i}: {key} has {counts[k, i]} entries but mention_starts {counts[0, i]}; "
-                f"{_CONTRACT_HINT}"
-            )
+            raise CorefBertError(f"batch row {i}: {key} has {counts[k, i]} entries but mention_starts "
+                                 f"{counts[0, i]}; {_CONTRACT_HINT}")
     ends = np.cumsum(counts[0])
     flat = {key: np.zeros(int(ends[-1]) if B else 0, dtype=np.int64) for key in mention_keys}
     for i, f in enumerate(features):
@@ -355,10 +315,8 @@ def _mentions(batch: dict[str, np.ndarray], word_ids: np.ndarray) -> dict[str, n
         j = int(np.flatnonzero(bad)[0])
         i = int(row[j])
         k = j - int(np.searchsorted(row, i))
-        raise CorefBertError(
-            f"batch row {i}: mention {k} (tokens {start[j]}..{end[j]}, group {group[j]}) is not exactly one "
-            f"word of the row; {_CONTRACT_HINT}"
-        )
+        raise CorefBertError(f"batch row {i}: mention {k} (tokens {start[j]}..{end[j]}, group {group[j]}) "
+                             f"is not exactly one word of the row; {_CONTRACT_HINT}")
     n_groups = int(group.max()) + 1 if group.size else 1
     word = word_ids[row, start] if row.size else np.zeros(0, np.int64)
     return {"row": row, "start": start, "end": end, "len": end - start + 1, "word": word,
@@ -386,24 +344,17 @@ def _mrp_targets(m, selected, token_masked, B: int) -> dict[str, torch.Tensor]:
     count = ref_count[group[idx]]
     R = int(count.max()) if idx.size else 0
 
-    starts = np.zeros((B, M), dtype=np.int64)
-    ends = np.zeros((B, M), dtype=np.int64)
+    starts, ends = np.zeros((B, M), dtype=np.int64), np.zeros((B, M), dtype=np.int64)
     mask = np.zeros((B, M), dtype=bool)
     starts[rows, slot], ends[rows, slot], mask[rows, slot] = start[idx], end[idx], True
     r_valid = np.arange(R)[None, :] < count[:, None]  # [n_mrp, R]
     r_pick = ref[np.where(r_valid, ref_offset[group[idx]][:, None] + np.arange(R)[None, :], 0)] if ref.size else None
-    r_starts = np.zeros((B, M, R), dtype=np.int64)
-    r_ends = np.zeros((B, M, R), dtype=np.int64)
+    r_starts, r_ends = np.zeros((B, M, R), dtype=np.int64), np.zeros((B, M, R), dtype=np.int64)
     r_mask = np.zeros((B, M, R), dtype=bool)
     if idx.size:
         r_starts[rows, slot] = np.where(r_valid, start[r_pick], 0)
         r_ends[rows, slot] = np.where(r_valid, end[r_pick], 0)
         r_mask[rows, slot] = r_valid
-    return {
-        "mrp_mention_starts": torch.from_numpy(starts),
-        "mrp_mention_ends": torch.from_numpy(ends),
-        "mrp_mention_mask": torch.from_numpy(mask),
-        "mrp_referent_starts": torch.from_numpy(r_starts),
-        "mrp_referent_ends": torch.from_numpy(r_ends),
-        "mrp_referent_mask": torch.from_numpy(r_mask),
-    }
+    return {"mrp_mention_starts": torch.from_numpy(starts), "mrp_mention_ends": torch.from_numpy(ends),
+            "mrp_mention_mask": torch.from_numpy(mask), "mrp_referent_starts": torch.from_numpy(r_starts),
+            "mrp_referent_ends": torch.from_numpy(r_ends), "mrp_referent_mask": torch.from_numpy(r_mask)}

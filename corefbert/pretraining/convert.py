@@ -11,20 +11,15 @@ Community mirrors (``nielsr/coref-bert-base`` ...) have the same files, some wit
     python -m corefbert.pretraining.convert OFFICIAL_DIR OUTPUT_DIR --do_lower_case false --model_type bert
     python -m corefbert.pretraining.convert nielsr/coref-bert-base OUTPUT_DIR  # a Hub id: downloaded when online
 
-What it writes: ``model_type`` set (``bert``/``roberta``, from the config, the weight names or the
-tokenizer files), ``coef`` -> ``mrp.copy_vector``, the MLM head (``cls.predictions.*`` / ``lm_head.*``) and
-the pooler kept (the model class freezes the pooler, as every pretraining checkpoint here), the tokenizer
-with the casing of its vocabulary (a WordPiece vocabulary with capitalised entries is cased: a default
-load of a folder without ``tokenizer_config.json`` would lower-case it), ``model.safetensors``. A part
-the source lacks (copy vector, MLM head, pooler) is left out of the output too, so every loader sees it
-missing and says so (``load_pretraining_model`` starts it fresh; the copy-head resolver refuses a
-checkpoint without ``mrp.copy_vector`` unless told ``allow_untrained``), and the summary notes it.
+What it writes: ``model_type`` set, ``coef`` -> ``mrp.copy_vector``, the MLM head and the pooler kept, the
+tokenizer with the casing of its vocabulary (a default load of a folder without ``tokenizer_config.json``
+would lower-case a cased WordPiece vocabulary), ``model.safetensors``. A part the source lacks (copy vector,
+MLM head, pooler) is left out of the output too: every loader sees it missing and says so, as the summary.
 
 This is the one place corefbert reads a pickle (``pytorch_model*.bin``), only when asked to convert, and only
-with ``torch.load(..., weights_only=True)``, which unpickles tensors and plain containers but no code.
-A folder with ``*.safetensors`` is read from those instead. What is checked before a model is built or a
-file written (OUTPUT_DIR never at, around or inside the source; config.json's types and sizes against the
-weights' shapes; NaN/inf, float64 and integer weights) is in :mod:`corefbert.pretraining.convert_checks`.
+with ``torch.load(..., weights_only=True)``, which unpickles tensors and plain containers but no code; a
+folder with ``*.safetensors`` is read from those instead. The checks made before a model is built or a file
+written are in :mod:`corefbert.pretraining.convert_checks`.
 """
 
 from __future__ import annotations
@@ -56,14 +51,10 @@ COPY_VECTOR = "mrp.copy_vector"
 OFFICIAL_COPY_VECTOR = "coef"
 MLM_HEAD_PREFIXES = {"bert": "cls.", "roberta": "lm_head."}
 ENCODER_PARTS = ("embeddings.", "encoder.", "pooler.")
-# Output-embedding copies of the word embeddings: tied in the model, so never loaded on their own.
-TIED_DECODERS = {"bert": ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias"),
-                 "roberta": ("lm_head.decoder.weight", "lm_head.decoder.bias")}
 # transformers-2.x config entries that are run-time switches, not architecture: carried over they would
 # change what a loaded model returns (torchscript unties the MLM decoder) or mean nothing any more.
 RUNTIME_CONFIG_KEYS = ("output_attentions", "output_hidden_states", "output_past", "torchscript", "use_bfloat16",
                        "finetuning_task", "num_labels", "is_decoder", "pruned_heads")
-SPECIAL_WORDPIECE = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 CONVERSION_FILE = "conversion.json"
 
 
@@ -279,10 +270,10 @@ def model_config(config: dict, model_type: str, tokenizer, notes: list[str], whe
 
 
 def _tied_sources(model_type: str) -> dict[str, str]:
-    """``{tied copy: parameter it is tied to}`` of the MLM head's decoder."""
-    weight, bias = TIED_DECODERS[model_type]
-    return {weight: f"{model_type}.embeddings.word_embeddings.weight",
-            bias: "cls.predictions.bias" if model_type == "bert" else "lm_head.bias"}
+    """``{tied copy: parameter it is tied to}`` of the MLM head's decoder: never loaded on their own."""
+    from corefbert.pretraining.families import PRETRAINING_CLASSES
+
+    return PRETRAINING_CLASSES[model_type]._tied_weights_keys
 
 
 def renamed_state(state: dict, expected: dict, model_type: str, report: ConversionReport, where=None) -> dict:
@@ -337,14 +328,9 @@ def check_parts(renamed: dict, expected: dict, model_type: str, report: Conversi
 
 def convert_checkpoint(official_dir, output_dir, model_type: str | None = None, do_lower_case: bool | None = None,
                        overwrite_output_dir: bool = False, allow_non_finite: bool = False) -> ConversionReport:
-    """Convert the released folder ``official_dir`` into a corefbert pretraining checkpoint in ``output_dir``.
-
-    The result loads with ``AutoModel``/``AutoModelForMaskedLM`` and every ``AutoModelFor*`` of its type,
-    with :func:`corefbert.pretraining.families.load_pretraining_model`, and (given ``coef``) with the copy-head resolver.
-    Written beside ``output_dir`` and renamed into place, so an interrupted conversion leaves nothing half-done.
-    ``official_dir`` may be a Hub id (downloaded when online). Every check of :mod:`corefbert.pretraining.convert_checks`
-    runs before a model is built: config.json's types and sizes against the weights' shapes, then the values.
-    """
+    """Convert the released folder (or Hub id) ``official_dir`` into a corefbert pretraining checkpoint in
+    ``output_dir``, written beside it and renamed into place (an interrupted run leaves nothing half-done).
+    Every check of :mod:`corefbert.pretraining.convert_checks` runs before a model is built."""
     from corefbert.pretraining.families import PRETRAINING_CLASSES
     from corefbert.training.outputs.cards import conversion_card
 
@@ -425,10 +411,8 @@ def main(argv: list[str] | None = None) -> ConversionReport:
     return report
 
 
-
 def console_script() -> None:
-    """The ``corefbert-convert`` command. Console scripts exit with their function's return value, so this one
-    returns nothing (``main``'s report object would become exit status 1)."""
+    """The ``corefbert-convert`` command: returns nothing (``main``'s report would become exit status 1)."""
     main()
 
 

@@ -1,17 +1,15 @@
 """What :mod:`corefbert.pretraining.convert` checks before it builds a model or writes a file.
 
-- **Where it reads.** ``OFFICIAL_DIR`` is a local folder, or a Hub id (``nielsr/coref-bert-base``) that is
-  downloaded with ``huggingface_hub.snapshot_download`` when online; offline that is one line showing the
-  download command.
-- **Where it writes.** ``OUTPUT_DIR`` (and its ``.converting`` / ``.deleting`` siblings, which the conversion
-  creates and deletes) must neither equal, contain nor lie inside the source once links are resolved:
-  ``--overwrite_output_dir`` would otherwise delete the released folder it reads.
+- **Where it reads.** ``OFFICIAL_DIR`` is a local folder, or a Hub id (``nielsr/coref-bert-base``) downloaded
+  when online; offline that is one line showing the download command.
+- **Where it writes.** ``OUTPUT_DIR`` (and its ``.converting`` / ``.deleting`` siblings) must neither equal,
+  contain nor lie inside the source once links are resolved: ``--overwrite_output_dir`` would otherwise delete
+  the released folder it reads.
 - **What config.json says.** Every architecture value has the type and range BertConfig / RobertaConfig
-  expect (``"hidden_size": "32"`` was a traceback deep in torch), and agrees with the shapes of the
-  checkpoint's tensors before anything is allocated: a ``vocab_size`` of 400,000,000 beside a 30k-row
-  embedding would make the model 51 GB.
+  expect, and agrees with the shapes of the checkpoint's tensors before anything is allocated (a
+  ``vocab_size`` of 400,000,000 beside a 30k-row embedding would make the model 51 GB).
 - **What the weights hold.** NaN or infinity is refused unless ``--allow_non_finite``; float64 and integer
-  tensors are converted to float32 with a warning that says so.
+  tensors are converted to float32 with a warning.
 """
 
 from __future__ import annotations
@@ -73,8 +71,7 @@ def _layer_count(names, model_type: str) -> int:
 
 def check_config_against_weights(config: dict, shapes: dict[str, tuple], model_type: str, where) -> None:
     """One line when ``config.json`` sizes a model other than the one whose tensor ``shapes`` (corefbert
-    names) the checkpoint holds; asked before any model is built, so a config that would need gigabytes the
-    weights do not have costs nothing."""
+    names) the checkpoint holds; asked before any model is built."""
     embeddings = f"{model_type}.embeddings"
     checks = [  # (config key, tensor, dimension)
         ("vocab_size", f"{embeddings}.word_embeddings.weight", 0),
@@ -98,8 +95,7 @@ def check_config_against_weights(config: dict, shapes: dict[str, tuple], model_t
 
 
 def expected_shapes(model_class, hf_config) -> dict:
-    """``{name: tensor on the meta device}`` of the model ``hf_config`` describes: names and shapes without
-    one byte of weights (called only once the config agrees with the checkpoint's shapes)."""
+    """``{name: tensor on the meta device}`` of the model ``hf_config`` describes (shapes, no memory)."""
     import torch
 
     with torch.device("meta"):

@@ -27,15 +27,10 @@ PREFETCH_BATCHES = 4
 
 
 def load_prepared_corpus(dataset_dir: str, verify: str | None = None):
-    """An already prepared corpus (``DatasetDict`` with train and validation) from ``save_to_disk``.
-
-    Its files are checked against the ``prepare_manifest.json`` that ``prepare_corpus`` writes: sizes
-    always, SHA-256 too under ``verify="checksums"``, or ``"auto"`` (the default, overridden by
-    ``$COREFBERT_VERIFY_CORPUS``) for corpora up to 2 GiB. A truncated or altered file is one error line
-    instead of a crash inside pyarrow or training on fewer rows; a folder without a manifest loads with
-    a warning. ``dataset_dir`` may also name a shard set (a folder of shard folders, or a glob over them):
-    each shard is checked so, then the set (:mod:`corefbert.corpus.shards`), and the shards are concatenated.
-    """
+    """An already prepared corpus (``DatasetDict`` with train and validation) from ``save_to_disk``, its
+    files checked against its manifest (:func:`corefbert.corpus.cache.load_verified`): a truncated or altered
+    file is one error line. ``dataset_dir`` may also name a shard set (a folder of shard folders, or a glob
+    over them): each shard is checked so, then the set (:mod:`corefbert.corpus.shards`), then concatenated."""
     from corefbert.corpus.cache import load_verified
     from corefbert.corpus.shards import load_shard_set, shard_folders
 
@@ -58,10 +53,8 @@ def check_corpus(splits, where: str):
             raise CorefBertError(f"the corpus has no {split!r} split; re-prepare it", path=where)
         missing = [c for c in CORPUS_COLUMNS if c not in splits[split].column_names]
         if missing:
-            raise CorefBertError(
-                f"the {split} split lacks column(s) {', '.join(missing)}; re-prepare it with this version",
-                path=where,
-            )
+            raise CorefBertError(f"the {split} split lacks column(s) {', '.join(missing)}; re-prepare it "
+                                 "with this version", path=where)
         if len(splits[split]) == 0:
             raise CorefBertError(f"the {split} split is empty{_why_empty(splits, split) or '; give more text'}",
                                  path=where)
@@ -69,11 +62,10 @@ def check_corpus(splits, where: str):
 
 
 def load_or_prepare_corpus(dataset_dir: str | None, prepare_args, tokenizer, model_config=None):
-    """The checked ``{"train", "validation"}`` rows a pretraining run (or every run of an ablation study) trains on,
-    and where they came from (for messages): ``dataset_dir`` (a prepared corpus or shard set, checked against its
-    manifest with ``prepare_args.verify_corpus``), else the corpus ``prepare_args`` name, prepared once and cached
-    by fingerprint (:func:`corefbert.corpus.prepare.prepare_corpus` with ``tokenizer``). With ``model_config``
-    the rows are also checked against the model (:func:`check_corpus_tokenizer`)."""
+    """The checked ``{"train", "validation"}`` rows a pretraining run (or an ablation study) trains on, and
+    where they came from (for messages): ``dataset_dir`` (checked with ``prepare_args.verify_corpus``), else
+    the corpus ``prepare_args`` name, prepared once and cached by fingerprint. With ``model_config`` the rows
+    are also checked against the model (:func:`check_corpus_tokenizer`)."""
     where = dataset_dir or "corpus"
     if dataset_dir:
         splits = load_prepared_corpus(dataset_dir, verify=getattr(prepare_args, "verify_corpus", None))
@@ -86,15 +78,11 @@ def load_or_prepare_corpus(dataset_dir: str | None, prepare_args, tokenizer, mod
 
 
 def check_corpus_tokenizer(splits_or_dir, tokenizer, model_config, where: object = None) -> None:
-    """Refuse a corpus whose token ids do not belong to this model: one line naming both tokenizers.
-
-    ``splits_or_dir``: the prepared ``DatasetDict`` (or ``{split: Dataset}``) or its folder.
-    ``model_config``: the model's ``PretrainedConfig`` (or its dict). Checks, in order: the tokenizer
-    recorded in the corpus' ``prepare_summary.json`` (vocabulary size and hash, special-token ids) against
-    ``tokenizer``; every token id below the model's ``vocab_size`` (a BERT corpus under a smaller vocabulary
-    is otherwise an ``IndexError`` deep in the embedding); every sequence within the model's positions.
-    A corpus prepared before the record existed skips the first check.
-    """
+    """Refuse, in one line, a corpus (``DatasetDict``, ``{split: Dataset}`` or its folder) whose token ids do
+    not belong to the model of ``model_config`` (a ``PretrainedConfig`` or its dict). Checks, in order: the
+    tokenizer recorded in the corpus' ``prepare_summary.json`` (when there is one) against ``tokenizer``;
+    every token id below ``vocab_size`` (else an ``IndexError`` deep in the embedding); every sequence within
+    the model's positions."""
     from corefbert.corpus.cache import read_summary, summary_of
     from corefbert.corpus.packing import tokenizer_identity
     from corefbert.text.positions import max_positions
@@ -162,11 +150,8 @@ def _why_empty(splits, split: str) -> str:
 
 
 class IndexedRows(Dataset):
-    """A ``datasets.Dataset`` whose rows carry their index, so masking can be seeded by it.
-
-    Rows come out as numpy arrays sliced straight from the Arrow columns (no per-token Python objects): a batch
-    of 32 rows of 512 tokens costs 0.4 ms instead of 2.5 ms as Python lists, and collates faster too.
-    """
+    """A ``datasets.Dataset`` whose rows carry their index, so masking can be seeded by it; rows come out as
+    numpy arrays sliced straight from the Arrow columns (no per-token Python objects)."""
 
     def __init__(self, rows):
         self.rows = rows
@@ -205,14 +190,9 @@ _EVAL_EPOCH = -1
 
 
 class SeededCollate:
-    """Wrap the MRP collator so each batch's masks depend only on (seed, epoch, row indices).
-
-    The same rows in the same epoch get the same masks whether the run was resumed, how many processes
-    share the batch, and in which DataLoader worker it was collated. Evaluation uses ``epoch="eval"``, so
-    every evaluation scores the same masked positions. The epoch lives in shared memory: persistent
-    DataLoader workers, started once, read the epoch the training process set before it drew the epoch's
-    first batch.
-    """
+    """Wrap the MRP collator so each batch's masks depend only on (seed, epoch, row indices), not on
+    resumption, process count or worker. ``epoch="eval"``: every evaluation scores the same masked positions.
+    The epoch lives in shared memory: persistent workers read the one the training process set."""
 
     def __init__(self, collator, seed: int):
         self.collator = collator
@@ -253,14 +233,11 @@ def pretraining_dataloader(rows, collate: SeededCollate, batch_size: int, *, tra
                            pin_memory: bool | None = None) -> DataLoader:
     """The trainer's DataLoader over ``rows`` (a ``datasets.Dataset`` of packed sequences).
 
-    ``train``: shuffled (accelerate swaps in its seedable sampler on ``prepare``) and only whole
-    batches; otherwise in order, the last batch partial. ``group_by_length`` (with ``train``): batches of
-    rows of similar length instead, in an order seeded by ``(seed, epoch)``
-    (:class:`corefbert.pretraining.length_grouping.LengthGroupedSampler`). With ``num_workers`` the training
-    loader's workers are persistent (started once, each epoch's batches come from the same processes, which read
-    ``collate.epoch`` from shared memory) and keep :data:`PREFETCH_BATCHES` batches each in flight; an evaluation
-    loader's workers start with each evaluation and end with it. ``pin_memory`` (default: when CUDA is
-    available): batches are pinned, so their copies to the GPU do not block the training thread.
+    ``train``: shuffled (accelerate swaps in its seedable sampler on ``prepare``), whole batches only, or
+    with ``group_by_length`` rows of similar length (:mod:`corefbert.pretraining.length_grouping`); otherwise
+    in order. A training loader's workers are persistent (they read ``collate.epoch`` from shared memory) and
+    keep :data:`PREFETCH_BATCHES` batches each in flight. ``pin_memory`` (default: when CUDA is available):
+    pinned batches, whose copies to the GPU do not block the training thread.
     """
     from corefbert.pretraining.length_grouping import LengthGroupedSampler, row_lengths
 

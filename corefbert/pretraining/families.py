@@ -1,33 +1,29 @@
 """CorefBERT pretraining on every encoder family with a masked-LM head in transformers, the Auto registration, and
 the one loader of a pretraining checkpoint.
 
-Each family's class is the family's own ``<Family>ForMaskedLM`` (its body, its MLM head, its weight names and its
-tying, all transformers') plus the copy head ``mrp`` (:class:`~corefbert.pretraining.modeling.MentionReferenceHead`)
-and the forward of :class:`~corefbert.pretraining.modeling.CorefPreTrainingMixin`: the same MLM and MRP loss code
-as BERT's and RoBERTa's. A checkpoint therefore keeps its family's ``model_type`` and loads into every stock
-``AutoModel*`` of that family; ``AutoModelForPreTraining`` gives the CorefBERT class by the ``architectures`` that
-``save_pretrained`` writes (:func:`register_auto_classes`). BERT and RoBERTa keep their own classes
-(``CorefBertForPreTraining`` with BERT's pooler, the converter's layout). A family without a class here but with
-an ``AutoModelForMaskedLM`` class gets one made the same way (:func:`pretraining_class`); its MLM logits then come
-from the stock forward itself, on every position.
+Each family's class is its own ``<Family>ForMaskedLM`` (body, MLM head, weight names and tying, all
+transformers') plus the copy head ``mrp`` and the forward of
+:class:`~corefbert.pretraining.modeling.CorefPreTrainingMixin`, so a checkpoint keeps its family's
+``model_type`` and loads into every stock ``AutoModel*`` of that family. BERT and RoBERTa keep their own
+classes (the converter's layout, with BERT's pooler). Any other family with an ``AutoModelForMaskedLM`` class
+gets one made the same way (:func:`pretraining_class`), its MLM logits from the stock forward, every position.
 
-What differs by family, and where:
+What differs by family:
 
-- ``token_type_ids``: DistilBERT and ModernBERT have none; the encoder is only given them when its forward takes
-  them (given to one that does not, they are refused in one line rather than dropped).
-- The MLM head on hidden states (:data:`MLM_HEADS`): each family's own modules in its own order, so
-  ``masked_logits_only`` runs the head on the masked rows alone.
+- ``token_type_ids``: DistilBERT and ModernBERT have none; given to a body that takes none, they are refused
+  in one line rather than dropped.
+- The MLM head on hidden states (:data:`MLM_HEADS`): ``masked_logits_only`` runs it on the masked rows only.
 - Per-document attention (``--attention_within_documents``): BERT, RoBERTa, ELECTRA and DistilBERT take the
-  ``[batch, 1, seq, seq]`` mask as it is (transformers' mask builders pass a 4-D mask through), DeBERTa-v2/v3 too
-  (its own attention reads a 4-D mask as ``[batch, 1, query, key]``). ModernBERT alternates global and local
-  (sliding-window) layers; a 4-D mask would be handed to both unchanged, dropping the window, so it gets
-  transformers' own two masks, each with the document rule added (:meth:`CorefModernBertForPreTraining.
-  within_documents_mask`). Under a flash-attention kernel transformers builds no mask from a mask function, so
-  that combination is refused rather than run across documents.
+  ``[batch, 1, seq, seq]`` mask as it is, DeBERTa-v2/v3's encoder layers too. ModernBERT alternates global and
+  local (sliding-window) layers, and one 4-D mask would drop the window, so it gets transformers' own two
+  masks, each with the document rule added. Under a flash-attention kernel transformers builds no mask from a
+  mask function: refused.
 """
+
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
@@ -63,9 +59,8 @@ from corefbert.training.model_folders import (
 logger = logging.getLogger(__name__)
 
 
-#: Each family's MLM head on final hidden states ``[..., hidden]`` -> logits ``[..., vocab]``, written as its
-#: ``<Family>ForMaskedLM.forward`` applies it (``tests/pretraining/test_families.py`` checks the logits equal the
-#: stock model's).
+#: Each family's MLM head on final hidden states ``[..., hidden]`` -> logits ``[..., vocab]``, as its
+#: ``<Family>ForMaskedLM.forward`` applies it (tests/pretraining/test_families.py checks they agree).
 MLM_HEADS = {
     "modernbert": lambda model, hidden: model.decoder(model.head(hidden)),
     "deberta-v2": lambda model, hidden: (
@@ -229,25 +224,19 @@ def pretraining_class(config, path: str | None = None) -> type:
 def register_auto_classes() -> None:
     """Make ``AutoModelForPreTraining`` give the CorefBERT class for a CorefBERT checkpoint of every family here.
 
-    A checkpoint keeps its family's ``model_type`` (so every stock Auto class loads it), and transformers' mapping
-    sends BERT to ``BertForPreTraining``, RoBERTa and the others to their masked LM or nothing: a CorefBERT
-    checkpoint came back without its copy head. Registering a pair of classes (the stock default, if any, and
-    ours) lets transformers choose by the ``architectures`` that ``save_pretrained`` writes into config.json, so
-    ordinary checkpoints still get the stock class. No remote code is involved; it holds in every process that
-    imported this module (any model API of this package does).
+    A checkpoint keeps its family's ``model_type``, which transformers maps to its stock class (for BERT
+    ``BertForPreTraining``), without the copy head. Registering a pair (the stock default and ours) lets
+    transformers choose by the ``architectures`` that ``save_pretrained`` writes, so ordinary checkpoints
+    still get the stock class. No remote code is involved.
     """
     from transformers import AutoModelForPreTraining
-    from transformers.models.auto.modeling_auto import (
-        MODEL_FOR_MASKED_LM_MAPPING,
-        MODEL_FOR_PRETRAINING_MAPPING,
-    )
+    from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING as MASKED_LM
+    from transformers.models.auto.modeling_auto import MODEL_FOR_PRETRAINING_MAPPING as PRETRAINING
 
     for coref_class in PRETRAINING_CLASSES.values():
         config_class = coref_class.config_class
         # The stock default: the family's pretraining class, else (ModernBERT has none) its masked LM.
-        mapping = MODEL_FOR_PRETRAINING_MAPPING if config_class in MODEL_FOR_PRETRAINING_MAPPING else (
-            MODEL_FOR_MASKED_LM_MAPPING)
-        stock = mapping[config_class]
+        stock = (PRETRAINING if config_class in PRETRAINING else MASKED_LM)[config_class]
         stock = stock[0] if isinstance(stock, tuple) else stock  # already registered: keep the stock default
         AutoModelForPreTraining.register(config_class, (stock, coref_class), exist_ok=True)
 
@@ -273,22 +262,28 @@ def checkpoint_extras() -> tuple[str, ...]:
     return ("mrp.", "pooler.", *sorted(heads))
 
 
-def load_quietly(auto_class, path: str, unused=None, fresh_ok=(), **kwargs):
-    """``auto_class.from_pretrained(path, **kwargs)`` without transformers' multi-line load report.
-
-    For the toolkit's own loads of a CorefBERT checkpoint whose other parts it reads itself (the copy scorer
-    reads ``mrp.copy_vector`` from the file; the eq. 5 model takes the pooler apart): the report would call
-    them UNEXPECTED while they are in use. Unexpected weights outside ``unused`` (prefixes, after any model
-    prefix; None: :func:`checkpoint_extras`) and missing ones outside ``fresh_ok`` still get one warning line
-    each. Returns ``(model, loading info)``.
-    """
-    unused = checkpoint_extras() if unused is None else unused
+@contextlib.contextmanager
+def _without_load_report():
+    """transformers' multi-line loading report silenced: the callers say what matters in one line."""
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
     try:
-        model, info = auto_class.from_pretrained(path, output_loading_info=True, **kwargs)
+        yield
     finally:
         hf_logging.set_verbosity(verbosity)
+
+
+def load_quietly(auto_class, path: str, unused=None, fresh_ok=(), **kwargs):
+    """``auto_class.from_pretrained(path, **kwargs)`` without transformers' multi-line load report.
+
+    For the toolkit's own loads of a checkpoint whose other parts it reads itself (the copy vector, the
+    pooler), which the report would call UNEXPECTED. Unexpected weights outside ``unused`` (prefixes after any
+    model prefix; None: :func:`checkpoint_extras`) and missing ones outside ``fresh_ok`` get one warning line
+    each. Returns ``(model, loading info)``.
+    """
+    unused = checkpoint_extras() if unused is None else unused
+    with _without_load_report():
+        model, info = auto_class.from_pretrained(path, output_loading_info=True, **kwargs)
 
     def bare(key: str) -> str:  # "bert.pooler.dense.weight" -> "pooler.dense.weight"
         prefix = f"{model.base_model_prefix}."
@@ -314,21 +309,17 @@ def _read_config(path: str):
         return AutoConfig.from_pretrained(path)
     except (OSError, ValueError, KeyError) as err:
         reason = " ".join(str(err).split())[:200]
-        raise CorefBertError(
-            f"cannot read a model config ({reason}); give a local checkpoint directory with config.json",
-            path=path,
-        ) from None
+        raise CorefBertError(f"cannot read a model config ({reason}); give a local checkpoint directory with "
+                             "config.json", path=path) from None
 
 
 def load_pretraining_model(model_name_or_path: str | os.PathLike, report_fresh_heads: bool = True,
                            **config_overrides) -> nn.Module:
     """Load a checkpoint of any family with a masked-LM head (:func:`pretraining_class`) as a CorefBERT
-    pretraining model.
+    pretraining model, ``config_overrides`` (e.g. ``mrp_loss_weight=0.0``) set on its config.
 
-    A backbone without an MLM head (e.g. a bare ``BertModel``) gets a freshly initialized one, said
-    once in the log (unless ``report_fresh_heads`` is off: a resume restores them from its checkpoint); a
-    checkpoint without the MRP head gets ``V`` at its initial value.
-    ``config_overrides`` (e.g. ``mrp_loss_weight=0.0``) are set on the config before loading.
+    A backbone without an MLM head (a bare ``BertModel``) gets a fresh one, said once in the log (unless
+    ``report_fresh_heads`` is off: a resume restores it); one without the MRP head gets ``V`` at its start.
     Raises :class:`CorefBertError` for an unreadable checkpoint, a family without a masked-LM head, or a
     checkpoint that lacks encoder weights.
     """
@@ -342,26 +333,20 @@ def load_pretraining_model(model_name_or_path: str | os.PathLike, report_fresh_h
     # Sizes the config gives that the stored tensors do not have: one line naming the first, before allocating.
     if os.path.isdir(path):
         check_sizes_against_weights(lambda: model_class(config), safetensors_files(path), "config.json", path)
-    # transformers prints its own multi-line loading report; we say what matters in one line below.
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
     try:
-        model, info = model_class.from_pretrained(path, config=config, output_loading_info=True)
+        with _without_load_report():
+            model, info = model_class.from_pretrained(path, config=config, output_loading_info=True)
     except (OSError, ValueError, RuntimeError) as err:
         reason = " ".join(str(err).split())[:200]
         raise CorefBertError(f"cannot load the weights ({reason}); check the checkpoint", path=path) from None
-    finally:
-        hf_logging.set_verbosity(verbosity)
 
     missing = set(info["missing_keys"])
     prefix = model.base_model_prefix
     encoder_missing = sorted(k for k in missing if k.startswith(f"{prefix}.") and ".pooler." not in k)
     if encoder_missing:
-        raise CorefBertError(
-            f"the checkpoint lacks {len(encoder_missing)} encoder weight(s) (first: {encoder_missing[0]}); "
-            f"it is not a complete {config.model_type} checkpoint",
-            path=path,
-        )
+        raise CorefBertError(f"the checkpoint lacks {len(encoder_missing)} encoder weight(s) (first: "
+                             f"{encoder_missing[0]}); it is not a complete {config.model_type} checkpoint",
+                             path=path)
     fresh = []
     if any(k.startswith(head_prefixes(model_class)) for k in missing):
         fresh.append("MLM head")

@@ -1,12 +1,10 @@
 """Batches of rows of similar length, so that a batch padded to its longest row wastes little.
 
-Rows packed several documents per row are almost all full; the ~10% that ``short_seq_prob`` shortens on
-purpose (a uniform length up to the budget) would each cost a full row of compute in a batch of full rows.
-:class:`LengthGroupedSampler` takes a seeded random permutation per epoch, cuts it into mega-batches of 50
-batches, sorts each mega-batch by length and shuffles the order of its batches (the idea of Hugging Face's
-``group_by_length`` and fairseq's length bucketing): every row is still seen once per epoch in a random
-mega-batch, and short rows meet short rows. The order depends only on (seed, epoch), so a resumed epoch
-replays it and seeded masks (:class:`corefbert.pretraining.data.SeededCollate`) stay the same.
+Packed rows are almost all full; the ~10% that ``short_seq_prob`` shortens would each cost a full row of
+compute in a batch of full rows. :class:`LengthGroupedSampler` cuts a seeded permutation per epoch into
+mega-batches of 50 batches, sorts each by length and shuffles its batches (Hugging Face's ``group_by_length``,
+fairseq's length bucketing). The order depends only on (seed, epoch), so a resumed epoch replays it and seeded
+masks (:class:`corefbert.pretraining.data.SeededCollate`) stay the same.
 """
 
 from __future__ import annotations
@@ -26,11 +24,8 @@ MEGABATCH_BATCHES = 50
 
 
 class LengthGroupedSampler(Sampler[int]):
-    """Row indices in length-grouped order for batches of ``batch_size``; ``set_epoch`` reshuffles.
-
-    ``lengths``: ``[N]`` tokens per row. Within a mega-batch the batches are contiguous runs of the sorted
-    rows, so a DataLoader with the same ``batch_size`` (and ``drop_last``) cuts exactly those batches.
-    """
+    """Row indices in length-grouped order for batches of ``batch_size`` (``lengths``: ``[N]`` tokens per
+    row); ``set_epoch`` reshuffles. A DataLoader of that ``batch_size`` (``drop_last``) cuts those batches."""
 
     def __init__(self, lengths, batch_size: int, seed: int = 0):
         self.lengths = np.asarray(lengths, dtype=np.int64)
@@ -94,8 +89,7 @@ class SlotFillArguments:
 
 @cli_entry
 def main(argv: list[str] | None = None) -> None:
-    """``corefbert slot-fill DATASET_DIR [--batch_size 32]``: the computed-slot fill of a prepared corpus' train
-    rows with length-grouped batches and with uniformly random ones."""
+    """``corefbert slot-fill DATASET_DIR [--batch_size 32]``: see :class:`SlotFillArguments`."""
     (args,) = parse_args([SlotFillArguments], argv, prog=None, positionals=("dataset_dir",),
                          usage="%(prog)s [-h] DATASET_DIR [--batch_size 32] [--seed 0] [--config FILE]",
                          description=SlotFillArguments.__doc__)

@@ -9,16 +9,12 @@ every context token ``k`` with ``(V ⊙ h_k)ᵀ h_i`` and normalizes over ``k`` 
 
 What the softmax ranges over (``config.mrp_copy_candidates``, ``--mrp_copy_candidates``):
 
-- ``"copyable"`` (default, this code's choice): the positions the collator marks in ``copy_mask``, real
-  non-special tokens that were not selected for masking. Left out: padding (not text; with it the loss would
-  depend on how the batch was padded), special tokens ([CLS], [SEP], <s>, </s>: never a mention) and every
-  position selected for masking, MLM and MRP alike, the query itself included (a [MASK] or random token whose
-  hidden state is not a word's own). None of these can ever be a referent (``C(w_i)`` holds unmasked
-  mentions only), so with them in the softmax part of every gradient goes to pushing their scores down;
-  without them eq. 2 is a choice among the words a reader could copy.
-- ``"sequence"``: the paper's set. Eq. 2 normalizes over every ``x_k ∈ X``, every token of the input sequence:
-  special tokens and masked positions, the query itself included. Padding is still left out, as it is no
-  part of ``X``.
+- ``"copyable"`` (default, this code's choice): the collator's ``copy_mask``, real non-special tokens not
+  selected for masking. Padding, special tokens and every masked position (the query included) can never be
+  a referent (``C(w_i)`` holds unmasked mentions only), so with them in the softmax part of every gradient
+  goes to pushing their scores down; without them eq. 2 is a choice among the words a reader could copy.
+- ``"sequence"``: the paper's set, every ``x_k ∈ X`` of the input sequence (special tokens and masked
+  positions, the query included); padding is no part of ``X``.
 
 A row that packs several documents (``--packing documents``) adds one rule through the collator's
 ``document_ids`` to both: only tokens of the query's own document (``"sequence"``: and the row's special
@@ -29,10 +25,9 @@ positions included), and a masked word's first and last subword as two separate 
 the referents' first (resp. last) subwords alone; a one-token word is one query, and the loss is the mean over
 queries, not mentions.
 
-Eq. 4 sums over the masked mentions ``M``; the loss here is their **mean** over the batch, a mean as in the
-official code (its ``BertForCopy`` divides the summed copy loss by the number of its query tokens,
-``sum(valid_span_mask)``), so the loss scale does not grow with the number of masked mentions and
-``mrp_loss_weight`` 1 is the 1:1 ratio the paper found best (section 4.1) against the mean MLM loss.
+Eq. 4 sums over the masked mentions ``M``; the loss here is their **mean** over the batch, as in the official
+code (``BertForCopy`` divides by ``sum(valid_span_mask)``), so the loss scale does not grow with the number of
+masked mentions and ``mrp_loss_weight`` 1 is the 1:1 ratio the paper found best (section 4.1).
 
 Only the ``[batch, mentions]`` rows of queries are scored against the sequence, never the full
 ``length × length`` matrix, and all of it runs in fp32 even under bf16/fp16 autocast: scores of a few
@@ -61,17 +56,16 @@ NEG = -1e9
 #: ``config.mrp_copy_candidates``: what eq. 2's softmax ranges over (module docstring). ``copyable``: the
 #: collator's ``copy_mask`` (the default); ``sequence``: every token of the sequence, the paper's ``x_k ∈ X``.
 COPY_CANDIDATES = ("copyable", "sequence")
+MRP_CONFIG_DEFAULTS = {"mrp_loss_weight": 1.0, "mrp_official_loss": False,
+                       "mrp_attention_within_documents": False, "mrp_copy_candidates": "copyable"}
 
 
 @dataclass
 class CorefBertPreTrainingOutput(ModelOutput):
-    """Output of :class:`CorefBertForPreTraining` / :class:`CorefRobertaForPreTraining`.
-
-    ``loss`` = ``mlm_loss + config.mrp_loss_weight * mrp_loss``; ``logits`` is ``[batch, seq, vocab]``;
-    ``mrp_correct`` / ``mrp_total`` are detached counts of masked mentions whose highest-scoring copyable
-    context word is a true referent, and of masked mentions; ``last_hidden_state`` ``[batch, seq, hidden]`` is
-    what both heads read (the probes score candidates with it).
-    """
+    """Output of every CorefBERT pretraining model: ``loss`` = ``mlm_loss + config.mrp_loss_weight *
+    mrp_loss``; ``logits`` ``[batch, seq, vocab]``; ``mrp_correct`` / ``mrp_total``: detached counts of masked
+    mentions whose best copyable context word is a true referent, and of masked mentions;
+    ``last_hidden_state`` ``[batch, seq, hidden]``, what both heads (and the probes) read."""
 
     loss: torch.FloatTensor | None = None
     mlm_loss: torch.FloatTensor | None = None
@@ -98,19 +92,11 @@ class MentionReferenceHead(nn.Module):
         return copy_scores(hidden_states, self.copy_vector, starts, ends)
 
 
-def copy_scores(
-    hidden_states: torch.Tensor, copy_vector: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Unnormalized fp32 copy scores ``(V ⊙ h_k)ᵀ h_i`` for the query positions ``starts`` and ``ends``.
-
-    Args:
-        hidden_states: ``[batch, seq, hidden]`` final hidden states, any float dtype.
-        copy_vector: ``[hidden]``, the vector ``V``.
-        starts, ends: ``[batch, mentions]`` long, the query positions ``s_i`` and ``t_i``.
-
-    Returns:
-        ``(start_scores, end_scores)``, each ``[batch, mentions, seq]`` float32.
-    """
+def copy_scores(hidden_states: torch.Tensor, copy_vector: torch.Tensor, starts: torch.Tensor,
+                ends: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Unnormalized fp32 copy scores ``(V ⊙ h_k)ᵀ h_i`` for the query positions ``starts`` and ``ends``
+    ``[batch, mentions]`` (``s_i``, ``t_i``) over ``hidden_states`` ``[batch, seq, hidden]`` (any float
+    dtype): ``(start_scores, end_scores)``, each ``[batch, mentions, seq]`` float32."""
     batch, _, hidden = hidden_states.shape
     mentions = starts.shape[1]
     with torch.autocast(device_type=hidden_states.device.type, enabled=False):
@@ -122,100 +108,43 @@ def copy_scores(
     return scores[:, :mentions], scores[:, mentions:]
 
 
-def copy_candidates(copy_mask: torch.Tensor, document_ids: torch.Tensor | None,
-                    mention_starts: torch.Tensor) -> torch.Tensor:
-    """Where each query's copy softmax may look: ``[batch, 1, seq]`` (``copy_mask``) or, with ``document_ids``
-    ``[batch, seq]`` (-1 off text), ``[batch, mentions, seq]``: ``copy_mask`` and the query's own document."""
-    allowed = copy_mask.bool().unsqueeze(1)  # [batch, 1, seq]
-    if document_ids is None:
-        return allowed
-    query_document = document_ids.gather(1, mention_starts)  # [batch, mentions]
-    return allowed & (document_ids.unsqueeze(1) == query_document.unsqueeze(-1))  # [batch, mentions, seq]
-
-
-def sequence_candidates(attention_mask: torch.Tensor | None, document_ids: torch.Tensor | None,
-                        mention_starts: torch.Tensor, length: int) -> torch.Tensor:
-    """Eq. 2's literal set, every token of the sequence (``mrp_copy_candidates="sequence"``): the real positions
-    of ``attention_mask`` ``[batch, seq]`` (None: every position of ``length``) as ``[batch, 1, seq]``; with
-    ``document_ids`` ``[batch, mentions, seq]``: those of the query's own document and the row's special tokens."""
-    if attention_mask is None:
-        real = torch.ones(mention_starts.shape[0], 1, length, dtype=torch.bool, device=mention_starts.device)
-    elif attention_mask.dim() != 2:
-        raise ValueError("mrp_copy_candidates='sequence' needs the [batch, seq] attention_mask")
-    else:
-        real = attention_mask.bool().unsqueeze(1)  # [batch, 1, seq]
-    if document_ids is None:
-        return real
-    query_document = document_ids.gather(1, mention_starts)  # [batch, mentions]
-    own = document_ids.unsqueeze(1) == query_document.unsqueeze(-1)  # [batch, mentions, seq]
-    return real & (own | (document_ids < 0).unsqueeze(1))  # specials (-1) belong to every document's sequence
+def own_document(document_ids: torch.Tensor, mention_starts: torch.Tensor) -> torch.Tensor:
+    """``[batch, mentions, seq]`` bool: the tokens of each query's own document (of ``[batch, seq]``)."""
+    return document_ids.unsqueeze(1) == document_ids.gather(1, mention_starts).unsqueeze(-1)
 
 
 def softmax_candidates(setting: str, copy_mask: torch.Tensor | None, attention_mask: torch.Tensor | None,
                        document_ids: torch.Tensor | None, mention_starts: torch.Tensor, length: int) -> torch.Tensor:
     """Where each query's copy softmax may look under ``setting`` (one of :data:`COPY_CANDIDATES`):
-    ``[batch, 1 or mentions, seq]`` bool, from :func:`copy_candidates` or :func:`sequence_candidates`."""
+    ``[batch, 1, seq]`` bool, or ``[batch, mentions, seq]`` with ``document_ids`` (the query's own document;
+    ``"sequence"``: and the row's special tokens). ``"copyable"``: ``copy_mask``; ``"sequence"``: the real
+    positions of ``attention_mask`` ``[batch, seq]`` (None: every position of ``length``)."""
     if setting == "sequence":
-        return sequence_candidates(attention_mask, document_ids, mention_starts, length)
+        if attention_mask is None:
+            real = mention_starts.new_ones(mention_starts.shape[0], 1, length, dtype=torch.bool)
+        elif attention_mask.dim() != 2:
+            raise ValueError("mrp_copy_candidates='sequence' needs the [batch, seq] attention_mask")
+        else:
+            real = attention_mask.bool().unsqueeze(1)  # [batch, 1, seq]
+        if document_ids is None:
+            return real
+        # specials (-1) belong to every document's sequence
+        return real & (own_document(document_ids, mention_starts) | (document_ids < 0).unsqueeze(1))
     if setting != "copyable":
         raise ValueError(f"mrp_copy_candidates {setting!r} is not one of {', '.join(COPY_CANDIDATES)}")
     if copy_mask is None:
         raise ValueError("the MRP loss needs copy_mask (the collator's output) unless mrp_official_loss")
-    return copy_candidates(copy_mask, document_ids, mention_starts)
+    allowed = copy_mask.bool().unsqueeze(1)  # [batch, 1, seq]
+    return allowed if document_ids is None else allowed & own_document(document_ids, mention_starts)
 
 
-def _mrp_loss_from_scores(
-    start_scores: torch.Tensor,
-    end_scores: torch.Tensor,
-    copy_mask: torch.Tensor | None,
-    mention_mask: torch.Tensor,
-    referent_starts: torch.Tensor,
-    referent_ends: torch.Tensor,
-    referent_mask: torch.Tensor,
-    official: bool,
-    one_token: torch.Tensor | None = None,
-) -> torch.Tensor:
-    mention_mask = mention_mask.bool()
-    referent_mask = referent_mask.bool()
-    if official:
-        # thunlp/CorefBERT: softmax over every position; the first and the last subword are separate queries
-        # (one for a one-token word, ``one_token`` [batch, mentions]), averaged over queries.
-        terms = []
-        for scores, referents in ((start_scores, referent_starts), (end_scores, referent_ends)):
-            log_norm = torch.logsumexp(scores, dim=-1)  # [batch, mentions]
-            picked = scores.gather(2, referents).masked_fill(~referent_mask, NEG)  # [batch, mentions, refs]
-            terms.append(torch.logsumexp(picked, dim=-1) - log_norm)
-        end_query = mention_mask & ~one_token.bool()  # [batch, mentions]
-        per_query = torch.where(mention_mask, -terms[0], 0.0).sum() + torch.where(end_query, -terms[1], 0.0).sum()
-        return per_query / (mention_mask.sum() + end_query.sum()).clamp(min=1)
-    else:
-        allowed = copy_mask.bool()  # [batch, 1 or mentions, seq] (copy_candidates) or [batch, seq]
-        allowed = allowed.unsqueeze(1) if allowed.dim() == 2 else allowed
-        start_scores = start_scores.masked_fill(~allowed, NEG)
-        end_scores = end_scores.masked_fill(~allowed, NEG)
-        start_log_probs = start_scores.gather(2, referent_starts) - torch.logsumexp(start_scores, -1, keepdim=True)
-        end_log_probs = end_scores.gather(2, referent_ends) - torch.logsumexp(end_scores, -1, keepdim=True)
-        word_log_probs = (start_log_probs + end_log_probs).masked_fill(~referent_mask, NEG)  # eq. 3
-        log_likelihood = torch.logsumexp(word_log_probs, dim=-1)  # [batch, mentions], eq. 4
-    per_mention = torch.where(mention_mask, -log_likelihood, torch.zeros_like(log_likelihood))
-    return per_mention.sum() / mention_mask.sum().clamp(min=1)
-
-
-def mrp_loss(
-    hidden_states: torch.Tensor,
-    copy_vector: torch.Tensor,
-    copy_mask: torch.Tensor | None,
-    mrp_mention_starts: torch.Tensor,
-    mrp_mention_ends: torch.Tensor,
-    mrp_mention_mask: torch.Tensor,
-    mrp_referent_starts: torch.Tensor,
-    mrp_referent_ends: torch.Tensor,
-    mrp_referent_mask: torch.Tensor,
-    official: bool = False,
-    document_ids: torch.Tensor | None = None,
-    candidates: str = "copyable",
-    attention_mask: torch.Tensor | None = None,
-) -> torch.Tensor:
+def mrp_loss(hidden_states: torch.Tensor, copy_vector: torch.Tensor | None, copy_mask: torch.Tensor | None,
+             mrp_mention_starts: torch.Tensor, mrp_mention_ends: torch.Tensor, mrp_mention_mask: torch.Tensor,
+             mrp_referent_starts: torch.Tensor, mrp_referent_ends: torch.Tensor,
+             mrp_referent_mask: torch.Tensor, official: bool = False,
+             document_ids: torch.Tensor | None = None, candidates: str = "copyable",
+             attention_mask: torch.Tensor | None = None,
+             scores: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
     """The MRP loss (eq. 2-4), averaged over masked mentions; 0 when there is none. Scalar fp32.
 
     Args:
@@ -228,16 +157,34 @@ def mrp_loss(
         document_ids: ``[batch, seq]``, the collator's; the softmax then stays in the query's document.
         candidates: what the softmax ranges over, one of :data:`COPY_CANDIDATES` (module docstring).
         attention_mask: ``[batch, seq]``, 1 on real tokens (``candidates="sequence"``; None: no padding).
+        scores: the :func:`copy_scores` of these queries when already computed (the model's forward).
     """
-    start_scores, end_scores = copy_scores(hidden_states, copy_vector, mrp_mention_starts, mrp_mention_ends)
-    allowed = None
-    if not official:
-        allowed = softmax_candidates(candidates, copy_mask, attention_mask, document_ids, mrp_mention_starts,
-                                     hidden_states.shape[1])
-    return _mrp_loss_from_scores(
-        start_scores, end_scores, allowed, mrp_mention_mask,
-        mrp_referent_starts, mrp_referent_ends, mrp_referent_mask, official, mrp_mention_starts == mrp_mention_ends,
-    )
+    if scores is None:
+        scores = copy_scores(hidden_states, copy_vector, mrp_mention_starts, mrp_mention_ends)
+    start_scores, end_scores = scores  # [batch, mentions, seq] each
+    mention_mask, referent_mask = mrp_mention_mask.bool(), mrp_referent_mask.bool()
+    if official:
+        # thunlp/CorefBERT: softmax over every position; the first and the last subword are separate queries
+        # (one for a one-token word), averaged over queries.
+        terms = []
+        for part, referents in ((start_scores, mrp_referent_starts), (end_scores, mrp_referent_ends)):
+            log_norm = torch.logsumexp(part, dim=-1)  # [batch, mentions]
+            picked = part.gather(2, referents).masked_fill(~referent_mask, NEG)  # [batch, mentions, refs]
+            terms.append(torch.logsumexp(picked, dim=-1) - log_norm)
+        end_query = mention_mask & (mrp_mention_starts != mrp_mention_ends)  # [batch, mentions]
+        per_query = (torch.where(mention_mask, -terms[0], 0.0).sum()
+                     + torch.where(end_query, -terms[1], 0.0).sum())
+        return per_query / (mention_mask.sum() + end_query.sum()).clamp(min=1)
+    allowed = softmax_candidates(candidates, copy_mask, attention_mask, document_ids, mrp_mention_starts,
+                                 hidden_states.shape[1])  # [batch, 1 or mentions, seq]
+    start_scores = start_scores.masked_fill(~allowed, NEG)
+    end_scores = end_scores.masked_fill(~allowed, NEG)
+    start_log_probs = start_scores.gather(2, mrp_referent_starts) - start_scores.logsumexp(-1, keepdim=True)
+    end_log_probs = end_scores.gather(2, mrp_referent_ends) - end_scores.logsumexp(-1, keepdim=True)
+    word_log_probs = (start_log_probs + end_log_probs).masked_fill(~referent_mask, NEG)  # eq. 3
+    log_likelihood = torch.logsumexp(word_log_probs, dim=-1)  # [batch, mentions], eq. 4
+    per_mention = torch.where(mention_mask, -log_likelihood, torch.zeros_like(log_likelihood))
+    return per_mention.sum() / mention_mask.sum().clamp(min=1)
 
 
 def _word_end_positions(word_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -266,22 +213,15 @@ def candidate_words(copy_mask: torch.Tensor, word_ids: torch.Tensor, document_id
     copy_mask = copy_mask.bool()
     candidates = (is_first & copy_mask & copy_mask.gather(1, word_ends)).unsqueeze(1)  # [batch, 1, seq]
     if document_ids is not None:
-        candidates = copy_candidates(candidates.squeeze(1), document_ids, mention_starts)  # [batch, mentions, seq]
+        candidates = candidates & own_document(document_ids, mention_starts)  # [batch, mentions, seq]
     return candidates, word_ends
 
 
 @torch.no_grad()
-def mrp_accuracy_counts(
-    start_scores: torch.Tensor,
-    end_scores: torch.Tensor,
-    copy_mask: torch.Tensor,
-    word_ids: torch.Tensor,
-    mention_mask: torch.Tensor,
-    referent_starts: torch.Tensor,
-    referent_mask: torch.Tensor,
-    document_ids: torch.Tensor | None = None,
-    mention_starts: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+def mrp_accuracy_counts(start_scores: torch.Tensor, end_scores: torch.Tensor, copy_mask: torch.Tensor,
+                        word_ids: torch.Tensor, mention_mask: torch.Tensor, referent_starts: torch.Tensor,
+                        referent_mask: torch.Tensor, document_ids: torch.Tensor | None = None,
+                        mention_starts: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``(correct, total)``: masked mentions whose best copyable context word is a true referent.
 
     A candidate word scores ``start_scores[s_w] + end_scores[t_w]`` (eq. 3; the softmax normalizers are
@@ -299,15 +239,10 @@ def mrp_accuracy_counts(
 
 
 def ensure_mrp_config(config) -> None:
-    """Give ``config`` the MRP attributes (saved in config.json) when it lacks them."""
-    if not hasattr(config, "mrp_loss_weight"):
-        config.mrp_loss_weight = 1.0
-    if not hasattr(config, "mrp_official_loss"):
-        config.mrp_official_loss = False
-    if not hasattr(config, "mrp_attention_within_documents"):
-        config.mrp_attention_within_documents = False
-    if not hasattr(config, "mrp_copy_candidates"):  # a checkpoint from before the option: the only set then
-        config.mrp_copy_candidates = "copyable"
+    """Give ``config`` the MRP attributes (saved in config.json) when it lacks them (a stock checkpoint)."""
+    for key, default in MRP_CONFIG_DEFAULTS.items():
+        if not hasattr(config, key):
+            setattr(config, key, default)
     if config.mrp_copy_candidates not in COPY_CANDIDATES:
         raise CorefBertError(f"mrp_copy_candidates {config.mrp_copy_candidates!r} in the model config is not one of "
                              f"{', '.join(COPY_CANDIDATES)}")
@@ -355,8 +290,7 @@ class CorefPreTrainingMixin:
         return document_attention_mask(attention_mask, document_ids)
 
     def encode(self, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs):
-        """The encoder's output (``last_hidden_state`` ``[batch, seq, hidden]``, ``hidden_states``,
-        ``attentions``) for the inputs of :meth:`forward`."""
+        """The encoder's output (``last_hidden_state`` ``[batch, seq, hidden]``, ...) of :meth:`forward`."""
         return self.base_model(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
                                position_ids=position_ids, inputs_embeds=inputs_embeds, return_dict=True, **kwargs)
 
@@ -381,97 +315,56 @@ class CorefPreTrainingMixin:
         mlm_loss = F.cross_entropy(masked_logits.float(), labels[targets], reduction="sum")
         return logits, mlm_loss / targets.sum().clamp(min=1)
 
-    def _mrp(self, hidden_states, attention_mask, copy_mask, word_ids, document_ids, mention_starts, mention_ends,
-             mention_mask, referent_starts, referent_ends, referent_mask):
-        """``(L_MRP, correct, total)`` of a collator batch (shapes in :func:`mrp_loss`); the counts are None
-        without ``word_ids`` and ``copy_mask``. The accuracy's candidates are the copyable words under either
-        ``mrp_copy_candidates``: it asks whether the best word to copy is a referent."""
-        start_scores, end_scores = self.mrp(hidden_states, mention_starts, mention_ends)  # [batch, mentions, seq]
-        allowed = None
-        if not self.config.mrp_official_loss:
-            allowed = softmax_candidates(self.config.mrp_copy_candidates, copy_mask, attention_mask, document_ids,
-                                         mention_starts, hidden_states.shape[1])  # [batch, 1 or mentions, seq]
-        value = _mrp_loss_from_scores(start_scores, end_scores, allowed, mention_mask, referent_starts,
-                                      referent_ends, referent_mask, self.config.mrp_official_loss,
-                                      mention_starts == mention_ends)
-        if word_ids is None or copy_mask is None:
-            return value, None, None
-        correct, total = mrp_accuracy_counts(start_scores, end_scores, copy_mask, word_ids, mention_mask,
-                                             referent_starts, referent_mask, document_ids, mention_starts)
-        return value, correct, total
-
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        word_ids=None,
-        copy_mask=None,
-        mrp_mention_starts=None,
-        mrp_mention_ends=None,
-        mrp_mention_mask=None,
-        mrp_referent_starts=None,
-        mrp_referent_ends=None,
-        mrp_referent_mask=None,
-        document_ids=None,
-        masked_logits_only: bool = False,
-        **kwargs,
-    ) -> CorefBertPreTrainingOutput:
-        """Run on a collator batch; every key of the collator output is accepted (docs/contracts.md).
-
-        ``labels`` ``[batch, seq]`` give the MLM loss, the ``mrp_*`` tensors the MRP loss, and
-        ``word_ids`` + ``copy_mask`` the MRP accuracy counts. Missing parts give ``None``.
-        ``masked_logits_only`` (with ``labels``): run the MLM head on the masked rows alone, so ``logits``
-        is ``[masked tokens, vocab]`` in ``labels != -100`` order. The loss is the same; the vocabulary
-        projection, over half the compute of a small model like MiniLM, shrinks to ~15% of the tokens.
-        """
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
+                inputs_embeds=None, labels=None, word_ids=None, copy_mask=None, mrp_mention_starts=None,
+                mrp_mention_ends=None, mrp_mention_mask=None, mrp_referent_starts=None,
+                mrp_referent_ends=None, mrp_referent_mask=None, document_ids=None,
+                masked_logits_only: bool = False, **kwargs) -> CorefBertPreTrainingOutput:
+        """Run on a collator batch (every key of docs/contracts.md): ``labels`` ``[batch, seq]`` give the MLM
+        loss, the ``mrp_*`` tensors the MRP loss, ``word_ids`` + ``copy_mask`` the MRP accuracy counts;
+        missing parts give ``None``. ``masked_logits_only`` (with ``labels``): the MLM head on the masked rows
+        alone, ``logits`` ``[masked tokens, vocab]`` in ``labels != -100`` order; the same loss, and the
+        vocabulary projection (over half of a small model's compute) shrinks to ~15% of the tokens."""
         token_mask = attention_mask  # [batch, seq]: the real tokens, eq. 2's sequence under "sequence"
         if (getattr(self.config, "mrp_attention_within_documents", False) and document_ids is not None
                 and attention_mask is not None and attention_mask.dim() == 2):
             attention_mask = self.within_documents_mask(attention_mask, document_ids)
         outputs = self.encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
         hidden_states = outputs.last_hidden_state  # [batch, seq, hidden]
-        copy_vector = self.mrp.copy_vector
-
         logits, mlm_loss = self._mlm(hidden_states, labels, masked_logits_only)
         mrp_value = mrp_correct = mrp_total = None
         if mrp_mention_starts is not None:
-            mrp_value, mrp_correct, mrp_total = self._mrp(
-                hidden_states, token_mask, copy_mask, word_ids, document_ids, mrp_mention_starts, mrp_mention_ends,
-                mrp_mention_mask, mrp_referent_starts, mrp_referent_ends, mrp_referent_mask)
+            scores = self.mrp(hidden_states, mrp_mention_starts, mrp_mention_ends)  # [batch, mentions, seq]
+            mrp_value = mrp_loss(
+                hidden_states, None, copy_mask, mrp_mention_starts, mrp_mention_ends, mrp_mention_mask,
+                mrp_referent_starts, mrp_referent_ends, mrp_referent_mask, self.config.mrp_official_loss,
+                document_ids, self.config.mrp_copy_candidates, token_mask, scores=scores)
+            # The accuracy asks whether the best copyable word is a referent, under either candidate set.
+            if word_ids is not None and copy_mask is not None:
+                mrp_correct, mrp_total = mrp_accuracy_counts(
+                    *scores, copy_mask, word_ids, mrp_mention_mask, mrp_referent_starts, mrp_referent_mask,
+                    document_ids, mrp_mention_starts)
         elif labels is not None:
             mrp_value = logits.new_zeros((), dtype=torch.float32)
 
         loss = None
-        if mlm_loss is not None or mrp_value is not None:
-            loss = mlm_loss if mlm_loss is not None else logits.new_zeros((), dtype=torch.float32)
-            if mrp_value is not None:
-                loss = loss + self.config.mrp_loss_weight * mrp_value
+        if mrp_value is not None:  # there is an MLM loss only with labels, and then an MRP value (0 or more)
+            loss = (0.0 if mlm_loss is None else mlm_loss) + self.config.mrp_loss_weight * mrp_value
             # Keeps V in the graph with no MRP target or a 0 weight (the +MRM ablation): no unused
             # parameter for DDP, and the value is unchanged.
-            loss = loss + 0.0 * copy_vector.sum()
-
+            loss = loss + 0.0 * self.mrp.copy_vector.sum()
         return CorefBertPreTrainingOutput(
-            loss=loss, mlm_loss=mlm_loss, mrp_loss=mrp_value, logits=logits,
-            mrp_correct=mrp_correct, mrp_total=mrp_total,
-            hidden_states=outputs.hidden_states, attentions=outputs.attentions, last_hidden_state=hidden_states,
-        )
+            loss=loss, mlm_loss=mlm_loss, mrp_loss=mrp_value, logits=logits, mrp_correct=mrp_correct,
+            mrp_total=mrp_total, hidden_states=outputs.hidden_states, attentions=outputs.attentions,
+            last_hidden_state=hidden_states)
 
 
 class CorefBertForPreTraining(CorefPreTrainingMixin, BertPreTrainedModel):
-    """BERT with the MLM head (``cls``, tied to the word embeddings) and the MRP copy head (``mrp``).
+    """BERT with the MLM head (``cls``, tied to the word embeddings) and the MRP copy head (``mrp``);
+    parameter names match ``BertForMaskedLM`` plus the pooler: every stock ``AutoModelFor*`` loads it."""
 
-    Parameter names match ``BertForMaskedLM`` plus the pooler, so a checkpoint loads into every stock
-    ``AutoModelFor*`` of type ``bert``. ``forward`` takes the collator's batch; see ``docs/contracts.md``.
-    """
-
-    _tied_weights_keys = {
-        "cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
-        "cls.predictions.decoder.bias": "cls.predictions.bias",
-    }
+    _tied_weights_keys = {"cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
+                          "cls.predictions.decoder.bias": "cls.predictions.bias"}
 
     def __init__(self, config: BertConfig):
         super().__init__(config)
@@ -497,10 +390,8 @@ class CorefBertForPreTraining(CorefPreTrainingMixin, BertPreTrainedModel):
 class CorefRobertaForPreTraining(CorefPreTrainingMixin, RobertaPreTrainedModel):
     """RoBERTa with the MLM head (``lm_head``, tied) and the MRP copy head (``mrp``); see the BERT class."""
 
-    _tied_weights_keys = {
-        "lm_head.decoder.weight": "roberta.embeddings.word_embeddings.weight",
-        "lm_head.decoder.bias": "lm_head.bias",
-    }
+    _tied_weights_keys = {"lm_head.decoder.weight": "roberta.embeddings.word_embeddings.weight",
+                          "lm_head.decoder.bias": "lm_head.bias"}
 
     def __init__(self, config: RobertaConfig):
         super().__init__(config)

@@ -16,8 +16,7 @@ from corefbert.training.outputs.runlog import read_log
 
 
 def pyplot(what: str):
-    """``matplotlib.pyplot`` on the file-only Agg backend (no display needed), or one line naming ``what`` needs it
-    and how to install it."""
+    """``matplotlib.pyplot`` on the file-only Agg backend, or one line: ``what`` needs matplotlib."""
     try:
         import matplotlib
 
@@ -42,18 +41,16 @@ def save_figure(fig, out_path: str | os.PathLike, what: str, dpi: int) -> Path:
 
 
 def check_image_name(out_path: str | os.PathLike, fig=None) -> None:
-    """One line when ``out_path``'s suffix names no image format matplotlib writes (``-o curves.jsonl``: its
-    ``savefig`` raised a ValueError traceback); no suffix is png. ``fig``: the figure whose canvas is asked."""
+    """One line when ``out_path``'s suffix names no image format matplotlib writes (no suffix: png), before
+    ``savefig`` would raise; ``fig``: the figure whose canvas is asked."""
     suffix = Path(out_path).suffix.lstrip(".").lower()
     if not suffix:
         return
+    plt = pyplot("plotting")
+    probe = plt.figure() if fig is None else fig
+    formats = probe.canvas.get_supported_filetypes()
     if fig is None:
-        plt = pyplot("plotting")
-        fig = plt.figure()
-        formats = fig.canvas.get_supported_filetypes()
-        plt.close(fig)
-    else:
-        formats = fig.canvas.get_supported_filetypes()
+        plt.close(probe)
     if suffix not in formats:
         raise CorefBertError(f"'.{suffix}' is not an image format matplotlib writes ({', '.join(sorted(formats))}); "
                              "name the output .png (or .pdf, .svg)", path=out_path)

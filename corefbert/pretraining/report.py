@@ -32,12 +32,8 @@ from corefbert.training.outputs.runlog import log_path, read_log
 
 @torch.no_grad()
 def evaluate(model, dataloader, accelerator) -> dict[str, float]:
-    """Held-out MLM loss/accuracy and MRP loss/accuracy, summed over all processes.
-
-    The eval set is cut to a multiple of (batch size x processes) when several processes share it, so no
-    sequence is counted twice; the MRP counts of the model are per batch, which ``gather_for_metrics``
-    could not de-duplicate.
-    """
+    """Held-out MLM loss/accuracy and MRP loss/accuracy, summed over all processes. The run cuts the eval
+    set to whole rounds of (batch x processes): ``gather_for_metrics`` can't de-duplicate per-batch counts."""
     model.eval()
     # mlm_loss_sum, mlm_correct, mlm_total, mrp_loss_sum, mrp_correct, mrp_total
     totals = torch.zeros(6, dtype=torch.float64, device=accelerator.device)
@@ -66,28 +62,9 @@ def evaluate(model, dataloader, accelerator) -> dict[str, float]:
     }
 
 
-def load_lines(final_dir: str | Path) -> list[str]:
-    """Three lines of Python that load the checkpoint (printed by the demo at the end of a run)."""
-    return [
-        "from transformers import AutoModel, AutoTokenizer",
-        f'tokenizer = AutoTokenizer.from_pretrained("{final_dir}")',
-        f'model = AutoModel.from_pretrained("{final_dir}")',
-    ]
-
-
-def model_card(args, num_processes: int, precision: str, before: dict, after: dict) -> str:
-    """The README.md of ``final/``: a ``huggingface_hub`` model card (base model, licence, pipeline tag,
-    settings, held-out metrics before/after as ``model-index``); see :func:`pretraining_card`.
-    It names no local absolute path, so the folder can be published as is (``--push_to_hub``)."""
-    return str(pretraining_card(args, before, after, num_processes, precision))
-
-
 def final_save(accelerator, model, tokenizer, args, before: dict, after: dict) -> Path:
-    """``save_pretrained`` model + tokenizer into ``output_dir/final``, with a model card and all_results.json.
-
-    The weights come from ``accelerator.get_state_dict`` so ZeRO-3 / FSDP shards are gathered first (a
-    plain ``save_pretrained`` of a ZeRO-3 model writes placeholder tensors).
-    """
+    """``save_pretrained`` model + tokenizer into ``output_dir/final``, with a model card and
+    all_results.json; weights from ``accelerator.get_state_dict``, so ZeRO-3 / FSDP shards are gathered."""
     final_dir = Path(args.output_dir) / "final"
     accelerator.wait_for_everyone()
     state_dict = accelerator.get_state_dict(model)  # every process must take part in the gather
@@ -99,8 +76,9 @@ def final_save(accelerator, model, tokenizer, args, before: dict, after: dict) -
         with writing(tmp, "the final model", "the checkpoints are intact"):
             unwrapped.save_pretrained(tmp, state_dict=state_dict, save_function=accelerator.save)
             tokenizer.save_pretrained(tmp)
-            card = model_card(args, accelerator.num_processes, str(accelerator.mixed_precision), before, after)
-            replace_file(tmp / "README.md", card)
+            card = pretraining_card(args, before, after, accelerator.num_processes,
+                                    str(accelerator.mixed_precision))
+            replace_file(tmp / "README.md", str(card))
             replace_folder(tmp, final_dir)
         results = {**{f"eval_{k}": v for k, v in after.items()}, **{f"init_{k}": v for k, v in before.items()}}
         replace_file(Path(args.output_dir) / "all_results.json", json.dumps(results, indent=2), "the results")
@@ -132,9 +110,8 @@ def mrp_counts(metrics: dict) -> str:
 
 
 def run_folder(output_dir: str) -> str:
-    """``--output_dir`` as the card's snippets name it, seen from where the run was started (the demo's
-    ``runs/corefbert_demo``, which its snippets then load as ``runs/corefbert_demo/final``); an absolute folder
-    outside that one by its last component, since no card holds a local absolute path."""
+    """``--output_dir`` as the card's snippets name it: relative to where the run was started (the demo's
+    ``runs/corefbert_demo``), else by its last component, since no card holds a local absolute path."""
     if not os.path.isabs(output_dir):
         return Path(os.path.normpath(output_dir)).as_posix()
     inside = os.path.relpath(os.path.abspath(output_dir), os.getcwd())
@@ -142,12 +119,13 @@ def run_folder(output_dir: str) -> str:
 
 
 def pretraining_card(args, before: dict, after: dict, num_processes: int, precision: str) -> ModelCard:
-    """The card of a pretraining ``final/``: MLM + MRP from ``--model_name_or_path``, the settings, the
-    held-out MLM/MRP metrics before and after, how to load. ``model-index`` holds the after-metrics."""
+    """The README.md of a pretraining ``final/``: MLM + MRP from ``--model_name_or_path``, the settings, the
+    held-out MLM/MRP metrics before and after (``model-index``: the after-metrics), how to load. It names no
+    local absolute path, so the folder can be published as is (``--push_to_hub``)."""
     base, base_text = model_reference(args.model_name_or_path)
     name = repo_name(args)
     datasets = [args.dataset_name] if getattr(args, "dataset_name", None) else None
-    results = eval_results({k: v for k, v in after.items()}, "fill-mask", "text",
+    results = eval_results(dict(after), "fill-mask", "text",
                            "held-out split of the pretraining corpus", prefix="")
     data = ModelCardData(model_name=name, base_model=base, datasets=datasets, license=LICENSE,
                          pipeline_tag="fill-mask", library_name="transformers",
@@ -227,7 +205,9 @@ def print_summary(accelerator, args, before: dict, after: dict, final_dir: Path)
         last,
         f"checkpoint: {final_dir}",
         "load it with:",
-        *(f"    {line}" for line in load_lines(final_dir)),
+        "    from transformers import AutoModel, AutoTokenizer",
+        f'    tokenizer = AutoTokenizer.from_pretrained("{final_dir}")',
+        f'    model = AutoModel.from_pretrained("{final_dir}")',
         "next:",
         f"    corefbert plot {log_path(args.output_dir)} -o {Path(args.output_dir) / 'curves.png'}   # the training curves",
         f"    corefbert finetune coref --model_name_or_path {final_dir} --zero_shot copy --validation_file FILE "

@@ -1,8 +1,7 @@
 """CorefBERT pretraining (MLM + MRP) as a job of the one training loop (:mod:`corefbert.training.loop.core`).
 
-``pretrain/run_mrp.py`` parses arguments and calls :func:`run_pretraining`; the loop's guarantees (exact
-resume, signals, non-finite losses, one schedule step per optimizer step on N processes) are the core's.
-This module adds what is pretraining's own: the corpus and its masking, the held-out MLM/MRP evaluation
+The loop's guarantees (exact resume, signals, non-finite losses, schedule steps on N processes) are the
+core's; this module adds pretraining's own: the corpus and its masking, the held-out MLM/MRP evaluation
 before, during and after training, and ``final/`` with its model card.
 """
 
@@ -90,11 +89,8 @@ class PretrainingJob(TrainingJob):
 
 
 def run_pretraining(args: PretrainingArguments, data_args=None, splits=None) -> dict[str, float]:
-    """Pretrain CorefBERT as ``args`` say; returns the final held-out metrics.
-
-    The corpus comes from ``splits`` (a DatasetDict with train/validation), else ``args.dataset_dir``,
-    else the corpus ``data_args`` name, prepared once (:func:`corefbert.pretraining.data.load_or_prepare_corpus`).
-    """
+    """Pretrain CorefBERT as ``args`` say on ``splits`` (a DatasetDict with train/validation), else
+    ``args.dataset_dir``, else the corpus ``data_args`` name, prepared once; returns the held-out metrics."""
     args.validate()
     check_training_start(args)
     accelerator = build_accelerator(args)
@@ -130,8 +126,7 @@ def _run(args: PretrainingArguments, data_args, splits, accelerator) -> dict[str
             f" x {accelerator.num_processes} processes); give more text or a smaller --per_device_train_batch_size",
             path=where)
     optimizer = build_optimizer(model, args)
-    _set_deepspeed_clipping(accelerator, args.max_grad_norm)
-    _register_zero3_external_parameters(accelerator, model)
+    _prepare_deepspeed(accelerator, model, args.max_grad_norm)
     model, optimizer, train_dl, eval_dl = accelerator.prepare(model, optimizer, train_dl, eval_dl)
     # Built on the prepared optimizer: DeepSpeed ZeRO-3 regroups the parameters it was handed, and a
     # scheduler made on the original groups then fails at its first step.
@@ -157,8 +152,7 @@ def _run(args: PretrainingArguments, data_args, splits, accelerator) -> dict[str
 def pretraining_loaders(args: PretrainingArguments, train_rows, eval_rows, tokenizer, accelerator,
                         device_type: str | None = None) -> tuple[SeededCollate, object, object]:
     """``(train collate, train loader, evaluation loader)`` of a run, not yet prepared. ``device_type``: whose
-    data-path defaults apply (``--num_workers auto``, pinned batches); default the accelerator's device (a
-    benchmark simulates a GPU's on CPU)."""
+    data-path defaults apply (``--num_workers auto``, pinning; a benchmark simulates a GPU's on CPU)."""
     import torch
 
     from corefbert.pretraining.collator import DataCollatorForMentionReferencePrediction
@@ -189,8 +183,8 @@ def pretraining_settings(args: PretrainingArguments, train_rows, eval_rows) -> d
     study folder moved or copied elsewhere, its start inside it, still resumes and extends), the masking and MRP
     flags, and a fingerprint of the corpus (row counts and a hash of sampled rows: another corpus, sequence
     length or tokenizer changes it; moving the same corpus does not)."""
-    return {"start": folder_identity(args.model_name_or_path), **{name: getattr(args, name) for name in
-                                                                  PRETRAINING_SETTINGS},
+    return {"start": folder_identity(args.model_name_or_path),
+            **{name: getattr(args, name) for name in PRETRAINING_SETTINGS},
             "corpus": f"{len(train_rows)} train + {len(eval_rows)} held-out rows, sha256 "
                       f"{rows_digest(train_rows)}/{rows_digest(eval_rows)}"}
 
@@ -241,22 +235,16 @@ def _eval_batch_size(args, eval_rows, accelerator) -> int:
     return max(1, min(args.per_device_eval_batch_size, len(eval_rows) // accelerator.num_processes))
 
 
-def _set_deepspeed_clipping(accelerator, max_grad_norm: float) -> None:
-    """DeepSpeed clips inside its engine: hand it --max_grad_norm when the config leaves it on auto."""
+def _prepare_deepspeed(accelerator, model, max_grad_norm: float) -> None:
+    """DeepSpeed clips inside its engine: hand it --max_grad_norm when the config leaves it on auto. Under
+    ZeRO-3 a parameter read outside its own module's forward is an empty shard unless registered: the model's
+    forward adds ``0 * V.sum()`` (V in the graph when a batch has no MRP target) outside the MRP head's."""
     plugin = getattr(accelerator.state, "deepspeed_plugin", None)
-    if plugin is not None and plugin.deepspeed_config.get("gradient_clipping", "auto") == "auto":
-        plugin.deepspeed_config["gradient_clipping"] = max_grad_norm
-
-
-def _register_zero3_external_parameters(accelerator, model) -> None:
-    """Under ZeRO-3 a parameter read outside its own module's forward is an empty shard unless registered.
-
-    The pretraining model's forward adds ``0 * V.sum()`` (keeps V in the graph when a batch has no MRP
-    target) outside the MRP head's forward; after a resume that read hit the empty shard.
-    """
-    plugin = getattr(accelerator.state, "deepspeed_plugin", None)
-    if plugin is None or plugin.zero_stage != 3:
+    if plugin is None:
         return
-    import deepspeed
+    if plugin.deepspeed_config.get("gradient_clipping", "auto") == "auto":
+        plugin.deepspeed_config["gradient_clipping"] = max_grad_norm
+    if plugin.zero_stage == 3:
+        import deepspeed
 
-    deepspeed.zero.register_external_parameter(model, model.mrp.copy_vector)
+        deepspeed.zero.register_external_parameter(model, model.mrp.copy_vector)
