@@ -24,9 +24,8 @@ def resample_indices(n_units: int, n_samples: int = 1000, seed: int = 0) -> np.n
 
 
 def resample_weights(n_units: int, samples: int, seed: int) -> np.ndarray:
-    """``[samples, n_units]``: how often each unit is drawn in each resample
-    (:func:`resample_indices`, so the draws are those of the study's other bootstraps): a resample as a weight
-    vector, for figures that are sums over units (the frozen-feature probe's per-document pair statistics)."""
+    """``[samples, n_units]``: how often each unit is drawn in each resample of :func:`resample_indices`, for
+    figures that are sums over units (the frozen-feature probe's per-document pair statistics)."""
     index = resample_indices(n_units, samples, seed)  # [R, D]
     weights = np.zeros((samples, n_units))
     np.add.at(weights, (np.arange(samples)[:, None], index), 1.0)
@@ -59,17 +58,11 @@ def paired_bootstrap(statistic: Statistic, a: np.ndarray, b: np.ndarray, n_sampl
                      level: float = 0.95) -> dict[str, float]:
     """Paired bootstrap CI of ``A - B`` (arms ``a``, ``b``: counts ``[seeds, examples, components]``, seed
     ``k`` of A paired with seed ``k`` of B, example ``i`` the same problem in both), the figure of summed
-    counts being ``statistic``.
-
-    Each bootstrap sample redraws the *examples* with replacement and keeps every seed of a drawn example
-    (a cluster bootstrap: the seeds are pooled, the examples are the unit that varies), and its value is the
-    mean over seeds of the per-seed difference. The interval is the percentile interval of those values.
-    """
+    counts being ``statistic``. Each sample redraws the *examples* and keeps every seed of a drawn example (a
+    cluster bootstrap); its value is the mean over seeds of the per-seed difference."""
     if a.shape != b.shape:
         raise ValueError(f"unpaired counts {a.shape} vs {b.shape}")
-    index = resample_indices(a.shape[1], n_samples, seed)  # [R, n]
-    # Each sample as a weight per example (how often it was drawn): [R, n]; sums become one einsum.
-    weights = np.stack([np.bincount(row, minlength=a.shape[1]) for row in index]).astype(np.float64)
+    weights = resample_weights(a.shape[1], n_samples, seed)  # [R, n]: the sums below are one einsum each
     sum_a = np.einsum("ri,kic->rkc", weights, a.astype(np.float64))  # [R, seeds, components]
     sum_b = np.einsum("ri,kic->rkc", weights, b.astype(np.float64))
     values = (statistic(sum_a) - statistic(sum_b)).mean(axis=1)  # [R]

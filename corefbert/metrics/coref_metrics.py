@@ -7,9 +7,8 @@ Partitions of Predicted Mentions: A Reference Implementation"):
   (micro-averaged), then P = Σ num_P / Σ den_P, R = Σ num_R / Σ den_R, F1 = 2PR / (P + R);
 - mentions are compared exactly (a predicted span that is not a gold span is a twinless mention and
   simply counts against the score; no alignment of near-miss spans);
-- singleton clusters count as given (B³ and CEAF-φ4 see them, MUC gives them no link). The option
-  ``keep_singletons=False`` drops single-mention clusters from key and response first, as coval's flag does
-  (used when a system's singletons should not be rewarded or punished on data without singletons).
+- singleton clusters count as given (B³ and CEAF-φ4 see them, MUC gives them no link);
+  ``keep_singletons=False`` drops single-mention clusters from key and response first, as coval's flag does.
 
 The fast path builds one contingency matrix per document (``overlap[k, r] = |K_k ∩ R_r|``) and reads all
 three metrics from it; ``*_literal`` functions compute the same counts straight from the definitions and
@@ -22,23 +21,18 @@ import itertools
 from collections.abc import Hashable, Sequence
 
 import numpy as np
+from scipy.optimize import linear_sum_assignment
 
 from corefbert.errors import CorefBertError
-
-try:  # Kuhn-Munkres; the package's own `hungarian` below when scipy is not installed
-    from scipy.optimize import linear_sum_assignment
-except ImportError:  # pragma: no cover - scipy ships with the project's dependencies
-    linear_sum_assignment = None
 
 Clusters = Sequence[Sequence[Hashable]]
 METRICS = ("muc", "b3", "ceafe")
 
 
 def as_sets(clusters: Clusters, *, keep_singletons: bool = True, where: str = "") -> list[frozenset]:
-    """Clusters as frozensets of hashable mentions (lists such as JSON's ``[3, 5]`` become tuples).
-
-    A mention in two clusters of one document is a contradiction the reference scorer does not define:
-    it is a one-line error."""
+    """Clusters as frozensets of hashable mentions (lists such as JSON's ``[3, 5]`` become tuples). A mention
+    in two clusters of one document is a contradiction the reference scorer does not define: it is a one-line
+    error."""
     seen, out = {}, []
     for index, cluster in enumerate(clusters):
         members = frozenset(tuple(m) if isinstance(m, list) else m for m in cluster)
@@ -92,50 +86,8 @@ def aligned_total(similarity: np.ndarray) -> float:
     """Max over one-to-one alignments of rows to columns of the summed similarity (Kuhn-Munkres)."""
     if similarity.size == 0:
         return 0.0
-    rows, cols = (linear_sum_assignment(-similarity) if linear_sum_assignment is not None
-                  else hungarian(-similarity))
+    rows, cols = linear_sum_assignment(-similarity)
     return float(similarity[rows, cols].sum())
-
-
-def hungarian(cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Min-cost assignment of a ``[n, m]`` matrix (Kuhn-Munkres with potentials, O(n² m)); scipy's contract.
-
-    Used when scipy is not installed; tested against scipy and brute force."""
-    transposed = cost.shape[0] > cost.shape[1]
-    matrix = cost.T if transposed else cost
-    n, m = matrix.shape
-    u, v = np.zeros(n + 1), np.zeros(m + 1)  # potentials of rows and columns (1-based, 0 = virtual)
-    match = np.zeros(m + 1, dtype=np.int64)  # match[j]: the row (1-based) assigned to column j
-    way = np.zeros(m + 1, dtype=np.int64)
-    for row in range(1, n + 1):
-        match[0], column = row, 0
-        reduced = np.full(m + 1, np.inf)
-        used = np.zeros(m + 1, dtype=bool)
-        while match[column] != 0:  # grow an alternating tree until a free column is reached
-            used[column] = True
-            i = match[column]
-            candidates = matrix[i - 1] - u[i] - v[1:]  # [m] reduced costs from row i
-            better = (~used[1:]) & (candidates < reduced[1:])
-            reduced[1:][better] = candidates[better]
-            way[1:][better] = column
-            free = np.where(~used[1:], reduced[1:], np.inf)
-            nxt = int(np.argmin(free)) + 1
-            delta = free[nxt - 1]
-            u[match[used]] += delta
-            v[used] -= delta
-            reduced[1:][~used[1:]] -= delta
-            column = nxt
-        while column:  # flip the augmenting path
-            previous = way[column]
-            match[column] = match[previous]
-            column = previous
-    pairs = sorted((int(match[j]) - 1, j - 1) for j in range(1, m + 1) if match[j])
-    rows = np.array([p[0] for p in pairs], dtype=np.int64)
-    cols = np.array([p[1] for p in pairs], dtype=np.int64)
-    if transposed:
-        order = np.argsort(cols)
-        return cols[order], rows[order]
-    return rows, cols
 
 
 # ------------------------------------------------------------------------------------------ the corpus
@@ -149,10 +101,9 @@ def f1(precision: float, recall: float) -> float:
 def coref_scores(predicted: list[Clusters], gold: list[Clusters], *, keep_singletons: bool = True,
                  literal: bool = False) -> dict[str, float]:
     """MUC, B³, CEAF-φ4 P/R/F1 and their average F1, in percent, summed over documents as the scorer does.
-
     ``predicted`` and ``gold``: one cluster list per document (the same order), each cluster a sequence of
-    hashable mentions such as ``(start, end)``. ``literal=True`` uses the definition-by-definition
-    reference implementation (slow; for tests)."""
+    hashable mentions such as ``(start, end)``. ``literal=True`` uses the definition-by-definition reference
+    implementation (slow; for tests)."""
     if len(predicted) != len(gold):
         raise CorefBertError(f"{len(predicted)} predicted documents for {len(gold)} gold documents; "
                              "pass one cluster list per document, in the same order")
@@ -160,8 +111,7 @@ def coref_scores(predicted: list[Clusters], gold: list[Clusters], *, keep_single
     for index, (response, key) in enumerate(zip(predicted, gold)):
         key_sets = as_sets(key, keep_singletons=keep_singletons, where=f"gold document {index}: ")
         response_sets = as_sets(response, keep_singletons=keep_singletons, where=f"predicted document {index}: ")
-        counts = document_counts_literal(key_sets, response_sets) if literal else document_counts(key_sets,
-                                                                                                 response_sets)
+        counts = (document_counts_literal if literal else document_counts)(key_sets, response_sets)
         for name in METRICS:
             totals[name] += counts[name]
     scores = {}

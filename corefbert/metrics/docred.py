@@ -6,8 +6,8 @@ gold facts. **Ign F1** excludes facts already seen in the training annotations: 
 form a training fact; those are removed from both the correct count and the predicted count of the
 precision, while recall stays the plain one (exactly the official formula).
 
-The decision threshold of a scoring model is chosen on dev by :func:`best_threshold` (the cut of the
-ranked scores with the highest F1, as the DocRED baseline does) and reused unchanged on test.
+A scoring model's threshold is chosen on dev (:func:`best_threshold`, as the DocRED baseline does) and
+reused unchanged on test.
 """
 
 from __future__ import annotations
@@ -19,9 +19,7 @@ import numpy as np
 
 def training_facts(documents: Iterable[Mapping]) -> set[tuple[str, str, str]]:
     """``(head mention name, tail mention name, relation id)`` for every mention pair of every training fact.
-
-    ``documents`` are DocRED dicts (``vertexSet``, ``labels`` with ``h``, ``t``, ``r``).
-    """
+    ``documents`` are DocRED dicts (``vertexSet``, ``labels`` with ``h``, ``t``, ``r``)."""
     facts: set[tuple[str, str, str]] = set()
     for doc in documents:
         entities = doc["vertexSet"]
@@ -32,36 +30,20 @@ def training_facts(documents: Iterable[Mapping]) -> set[tuple[str, str, str]]:
     return facts
 
 
-def _prf(correct: int, predicted: int, gold: int) -> tuple[float, float, float]:
-    precision = correct / predicted if predicted else 0.0
-    recall = correct / gold if gold else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return precision, recall, f1
-
-
-def docred_scores(
-    predictions: Sequence[Mapping],
-    gold_documents: Sequence[Mapping],
-    train_facts: set[tuple[str, str, str]] | None = None,
-) -> dict[str, float]:
+def docred_scores(predictions: Sequence[Mapping], gold_documents: Sequence[Mapping],
+                  train_facts: set[tuple[str, str, str]] | None = None) -> dict[str, float]:
     """F1 and Ign F1 (percent) of ``predictions`` (``{title, h_idx, t_idx, r}``) against ``gold_documents``.
-
     Duplicated predictions count once (the official script de-duplicates the submission). Without
-    ``train_facts`` the Ign scores equal the plain ones.
-    """
+    ``train_facts`` the Ign scores equal the plain ones."""
     return scores_from_counts(docred_counts(predictions, gold_documents, train_facts))
 
 
-def docred_counts(
-    predictions: Sequence[Mapping],
-    gold_documents: Sequence[Mapping],
-    train_facts: set[tuple[str, str, str]] | None = None,
-) -> dict[str, int]:
-    """What :func:`docred_scores` is computed from: ``predicted``, ``gold``, ``correct`` and ``correct_in_train``.
-
-    Counts of disjoint sets of documents (with distinct titles) add up to the counts of their union, so a
-    prediction run can score batch by batch and keep no prediction (:func:`scores_from_counts` at the end).
-    """
+def docred_counts(predictions: Sequence[Mapping], gold_documents: Sequence[Mapping],
+                  train_facts: set[tuple[str, str, str]] | None = None) -> dict[str, int]:
+    """What :func:`docred_scores` is computed from: ``predicted``, ``gold``, ``correct`` and
+    ``correct_in_train``. Counts of disjoint sets of documents (with distinct titles) add up to the counts of
+    their union, so a prediction run can score batch by batch and keep no prediction
+    (:func:`scores_from_counts` at the end)."""
     train_facts = train_facts or set()
     gold: set[tuple[str, int, int, str]] = set()
     entities_by_title: dict[str, list] = {}
@@ -85,26 +67,25 @@ def docred_counts(
 
 def scores_from_counts(counts: Mapping[str, int]) -> dict[str, float]:
     """F1 and Ign F1 (percent) from the counts of :func:`docred_counts` (the official formulas)."""
-    correct, predicted, correct_in_train = counts["correct"], counts["predicted"], counts["correct_in_train"]
-    precision, recall, f1 = _prf(correct, predicted, counts["gold"])
+    correct, predicted, gold = counts["correct"], counts["predicted"], counts["gold"]
+    correct_in_train = counts["correct_in_train"]
+    precision = correct / predicted if predicted else 0.0
+    recall = correct / gold if gold else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
     ign_predicted = predicted - correct_in_train
     ign_precision = (correct - correct_in_train) / ign_predicted if ign_predicted else 0.0
     ign_f1 = 2 * ign_precision * recall / (ign_precision + recall) if ign_precision + recall else 0.0
-    return {
-        "precision": 100 * precision, "recall": 100 * recall, "f1": 100 * f1,
-        "ign_precision": 100 * ign_precision, "ign_f1": 100 * ign_f1,
-        "num_predicted": float(predicted), "num_gold": float(counts["gold"]), "num_correct": float(correct),
-        "num_correct_in_train": float(correct_in_train),
-    }
+    return {"precision": 100 * precision, "recall": 100 * recall, "f1": 100 * f1,
+            "ign_precision": 100 * ign_precision, "ign_f1": 100 * ign_f1,
+            "num_predicted": float(predicted), "num_gold": float(gold), "num_correct": float(correct),
+            "num_correct_in_train": float(correct_in_train)}
 
 
 def best_threshold(scores: np.ndarray, is_correct: np.ndarray, num_gold: int) -> tuple[float, float]:
     """The score cut maximizing F1 over ranked candidate facts: returns ``(threshold, f1 in percent)``.
-
-    ``scores`` [N] are the model's probabilities of candidate facts, ``is_correct`` [N] whether each is a
-    gold fact (every gold fact at most once). Predicting the facts with ``score >= threshold`` gives the
-    F1 returned. With no candidates or no gold facts the threshold is 0.5.
-    """
+    ``scores`` [N] are the model's probabilities of candidate facts, ``is_correct`` [N] whether each is a gold
+    fact (every gold fact at most once). Predicting the facts with ``score >= threshold`` gives the F1
+    returned. With no candidates or no gold facts the threshold is 0.5."""
     if len(scores) == 0 or num_gold == 0:
         return 0.5, 0.0
     order = np.argsort(-scores, kind="stable")

@@ -1,11 +1,10 @@
 """QUOREF's metric: the DROP-style EM/F1 over answers that are bags of spans.
 
-This follows the official DROP evaluator (``drop_eval.py``, which the official Quoref evaluator
-reuses) line by line:
+This follows the official DROP evaluator (``drop_eval.py``, which the official Quoref evaluator reuses)
+line by line:
 
-- each span is normalized per ``" "``/``"-"``-separated token: lower case, punctuation removed unless
-  the token is a number, numbers rewritten as ``str(float(x))`` (so ``"2"`` and ``"2.0"`` agree),
-  articles removed;
+- each span is normalized per ``" "``/``"-"``-separated token: lower case, punctuation removed unless the
+  token is a number, numbers rewritten as ``str(float(x))`` (``"2"`` and ``"2.0"`` agree), articles removed;
 - EM is 1 when the predicted and gold *sets* of normalized spans are equal and have the same length;
 - F1 aligns predicted and gold spans one-to-one with an optimal assignment (Hungarian algorithm),
   scores each pair by bag-of-token F1 (0 when the gold span has numbers and the prediction shares
@@ -94,9 +93,8 @@ def drop_em_f1(predicted: str | Sequence[str], gold: str | Sequence[str]) -> tup
     return exact, f1
 
 
-def quoref_question_scores(
-    predictions: Mapping[str, Sequence[str]], references: Mapping[str, Sequence[str]]
-) -> dict[str, tuple[float, float]]:
+def quoref_question_scores(predictions: Mapping[str, Sequence[str]],
+                           references: Mapping[str, Sequence[str]]) -> dict[str, tuple[float, float]]:
     """``{qid: (EM, F1)}`` (both 0-1) for every gold question: a missing prediction, or a question whose gold
     answer is empty (never matched, as in the official evaluator), scores ``(0, 0)``."""
     scores = {}
@@ -108,14 +106,11 @@ def quoref_question_scores(
     return scores
 
 
-def quoref_metrics(
-    predictions: Mapping[str, Sequence[str]], references: Mapping[str, Sequence[str]]
-) -> dict[str, float]:
-    """Corpus EM/F1 (0-100) of ``{qid: [span, ...]}`` predictions against ``{qid: [gold span, ...]}``.
-
-    Each question's gold spans together form one answer (Quoref's multi-span answers). Every gold
-    question counts; a missing prediction scores 0 and is counted in ``missing``.
-    """
+def quoref_metrics(predictions: Mapping[str, Sequence[str]],
+                   references: Mapping[str, Sequence[str]]) -> dict[str, float]:
+    """Corpus EM/F1 (0-100) of ``{qid: [span, ...]}`` predictions against ``{qid: [gold span, ...]}``. Each
+    question's gold spans together form one answer (Quoref's multi-span answers). Every gold question counts;
+    a missing prediction scores 0 and is counted in ``missing``."""
     if not references:
         return {"exact_match": 0.0, "f1": 0.0, "total": 0, "missing": 0}
     scores = quoref_question_scores(predictions, references)

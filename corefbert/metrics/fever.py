@@ -17,10 +17,8 @@ MAX_EVIDENCE = 5
 
 def evidence_complete(gold_sets: Sequence[Sequence], predicted_evidence: Sequence, max_evidence: int = MAX_EVIDENCE) -> bool:
     """Whether some gold set's ``(page, sentence)`` pairs all lie in the first ``max_evidence`` predictions.
-
-    ``gold_sets`` are official FEVER evidence sets (``[annotation_id, evidence_id, page, sentence]`` items)
-    or plain ``[page, sentence]`` pairs; ``predicted_evidence`` is ``[[page, sentence], ...]``.
-    """
+    ``gold_sets`` are official FEVER evidence sets (``[annotation_id, evidence_id, page, sentence]`` items) or
+    plain ``[page, sentence]`` pairs; ``predicted_evidence`` is ``[[page, sentence], ...]``."""
     predicted = {(str(page), int(sentence)) for page, sentence in list(predicted_evidence)[:max_evidence]}
     for gold_set in gold_sets:
         wanted = {(str(item[-2]), int(item[-1])) for item in gold_set if item[-2] is not None}

@@ -6,11 +6,9 @@ TRUE a false negative, FALSE on FALSE a true negative; a missing system decision
 F1 (in percent, as the official scorecard) is computed overall and per gold gender of the pronoun
 (masculine: he/him/his; feminine: she/her/hers), and ``bias`` = feminine F1 / masculine F1.
 
-**Examples where neither name is the referent** (about 10% of GAP) are scored exactly as the official scorer
-does: their two gold decisions are FALSE, so they can never yield a true positive or a false negative; every
-TRUE a system predicts on them is a false positive, and predicting FALSE for both is two true negatives
-(which F1 ignores). A system that always picks one of the two names therefore pays one false positive per
-such example.
+**Examples where neither name is the referent** (about 10% of GAP) are scored as the official scorer does:
+their two gold decisions are FALSE, so every TRUE a system predicts on them is a false positive and FALSE for
+both is two true negatives (which F1 ignores): a system that always picks a name pays one false positive each.
 """
 
 from __future__ import annotations
@@ -60,25 +58,18 @@ class DecisionCounts:
         return 2 * p * r / (p + r) if p + r else 0.0
 
 
-def pronoun_gender(pronoun: str) -> str:
-    """``masculine`` or ``feminine`` for a GAP pronoun; anything else is a :class:`CorefBertError`."""
-    gender = _PRONOUN_GENDER.get(pronoun.lower())
-    if gender is None:
-        raise CorefBertError(f"{pronoun!r} is not a GAP pronoun; the scorer knows {', '.join(_PRONOUN_GENDER)}")
-    return gender
-
-
 def gap_counts(gold: Mapping[str, tuple[bool, bool, str]],
                system: Mapping[str, tuple[bool | None, bool | None]]) -> dict[str, DecisionCounts]:
-    """Decision counts overall (key ``overall``) and per gender.
-
-    ``gold`` maps an example id to ``(A-coref, B-coref, pronoun)``; ``system`` maps ids to the predicted
-    ``(A-coref, B-coref)``. Ids missing from ``system`` count as two false negatives (official behaviour).
-    """
+    """Decision counts overall (key ``overall``) and per gender. ``gold`` maps an example id to
+    ``(A-coref, B-coref, pronoun)``; ``system`` maps ids to the predicted ``(A-coref, B-coref)``. Ids missing
+    from ``system`` count as two false negatives (official behaviour)."""
     counts = {"overall": DecisionCounts(), **{g: DecisionCounts() for g in GENDERS}}
     for example_id, (gold_a, gold_b, pronoun) in gold.items():
         sys_a, sys_b = system.get(example_id, (None, None))
-        gender = pronoun_gender(pronoun)
+        gender = _PRONOUN_GENDER.get(pronoun.lower())
+        if gender is None:
+            raise CorefBertError(f"{pronoun!r} is not a GAP pronoun; the scorer knows "
+                                 f"{', '.join(_PRONOUN_GENDER)}")
         for key in ("overall", gender):
             counts[key].add(gold_a, sys_a)
             counts[key].add(gold_b, sys_b)

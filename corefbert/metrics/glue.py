@@ -1,10 +1,9 @@
 """GLUE metrics: accuracy, F1, Matthews correlation, Pearson/Spearman, and the standard metric per task.
 
-Pure functions over label ids (or scores for STS-B). Names follow the GLUE leaderboard and the Hugging Face
-``glue`` metric: ``accuracy``, ``f1`` (binary, positive class 1), ``matthews_correlation``, ``pearson``,
-``spearmanr``. The single-metric functions return fractions; :func:`glue_metrics`, what the CLI and the
-``evaluate`` module report, gives percentages (x 100, as the GLUE papers and every other metric of this
-toolkit do). Correlations of a constant series are undefined and come out as NaN.
+Pure functions over label ids (or scores for STS-B), named as in the GLUE leaderboard and the Hugging Face
+``glue`` metric. The single-metric functions return fractions; :func:`glue_metrics`, what the CLI and the
+``evaluate`` module report, gives percentages (as every other metric of this toolkit). Correlations of a
+constant series are undefined and come out as NaN.
 """
 
 from __future__ import annotations
@@ -17,15 +16,9 @@ from corefbert.errors import CorefBertError
 
 # The leaderboard's metrics per task (MNLI's mismatched half is scored with the same function).
 GLUE_TASK_METRICS: dict[str, tuple[str, ...]] = {
-    "cola": ("matthews_correlation",),
-    "sst2": ("accuracy",),
-    "mrpc": ("accuracy", "f1"),
-    "qqp": ("accuracy", "f1"),
-    "stsb": ("pearson", "spearmanr"),
-    "mnli": ("accuracy",),
-    "qnli": ("accuracy",),
-    "rte": ("accuracy",),
-    "wnli": ("accuracy",),
+    "cola": ("matthews_correlation",), "sst2": ("accuracy",), "mrpc": ("accuracy", "f1"),
+    "qqp": ("accuracy", "f1"), "stsb": ("pearson", "spearmanr"), "mnli": ("accuracy",),
+    "qnli": ("accuracy",), "rte": ("accuracy",), "wnli": ("accuracy",),
 }
 
 # The metric that picks the best checkpoint (BERT's paper reports F1 for MRPC/QQP, Spearman for STS-B).
@@ -74,30 +67,30 @@ def matthews_correlation(predictions: Sequence[int], references: Sequence[int]) 
     return float(matthews_corrcoef(references, predictions))
 
 
+def _correlation(function, predictions: Sequence[float], references: Sequence[float]) -> float:
+    """``function`` (scipy's ``pearsonr`` or ``spearmanr``) of the two series; NaN when either is constant."""
+    predictions, references = _arrays(predictions, references)
+    if np.all(predictions == predictions[0]) or np.all(references == references[0]):
+        return float("nan")
+    return float(function(predictions.astype(float), references.astype(float))[0])
+
+
 def pearson(predictions: Sequence[float], references: Sequence[float]) -> float:
     """Pearson correlation (STS-B)."""
     from scipy.stats import pearsonr
 
-    predictions, references = _arrays(predictions, references)
-    if np.all(predictions == predictions[0]) or np.all(references == references[0]):
-        return float("nan")
-    return float(pearsonr(predictions.astype(float), references.astype(float))[0])
+    return _correlation(pearsonr, predictions, references)
 
 
 def spearmanr(predictions: Sequence[float], references: Sequence[float]) -> float:
     """Spearman rank correlation (STS-B), ties ranked by their mean rank."""
     from scipy.stats import spearmanr as scipy_spearmanr
 
-    predictions, references = _arrays(predictions, references)
-    if np.all(predictions == predictions[0]) or np.all(references == references[0]):
-        return float("nan")
-    return float(scipy_spearmanr(predictions.astype(float), references.astype(float))[0])
+    return _correlation(scipy_spearmanr, predictions, references)
 
 
-_FUNCTIONS = {
-    "accuracy": accuracy, "f1": f1, "matthews_correlation": matthews_correlation,
-    "pearson": pearson, "spearmanr": spearmanr,
-}
+_FUNCTIONS = {"accuracy": accuracy, "f1": f1, "matthews_correlation": matthews_correlation,
+              "pearson": pearson, "spearmanr": spearmanr}
 
 
 def glue_metrics(task_name: str, predictions: Sequence, references: Sequence) -> dict[str, float]:

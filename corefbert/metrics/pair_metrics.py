@@ -13,8 +13,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["confusion", "kappa_from_confusion", "pair_metrics", "pair_metrics_by_type"]
-
 
 def confusion(predictions: Sequence[int], references: Sequence[int]) -> dict[str, int]:
     """``{"tp", "tn", "fp", "fn"}`` with label 1 ("correct", entailed) as the positive class."""

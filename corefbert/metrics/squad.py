@@ -49,14 +49,11 @@ def metric_max_over_ground_truths(metric, prediction: str, ground_truths: Iterab
 
 def squad_metrics(predictions: Mapping[str, str], references: Mapping[str, list[str]]) -> dict[str, float]:
     """Corpus EM/F1 (0-100) of ``predictions`` ``{qid: answer}`` against ``references`` ``{qid: [gold]}``.
-
-    Every gold question counts; a missing prediction scores 0 and is reported in ``missing``.
-    Predictions for questions not in ``references`` are ignored, as officially.
-    """
+    Every gold question counts; a missing prediction scores 0 and is reported in ``missing``. Predictions for
+    questions not in ``references`` are ignored, as officially."""
     if not references:
         return {"exact_match": 0.0, "f1": 0.0, "total": 0, "missing": 0}
-    exact = f1 = 0.0
-    missing = 0
+    exact, f1, missing = 0.0, 0.0, 0
     for qid, golds in references.items():
         if qid not in predictions:
             missing += 1

@@ -1,14 +1,12 @@
 """Fine-tuning: the benchmark protocol every ``corefbert finetune <task>`` shares, on the one training loop.
 
-A benchmark plugs in through a :class:`FinetuningTask`: ``Task(task_args, training_args)``, its own flags a
-dataclass (``args_class``, the paper's defaults as its field defaults) and the paper's training settings in
-``training_defaults``; a family with variants picks one in :meth:`FinetuningTask.variant_for`. :func:`main` is
-the whole CLI of any task, run by its entry in :mod:`corefbert.tasks.registry`. The task supplies datasets, collation,
-model, evaluation and submission files; :func:`run_finetuning` wires it to :func:`corefbert.training.loop.core.train` (optimizer, schedule,
-accumulation, mixed precision, exact resume from ``checkpoints/step_N``, signals, non-finite policy,
-tracking) and adds what fine-tuning has of its own: evaluation every ``--eval_steps`` (default: every
-epoch) keeping the best model in ``output_dir/best``, ``last/``, ``--do_eval``/``--do_predict`` and
-``all_results.json``.
+A benchmark is a :class:`FinetuningTask` (its flags a dataclass, ``args_class``, with the paper's defaults;
+the paper's training settings in ``training_defaults``); :func:`main`, run by its entry in
+:mod:`corefbert.tasks.registry`, is the whole CLI of any task. :func:`run_finetuning` wires the task's
+datasets, collation, model, evaluation and submission files to :func:`corefbert.training.loop.core.train`
+(optimizer, schedule, mixed precision, exact resume, signals, tracking) and adds evaluation every
+``--eval_steps`` (default: every epoch) keeping the best model in ``output_dir/best``, ``last/``,
+``--do_eval``/``--do_predict`` and ``all_results.json``.
 """
 
 from __future__ import annotations
@@ -105,10 +103,8 @@ class HeldOutArguments:
 def held_out_split(items: Sequence[Item], percentage: int, seed: int,
                    group: Callable[[Item], Hashable] | None = None) -> tuple[list[Item], list[Item]]:
     """``(kept, held_out)``: ``percentage`` % of ``items`` (at least one) held out, drawn with ``seed``.
-
-    ``group`` keeps items with the same key on one side (QA: questions on one passage), and the share is
-    of the groups. Both parts keep the input order; the same items, percentage and seed give the same split.
-    """
+    ``group`` keeps items with the same key on one side (QA: questions on one passage), and the share is of
+    the groups. Both parts keep the input order; the same items, percentage and seed give the same split."""
     keys = [group(item) if group is not None else i for i, item in enumerate(items)]
     order = sorted(set(keys), key=keys.index)  # first-seen order: independent of hashing
     random.Random(seed).shuffle(order)
@@ -125,8 +121,7 @@ class FinetuningTask:
     main_metric: str = "loss"
     greater_is_better: bool = True
     tokenizer: Any = None
-    #: The dataclass of the task's own flags; its field defaults are the paper's settings where the paper states
-    #: them (the task's guide names the source of the others).
+    #: The dataclass of the task's own flags; its defaults are the paper's settings (else the guide's source).
     args_class: type | None = None
     #: :class:`FinetuningArguments` values the task sets differently (learning rate, epochs, batch size).
     training_defaults: dict[str, Any] = {}
@@ -142,19 +137,14 @@ class FinetuningTask:
 
     @classmethod
     def run(cls, task_args, training_args: FinetuningArguments) -> dict[str, float]:
-        """What the CLI runs: one :func:`run_finetuning` of this task. A task that is a family of runs (bAbI's
-        tasks x seeds) overrides this to run each and combine their results; choosing a class is
-        :meth:`variant_for`'s."""
+        """What the CLI runs: one :func:`run_finetuning` of this task (bAbI's runs tasks x seeds)."""
         return run_finetuning(cls(task_args, training_args), training_args)
 
     @classmethod
     def variant_for(cls, argv: list[str]) -> type[FinetuningTask]:
-        """The task class that runs command line ``argv``, the one variant hook: a family whose variants change
-        the recipe (FEVER's concat/KGAT, the pronoun-pair classifiers, end-to-end coreference's encoders)
-        overrides it to return the variant the arguments name, on the command line or in ``--config`` alike
-        (:func:`corefbert.argparser.peek_argument`), so that variant's ``training_defaults`` are the defaults
-        and it is the class built and run; a task without variants, itself. The family class itself is never
-        built (a ``TypeError`` says which class to build)."""
+        """The task class that runs command line ``argv``: a family whose variants change the recipe (FEVER's
+        concat/KGAT, ...) returns the variant the arguments name (:func:`corefbert.argparser.peek_argument`),
+        whose ``training_defaults`` then apply; the family class itself is never built."""
         return cls
 
     def build_model(self) -> torch.nn.Module:
@@ -196,21 +186,19 @@ class FinetuningTask:
             self.tokenizer.save_pretrained(output_dir)
 
     def token_masks(self, batch: dict) -> list[torch.Tensor]:
-        """The ``[batch, length]`` masks of real tokens the training log counts; default ``attention_mask``
-        (tasks whose batches carry other masks name them)."""
+        """The ``[batch, length]`` masks of real tokens the training log counts (``attention_mask``)."""
         return [batch["attention_mask"]] if "attention_mask" in batch else []
 
     def memory_advice(self, split: str) -> str:
-        """What to lower when ``split`` ("train", "eval", "predict") runs out of memory; the run ends in one line
-        saying it. Tasks whose memory other flags bound name those."""
+        """What to lower when ``split`` ("train", "eval", "predict") runs out of memory (one line)."""
         if split == "train":
             return ("lower --per_device_train_batch_size (--gradient_accumulation_steps keeps the batch an update "
                     "sees)")
         return "lower --per_device_eval_batch_size"
 
     def learning_rates(self, model) -> dict[str, float] | None:
-        """``{parameter-name prefix: learning rate}`` for parameters that train at a rate other than
-        ``--learning_rate`` (:func:`corefbert.training.loop.optimization.parameter_groups`); None: one rate for all."""
+        """``{parameter-name prefix: learning rate}`` for parameters not trained at ``--learning_rate``
+        (:func:`corefbert.training.loop.optimization.parameter_groups`); None: every one is."""
         return None
 
     def load_weights(self, model, directory: str) -> None:
@@ -225,9 +213,8 @@ def _subset(dataset: Dataset | None, limit: int | None) -> Dataset | None:
 
 
 def check_data_flags(args: FinetuningArguments, task_args, kind: str = "") -> None:
-    """Fail before any model loads when a ``--do_*`` flag has no data. ``task_args`` has ``train_file``,
-    ``validation_file``, ``test_file`` and, when it extends :class:`HeldOutArguments`, may hold out part of
-    ``--train_file`` for evaluation. ``kind`` names the expected format."""
+    """Fail before any model loads when a ``--do_*`` flag of ``task_args`` (its ``*_file`` fields and, from
+    :class:`HeldOutArguments`, a held-out split) has no data; ``kind`` names the expected format."""
     hint = f" ({kind})" if kind else ""
     if args.do_train and not task_args.train_file:
         raise CorefBertError(f"--do_train needs --train_file{hint}")
@@ -237,13 +224,6 @@ def check_data_flags(args: FinetuningArguments, task_args, kind: str = "") -> No
     if args.do_eval and not (task_args.validation_file or can_split):
         raise CorefBertError("--do_eval needs --validation_file, or --train_file with --validation_split_percentage "
                              "to hold out part of it")
-
-
-def report_results(results: dict[str, float]) -> dict[str, float]:
-    """Print ``results`` as JSON once (main process only: every rank of a DDP run holds the same dict)."""
-    if int(os.environ.get("RANK", "0")) == 0:
-        print(json.dumps(results, indent=2, sort_keys=True))
-    return results
 
 
 class FinetuningJob(TrainingJob):
@@ -272,8 +252,7 @@ class FinetuningJob(TrainingJob):
         paths = [v for value in task_args.values() for v in (value if isinstance(value, list) else [value])
                  if isinstance(v, str) and os.path.isfile(v)]
         return {"model_name_or_path": self.args.model_name_or_path, "task": self.task.name,
-                "task_args": json_value(task_args),
-                "max_train_samples": self.args.max_train_samples,
+                "task_args": json_value(task_args), "max_train_samples": self.args.max_train_samples,
                 "file_sizes": {path: os.path.getsize(path) for path in paths}}
 
     def evaluate(self, model, step: int, epoch: float) -> None:
@@ -312,8 +291,7 @@ def run_finetuning(task: FinetuningTask, args: FinetuningArguments) -> dict[str,
 @contextlib.contextmanager
 def results_written(output_dir: str) -> Iterator[None]:
     """A failed write of a run's result files (predictions, ``all_results.json``) into ``output_dir`` (disk full,
-    read-only, no permission) as one line; a full disk at the end of an evaluation gave a traceback. Any other
-    exception passes unchanged."""
+    read-only, no permission) as one line; any other exception passes unchanged."""
     try:
         yield
     except Exception as err:
@@ -395,8 +373,7 @@ def _datasets(task: FinetuningTask, args: FinetuningArguments, accelerator):
 
 
 def _train(task, args, accelerator, model, train_loader, eval_loader, evaluator):
-    """Prepare the optimizer and schedule and run the training loop; returns the prepared model and the
-    train metrics (``train_loss``, ``train_steps``, ...)."""
+    """Run the training loop; returns the prepared model and the train metrics (``train_loss``, ...)."""
     optimizer = build_optimizer(model, args, task.learning_rates(model))
     model, optimizer, train_loader = accelerator.prepare(model, optimizer, train_loader)
     # len() after prepare: per-process batches, so the schedule is right on N processes.
@@ -409,22 +386,23 @@ def _train(task, args, accelerator, model, train_loader, eval_loader, evaluator)
 
 @cli_entry
 def main(task_class: type[FinetuningTask], argv: list[str] | None = None, prog: str | None = None) -> dict[str, float]:
-    """The command line of ``task_class``: parse its arguments and :class:`FinetuningArguments` (the task's
-    ``training_defaults`` over the dataclass defaults, a ``--config`` file over those, flags over all;
-    :func:`parse_task_arguments`), build the task, run it, print and return ``all_results.json``'s values.
-    Bad input: one line, exit 2."""
+    """The command line of ``task_class``: parse it (:func:`parse_task_arguments`), run the task, print and
+    return ``all_results.json``'s values. Bad input: one line, exit 2."""
     logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.INFO)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # DataLoader workers fork after tokenizing
     argv = list(sys.argv[1:] if argv is None else argv)
     task_class = task_class.variant_for(argv)
     task_args, args = parse_task_arguments(task_class, argv, prog)
     args.validate()
-    return report_results(task_class.run(task_args, args))
+    results = task_class.run(task_args, args)
+    if int(os.environ.get("RANK", "0")) == 0:  # every rank of a DDP run holds the same dict: print it once
+        print(json.dumps(results, indent=2, sort_keys=True))
+    return results
 
 
 def parse_task_arguments(task_class: type[FinetuningTask], argv: list[str] | None = None, prog: str | None = None):
-    """``(task_args, training_args)`` of command line ``argv`` (default ``sys.argv[1:]``) for ``task_class``:
-    its ``args_class`` and :class:`FinetuningArguments` with the paper defaults of the variant ``argv`` names."""
+    """``(task_args, training_args)`` of ``argv`` (default ``sys.argv[1:]``) for ``task_class``: the variant's
+    ``training_defaults`` over the dataclass defaults, a ``--config`` file over those, flags over all."""
     argv = list(sys.argv[1:] if argv is None else argv)
     task_class = task_class.variant_for(argv)
     return parse_args((task_class.args_class, FinetuningArguments), argv, prog=prog,

@@ -6,14 +6,11 @@ entities of a pair are projected to ``entity_hidden_size`` and joined with an em
 word distance between their first mentions (head: h - t, tail: t - h); a bilinear layer scores the 96
 relations + NA; the loss is multi-label BCE over all relations of the pairs used.
 
-Long documents: by default only the first ``max_seq_length`` tokens are encoded (the paper's setting).
-Mentions that start beyond the window are dropped; an entity left with no mention is a zero vector (its
-pairs can then only be told apart by distance) and is counted in ``truncated_entities``. With
-``sliding_window`` the whole document is encoded in overlapping windows and every token's vector is the
-mean over the windows that hold it, so no mention is lost. A window holds ``max_seq_length`` minus the
-special tokens; the stride (default: half of that) may not exceed it, so every token is in some window.
-The windows go through the encoder ``window_batch_size`` at a time, in training as in evaluation (each chunk
-is recomputed in the backward pass), so a long document's memory is bounded by that setting.
+Long documents: by default only the first ``max_seq_length`` tokens are encoded (the paper's setting); an
+entity whose mentions all start later is a zero vector (its pairs told apart by distance only), counted in
+``truncated_entities``. With ``sliding_window`` the whole document is encoded in overlapping windows
+(:func:`window_stride`), every token's vector the mean over the windows that hold it, ``window_batch_size``
+windows at a time (:meth:`DocredModel.token_states`), so a long document's memory is bounded by that setting.
 """
 
 from __future__ import annotations
@@ -91,13 +88,11 @@ class DocredArguments(HeldOutArguments):
     window_batch_size: int = field(
         default=32, metadata={"help": "Encoder windows per forward pass (bounds memory on long documents)."})
     num_na_pairs: int = field(
-        default=-1, metadata={"help": "NA (no relation) pairs sampled per training document; -1 keeps all."}
-    )
+        default=-1, metadata={"help": "NA (no relation) pairs sampled per training document; -1 keeps all."})
     entity_hidden_size: int = field(default=128, metadata={"help": "Entity projection size before the bilinear."})
     distance_embedding_size: int = field(default=20, metadata={"help": "Size of the distance-bucket embedding."})
     threshold: float | None = field(
-        default=None, metadata={"help": "Fact probability threshold; default: the one chosen on dev."}
-    )
+        default=None, metadata={"help": "Fact probability threshold; default: the one chosen on dev."})
 
 
 def distance_bucket(distance: np.ndarray | int) -> np.ndarray:
@@ -116,11 +111,9 @@ def load_relation_ids(path: str) -> list[str]:
 
 
 def read_docred(path: str, relations: list[str]) -> list[dict]:
-    """Read and check an official DocRED JSON file (a list of documents); returns the documents.
-
-    Every mention must lie inside its sentence, every label must name existing entities and a relation
-    of ``relations``; anything else is a :class:`CorefBertError` naming the document.
-    """
+    """Read and check an official DocRED JSON file (a list of documents); returns the documents. Every mention
+    must lie inside its sentence, every label must name existing entities and a relation of ``relations``;
+    anything else is a :class:`CorefBertError` naming the document."""
     documents = read_json(path, missing="DocRED file not found; check the path")
     if not isinstance(documents, list):
         raise CorefBertError("expected a JSON list of documents (official DocRED format)", path=path)
@@ -214,13 +207,9 @@ def document_features(doc: dict, tokenizer, max_seq_length: int, sliding_window:
 
 
 class DocredDataset(torch.utils.data.Dataset):
-    """Documents as features; training draws ``num_na_pairs`` NA pairs per document anew in every epoch.
-
-    The draw is a function of (seed, epoch, document) alone, not of a generator advanced by earlier
-    accesses: a run resumed from a checkpoint skips the batches it already did without reading them, and
-    must still draw what the uninterrupted run drew. Accelerate's ``set_epoch`` on the training dataloader
-    passes the epoch on (single process; see :meth:`set_epoch`).
-    """
+    """Documents as features; training draws ``num_na_pairs`` NA pairs per document anew in every epoch, as a
+    function of (seed, epoch, document) alone: a resumed run skips the batches it did without reading them and
+    must still draw what the uninterrupted run drew (Accelerate's ``set_epoch`` passes the epoch on)."""
 
     def __init__(self, features: list[dict], num_na_pairs: int = -1, seed: int | None = None):
         self.features, self.num_na_pairs, self.seed = features, num_na_pairs, seed
@@ -296,13 +285,11 @@ def docred_collate(features: list[dict], tokenizer, num_relations: int) -> dict[
 
 def bilinear_scores(heads: torch.Tensor, tails: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                     budget: int = CHUNK_ELEMENTS):
-    """``heads[n] @ weight[r] @ tails[n] + bias[r]`` for all n, r: what ``F.bilinear`` computes, as two matmuls.
-
-    heads/tails [..., D], weight [R, D, D], bias [R] -> [..., R]. ``F.bilinear`` on CPU is many times
+    """``heads[n] @ weight[r] @ tails[n] + bias[r]`` for all n, r: what ``F.bilinear`` computes, as two
+    matmuls. heads/tails [..., D], weight [R, D, D], bias [R] -> [..., R]. ``F.bilinear`` on CPU is many times
     slower (benchmarks/docred_bilinear.py); this costs an [n, R*D] intermediate (57 KB a pair at DocRED's 97
     relations and D = 148), so the pairs go through ``budget`` floats' worth at a time
-    (:func:`map_row_chunks`): a batch's memory does not grow with the pairs of its largest document.
-    """
+    (:func:`map_row_chunks`): a batch's memory does not grow with the pairs of its largest document."""
     num_relations, dim, _ = weight.shape
     stacked = weight.permute(1, 0, 2).reshape(dim, num_relations * dim)  # [D, R*D]
 
@@ -333,11 +320,9 @@ class DocredModel(nn.Module):
         """Each document token's vector, the mean over the windows that hold it: [B, T, H].
 
         input_ids/attention_mask/token_index [W, Lw] (``token_index``: ``b * T + t`` or -1 for special and
-        padding tokens). The windows are encoded ``window_batch_size`` at a time and summed into place at
-        once, so only one chunk's activations and the [B * T, H] sums are held. In training, when there is
-        more than one chunk, each chunk is checkpointed (its activations recomputed in the backward pass):
-        otherwise autograd keeps every chunk's activations and a long document's memory grows with its
-        length (6.4 GB for 100k words) whatever the window batch size.
+        padding tokens). The windows are encoded ``window_batch_size`` at a time and summed into place, so
+        only one chunk's activations and the [B * T, H] sums are held; in training with more than one chunk,
+        each is checkpointed, else autograd keeps every chunk's activations (6.4 GB for 100k words).
         """
         num_windows = input_ids.size(0)
         recompute = torch.is_grad_enabled() and num_windows > self.window_batch_size
@@ -386,6 +371,8 @@ class DocredModel(nn.Module):
 def _could_be_hub_id(name: str) -> bool:
     """Whether ``name`` has the shape of a Hub model id (``name`` or ``org/name``), not of a local path."""
     return re.fullmatch(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?", name) is not None
+
+
 def document_candidates(model, batch: dict, floor: float) -> list[tuple[int, np.ndarray, np.ndarray]]:
     """Run ``model`` on ``batch``; for each document, its facts scored at least ``floor``:
     ``(doc_index, facts [n, 3] (head, tail, relation index; NA is 0 and never proposed), scores [n])``."""
@@ -398,13 +385,6 @@ def document_candidates(model, batch: dict, floor: float) -> list[tuple[int, np.
                           relation.cpu().numpy() + 1], axis=1).astype(np.int64)  # [n, 3]
         found.append((doc_index, facts, probs[b, pair, relation].cpu().numpy()))
     return found
-
-
-@dataclass
-class StreamedPredictions:
-    """Predictions already written (a JSON list) to ``path`` while predicting; ``write_predictions`` moves it."""
-
-    path: str
 
 
 class JsonListWriter:
@@ -466,8 +446,7 @@ class DocredTask(FinetuningTask):
         if args.validation_split_percentage and self.train_docs is not None and self.eval_docs is None:
             self.train_docs, self.eval_docs = held_out_split(self.train_docs, args.validation_split_percentage,
                                                              args.split_seed)
-        # Ign F1 ignores facts of the training annotations (the file given, or its seeded part).
-        # Without training annotations Ign F1 would silently equal F1: it is left out (see evaluate).
+        # Ign F1 ignores facts of the training annotations (the file given, or its seeded part); see _metrics.
         self.train_facts = training_facts(self.train_docs) if self.train_docs is not None else None
         self.truncated_entities: dict[str, int] = {}  # per split: each is featurized once, in any order
 
@@ -494,14 +473,13 @@ class DocredTask(FinetuningTask):
 
     def build_model(self) -> DocredModel:
         # The pooler is kept frozen (never read by the pairs) so the saved encoder is a complete checkpoint.
-        encoder = load_encoder(self.model_name_or_path)
+        sizes = self.head if self.head is not None else vars(self.task_args)  # saved head or flags
+        model = DocredModel(load_encoder(self.model_name_or_path), len(self.relations),
+                            sizes["entity_hidden_size"], sizes["distance_embedding_size"],
+                            self.task_args.window_batch_size)
         if self.head is not None:
-            model = DocredModel(encoder, len(self.relations), self.head["entity_hidden_size"],
-                                self.head["distance_embedding_size"], self.task_args.window_batch_size)
             load_encoder_and_head(model, self.model_name_or_path, HEAD, with_encoder=False)
-            return model
-        return DocredModel(encoder, len(self.relations), self.task_args.entity_hidden_size,
-                           self.task_args.distance_embedding_size, self.task_args.window_batch_size)
+        return model
 
     def evaluate(self, model, dataloader, accelerator, split):
         if split == "predict":
@@ -523,7 +501,6 @@ class DocredTask(FinetuningTask):
         scores = scores[first]
         gold_docs = [documents[i] for i in seen]
         has_labels = all("labels" in doc for doc in gold_docs)
-        metrics: dict[str, float] = {}
         if has_labels and self.task_args.threshold is None:
             gold = {(i, lab["h"], lab["t"], self.relation_index[lab["r"]]) for i in seen
                     for lab in documents[i]["labels"]}
@@ -532,18 +509,13 @@ class DocredTask(FinetuningTask):
         threshold = self.threshold if self.threshold is not None else 0.5
         predictions = [{"title": documents[d]["title"], "h_idx": h, "t_idx": t, "r": self.relations[r]}
                        for d, h, t, r in facts[scores >= threshold].tolist()]
-        if has_labels:
-            metrics = self._without_ign_if_untrained(docred_scores(predictions, gold_docs, self.train_facts),
-                                                     split, accelerator)
-        metrics.update(threshold=threshold, truncated_entities=float(self.truncated_entities.get(split, 0)))
-        return metrics, predictions
+        found = docred_scores(predictions, gold_docs, self.train_facts) if has_labels else None
+        return self._metrics(found, split, threshold, accelerator), predictions
 
-    def _predict(self, model, dataloader, accelerator) -> tuple[dict[str, float], StreamedPredictions]:
+    def _predict(self, model, dataloader, accelerator) -> tuple[dict[str, float], str]:
         """The test split, streamed: each batch's facts at or above the threshold are written to
-        ``result.json.partial`` (main process) and counted for the metrics, then dropped, so the memory is
-        bounded by the batch settings, not by the number of documents. (An untrained model predicts about
-        half of all pair x relation facts: 9.3 M on the 500 Re-DocRED dev documents, which took 4.7 GB
-        and 8 minutes when they were all collected first.)"""
+        ``result.json.partial`` (main process; its path is the predictions) and counted for the metrics, then
+        dropped: memory is bounded by the batch settings (an untrained model predicts half of all facts)."""
         documents = self.test_docs
         threshold = self.threshold if self.threshold is not None else 0.5
         has_labels = all("labels" in doc for doc in documents)
@@ -574,26 +546,26 @@ class DocredTask(FinetuningTask):
         finally:
             if writer is not None:
                 writer.close()
-        metrics: dict[str, float] = {}
-        if has_labels:
-            metrics = self._without_ign_if_untrained(scores_from_counts(counts), "predict", accelerator)
-        metrics.update(threshold=threshold, truncated_entities=float(self.truncated_entities.get("predict", 0)))
-        return metrics, StreamedPredictions(path)
+        found = scores_from_counts(counts) if has_labels else None
+        return self._metrics(found, "predict", threshold, accelerator), path
 
-    def _without_ign_if_untrained(self, metrics: dict[str, float], split: str, accelerator) -> dict[str, float]:
-        """Without training annotations Ign F1 would silently equal F1: it is left out, with a warning."""
-        if self.train_facts is None:
+    def _metrics(self, scores: dict | None, split: str, threshold: float, accelerator) -> dict[str, float]:
+        """``scores`` (None without gold labels) with the threshold and the entities ``split`` truncated.
+        Without training annotations Ign F1 would silently equal F1: it is left out, with a warning."""
+        metrics = dict(scores or {})
+        if scores is not None and self.train_facts is None:
             for key in ("ign_precision", "ign_f1", "num_correct_in_train"):
                 metrics.pop(key)
             if accelerator.is_main_process:
                 print(f"warning: {split}: Ign F1 left out: it ignores the facts of the training annotations, "
                       "and no --train_file was given (pass it; it is only read)", file=sys.stderr)
+        metrics.update(threshold=threshold, truncated_entities=float(self.truncated_entities.get(split, 0)))
         return metrics
 
     def write_predictions(self, predictions, output_dir, split):
         path = os.path.join(output_dir, "result.json" if split == "predict" else f"{split}_result.json")
-        if isinstance(predictions, StreamedPredictions):  # written while predicting: moved into place whole
-            put_in_place(predictions.path, path, "the predictions")
+        if split == "predict":  # written while predicting (_predict): moved into place whole
+            put_in_place(predictions, path, "the predictions")
             return [path]
         with output_file(path, what="the predictions") as handle:
             json.dump(predictions, handle)

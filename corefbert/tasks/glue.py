@@ -1,9 +1,8 @@
 """GLUE: readers of the official TSV files, sentence(-pair) features, and the fine-tuning task.
 
-Each task's files keep the column layout of GLUE's ``download_glue_data.py``; columns are found by
-header name, except CoLA's train/dev files, which have no header (``source, label, orig_label,
-sentence``). Classification (regression for STS-B) is on the first token, as in BERT:
-``AutoModelForSequenceClassification``. Test predictions go to the GLUE submission files
+Each task's files keep the column layout of GLUE's ``download_glue_data.py``; columns are found by header
+name, except CoLA's headerless train/dev files. Classification (regression for STS-B) is on the first token,
+as in BERT: ``AutoModelForSequenceClassification``. Test predictions go to the GLUE submission files
 (``<TASK>.tsv``: ``index<TAB>prediction`` with label names).
 """
 
@@ -27,7 +26,7 @@ class GlueTaskSpec:
     """Where a task's text and label live, its label names, and its submission file name."""
 
     text_columns: tuple[str, ...]
-    label_column: str | None  # None: a regression task's score column is ``score_column``
+    label_column: str  # STS-B: its score column
     labels: tuple[str, ...] | None  # None for regression
     submission: str
     index_column: str = "index"
@@ -53,16 +52,9 @@ GLUE_TASKS: dict[str, GlueTaskSpec] = {
 }
 
 # Default file names under --data_dir: split -> list of (file, subset) (MNLI has two halves).
-_DEFAULT_FILES = {
-    "train": [("train.tsv", "")],
-    "eval": [("dev.tsv", "")],
-    "predict": [("test.tsv", "")],
-}
-_MNLI_FILES = {
-    "train": [("train.tsv", "")],
-    "eval": [("dev_matched.tsv", ""), ("dev_mismatched.tsv", "mm_")],
-    "predict": [("test_matched.tsv", ""), ("test_mismatched.tsv", "mm_")],
-}
+_DEFAULT_FILES = {"train": [("train.tsv", "")], "eval": [("dev.tsv", "")], "predict": [("test.tsv", "")]}
+_MNLI_FILES = {"train": [("train.tsv", "")], "eval": [("dev_matched.tsv", ""), ("dev_mismatched.tsv", "mm_")],
+               "predict": [("test_matched.tsv", ""), ("test_mismatched.tsv", "mm_")]}
 
 
 @dataclass
@@ -76,13 +68,11 @@ class GlueExample:
 
 
 def read_glue_tsv(path: str, task_name: str, with_labels: bool, subset: str = "") -> list[GlueExample]:
-    """Read one official GLUE TSV of ``task_name``; labels are required when ``with_labels``.
-
-    Missing columns, rows wider or narrower than the header (or CoLA's headerless layout): a tab or a
-    line break inside a text, unknown labels and non-numeric STS-B scores raise one clear
-    :class:`CorefBertError` naming the file and line. The one width that may vary is MNLI's annotator
-    labels (1 to 5 of them before ``gold_label``, each a label name or empty).
-    """
+    """Read one official GLUE TSV of ``task_name``; labels are required when ``with_labels``. Missing columns,
+    rows wider or narrower than the header (or CoLA's headerless layout): a tab or a line break inside a text,
+    unknown labels and non-numeric STS-B scores raise one clear :class:`CorefBertError` naming the file and
+    line. The one width that may vary is MNLI's annotator labels (1 to 5 of them before ``gold_label``, each a
+    label name or empty)."""
     task = canonical_task_name(task_name)
     spec = GLUE_TASKS[task]
     if not os.path.isfile(path):
@@ -112,15 +102,15 @@ def read_glue_tsv(path: str, task_name: str, with_labels: bool, subset: str = ""
     index_position = columns.index(spec.index_column) if spec.index_column in columns else None
     label_ids = {name: i for i, name in enumerate(spec.labels)} if spec.labels else None
     layout = "layout (no header)" if body_start == 0 else "header"
-    annotator_end = _annotator_block(columns, spec)[1]
+    block = _annotator_block(columns, spec)
     examples = []
     for number, line in enumerate(lines[body_start:], start=body_start + 1):
         fields = line.rstrip("\r").split("\t")
         if len(fields) != len(columns):
             # Only MNLI's annotator labels may change a row's width; the columns after them move along.
-            extra = _annotator_labels_extra(fields, columns, spec, task, layout, path, number)
-            end = annotator_end + extra  # where the row's gold_label is
-            fields = fields[:min(annotator_end, end)] + [""] * -extra + fields[end:]
+            extra = _annotator_labels_extra(fields, columns, block, spec, task, layout, path, number)
+            end = block[1] + extra  # where the row's gold_label is
+            fields = fields[:min(block[1], end)] + [""] * -extra + fields[end:]
         texts = tuple(fields[p] for p in positions[: len(spec.text_columns)])
         label = None
         if with_labels:
@@ -152,14 +142,12 @@ def _annotator_block(columns: list[str], spec: GlueTaskSpec) -> tuple[int | None
     return None, None
 
 
-def _annotator_labels_extra(fields: list[str], columns: list[str], spec: GlueTaskSpec, task: str, layout: str,
-                            path: str, number: int) -> int:
-    """How many more annotator labels than the header names this row holds (negative: fewer).
-
-    Any other difference between a row's width and the header's is one error line: GLUE's TSVs are written
-    without quoting, so a tab inside a sentence splits it and every later column would be misread.
-    """
-    start, end = _annotator_block(columns, spec)
+def _annotator_labels_extra(fields: list[str], columns: list[str], block: tuple, spec: GlueTaskSpec,
+                            task: str, layout: str, path: str, number: int) -> int:
+    """How many more annotator labels than the header names this row holds (negative: fewer). Any other
+    difference between a row's width and the header's is one error line: GLUE's TSVs are written without
+    quoting, so a tab inside a sentence splits it and every later column would be misread."""
+    start, end = block
     extra = len(fields) - len(columns)
     allowed = set(spec.labels or ()) | {""}
     if start is not None and 1 <= end - start + extra <= _MAX_ANNOTATOR_LABELS \
@@ -180,8 +168,7 @@ class _EncodedExamples(torch.utils.data.Dataset):
     what it uses, and a full run pays the tokenizer once (cached)."""
 
     def __init__(self, examples: list[GlueExample], encode):
-        self.examples, self.encode = examples, encode
-        self.cache: dict[int, dict] = {}
+        self.examples, self.encode, self.cache = examples, encode, {}
 
     def __len__(self) -> int:
         return len(self.examples)
@@ -210,37 +197,28 @@ class GlueArguments:
     tokenizer_name: str | None = field(default=None, metadata={"help": "Tokenizer, if not the model's."})
 
 
-def _explicit(path: str | None, mismatched: str | None = None) -> list | None:
-    if path is None and mismatched is None:
-        return None
-    return [None if path is None else (path, ""), None if mismatched is None else (mismatched, "mm_")]
-
-
 class GlueTask(FinetuningTask):
-    """One GLUE task for :func:`corefbert.tasks.base.run_finetuning`; its files come from
-    :func:`glue_files` (``self.files``: split -> ``[(path, subset)]``). BERT's recipe, the
-    :class:`FinetuningArguments` defaults, is the paper's."""
+    """One GLUE task; its files come from :func:`glue_files` (``self.files``: split -> ``[(path, subset)]``).
+    BERT's recipe, the :class:`FinetuningArguments` defaults, is the paper's."""
 
     args_class = GlueArguments
 
     def __init__(self, task_args: GlueArguments, training_args: FinetuningArguments):
         super().__init__(task_args, training_args)
         a = task_args
-        self.task = canonical_task_name(a.task_name)
+        self.name = self.task = canonical_task_name(a.task_name)
         self.spec = GLUE_TASKS[self.task]
-        self.name = self.task
         self.main_metric = GLUE_MAIN_METRIC[self.task]
         self.model_name_or_path = training_args.model_name_or_path
         self.files = glue_files(
             self.task, a.data_dir,
-            {"train": _explicit(a.train_file), "eval": _explicit(a.validation_file, a.validation_mismatched_file),
-             "predict": _explicit(a.test_file, a.test_mismatched_file)},
+            {"train": [a.train_file], "eval": [a.validation_file, a.validation_mismatched_file],
+             "predict": [a.test_file, a.test_mismatched_file]},
             wanted={"train": training_args.do_train, "eval": training_args.do_eval,
                     "predict": training_args.do_predict})
         self.max_seq_length = a.max_seq_length
-        tokenizer_path = a.tokenizer_name or self.model_name_or_path
-        self.tokenizer = load_tokenizer(
-            tokenizer_path, advice="give a checkpoint directory with tokenizer files or --tokenizer_name")
+        advice = "give a checkpoint directory with tokenizer files or --tokenizer_name"
+        self.tokenizer = load_tokenizer(a.tokenizer_name or self.model_name_or_path, advice=advice)
         self._examples: dict[str, list[GlueExample]] = {}
 
     @property
@@ -248,9 +226,8 @@ class GlueTask(FinetuningTask):
         return self.spec.labels is None
 
     def build_model(self):
-        """A sequence classifier (1 output, MSE loss for STS-B) on the first token of the checkpoint.
-
-        A corefbert pretraining checkpoint loads too: its ``cls.*``/``mrp.*`` weights are left out."""
+        """A sequence classifier (1 output, MSE loss for STS-B) on the first token of the checkpoint. A
+        corefbert pretraining checkpoint loads too: its ``cls.*``/``mrp.*`` weights are left out."""
         from transformers import AutoModelForSequenceClassification
 
         if self.is_regression:
@@ -317,9 +294,8 @@ class GlueTask(FinetuningTask):
             logits = model(**inputs).logits.float()  # [B, num_labels]
             scores = logits[:, 0] if self.is_regression else logits.argmax(-1)  # [B]
             outputs.append(accelerator.gather_for_metrics(scores).cpu())
-        predictions = torch.cat(outputs).numpy()
-        examples = self.examples("eval" if split == "eval" else "predict")
-        predictions = predictions[: len(examples)]  # max_eval_samples cuts the dataset, not the examples
+        examples = self.examples(split)
+        predictions = torch.cat(outputs).numpy()[: len(examples)]  # --max_eval_samples cuts only the dataset
         metrics: dict[str, float] = {}
         if split == "eval":
             subsets = np.array([e.subset for e in examples[: len(predictions)]])
@@ -338,7 +314,7 @@ class GlueTask(FinetuningTask):
     def write_predictions(self, predictions, output_dir: str, split: str) -> list[str]:
         """Test: the GLUE submission files ``<TASK>.tsv`` (MNLI: ``MNLI-m.tsv`` and ``MNLI-mm.tsv``).
         Dev: ``eval_predictions_<task>.tsv`` with ``index, prediction, label``."""
-        examples = self.examples("eval" if split == "eval" else "predict")[: len(predictions)]
+        examples = self.examples(split)[: len(predictions)]
         by_file: dict[str, list[str]] = {}
         for example, prediction in zip(examples, predictions):
             if split == "eval":
@@ -358,22 +334,21 @@ class GlueTask(FinetuningTask):
         return paths
 
 
-def glue_files(task_name: str, data_dir: str | None, explicit: dict[str, list[tuple[str, str] | None]],
+def glue_files(task_name: str, data_dir: str | None, explicit: dict[str, list[str | None]],
                wanted: dict[str, bool]) -> dict[str, list[tuple[str, str]]]:
-    """``split -> [(path, subset)]`` from explicit paths (``explicit[split]``, None entries fall back to
-    ``data_dir``'s official names). A split that is ``wanted`` must resolve to existing files."""
+    """``split -> [(path, subset)]`` from explicit paths (``explicit[split]``: matched, then MNLI's
+    mismatched; None falls back to ``data_dir``'s official names); a ``wanted`` split must have its files."""
     task = canonical_task_name(task_name)
     defaults = _MNLI_FILES if task == "mnli" else _DEFAULT_FILES
     files: dict[str, list[tuple[str, str]]] = {}
     for split, needed in wanted.items():
         given = explicit.get(split) or [None] * len(defaults[split])
         chosen = []
-        for entry, (name, subset) in zip(given, defaults[split]):
-            if entry is not None:
-                chosen.append((entry[0], subset))
-            elif data_dir is not None:
-                chosen.append((os.path.join(data_dir, name), subset))
-        chosen = [(p, s) for p, s in chosen if needed or os.path.isfile(p)]
+        for path, (name, subset) in zip(given, defaults[split]):
+            if path is None and data_dir is not None:
+                path = os.path.join(data_dir, name)
+            if path is not None and (needed or os.path.isfile(path)):
+                chosen.append((path, subset))
         if needed and not chosen:
             raise CorefBertError(f"no {split} file for GLUE {task}: give --data_dir or the {split} file argument")
         for path, _ in chosen:

@@ -1,19 +1,14 @@
-"""The one layout of a fine-tuned folder: the encoder as an ordinary Hugging Face checkpoint at the top level,
-task heads in a sidecar ``<task>_head.safetensors`` (weights, keys as in the task model) + ``<task>_head.json``
-(what rebuilds the head: sizes, label sets, a threshold).
+"""The one layout of a fine-tuned folder: the encoder as an ordinary Hugging Face checkpoint at the top level
+(``AutoModel.from_pretrained(folder)`` loads it with no missing encoder key), task heads in a sidecar
+``<task>_head.safetensors`` (weights, keys as in the task model) + ``<task>_head.json`` (what rebuilds the
+head: sizes, label sets, a threshold).
 
-``AutoModel.from_pretrained(folder)`` therefore loads every such folder with no missing encoder key. Tasks
-whose model is a standard Hugging Face head class (GLUE and FEVER-concat: sequence classification; MRQA:
-question answering) save that class instead. The QA class has no pooler, so MRQA carries the backbone's frozen
-(:func:`frozen_pooler`) and ``AutoModel`` loads its folder with no key missing. The sequence classifiers are saved
-as Hugging Face saves them: BERT's carries its pooler; RoBERTa's has none (its head reads the first token through
-its own dense layer), so ``AutoModel`` of a RoBERTa classification folder draws a fresh pooler, as it does for any
-RoBERTa classifier on the Hub; every other encoder weight is there (``tests/tasks/test_glue.py``).
-
-Here too is the one weight loader (:func:`load_weights`: safetensors only, every mismatch one
-:class:`CorefBertError` line) and the check of a config's sizes against the stored weights before a model is built
-(:func:`corefbert.training.model_folders.check_sizes_against_weights`); models trained from scratch are saved and loaded through them by
-:mod:`corefbert.tasks.scratch`.
+Tasks whose model is a standard Hugging Face head class (GLUE and FEVER-concat: sequence classification; MRQA:
+question answering) save that class instead. The QA class has no pooler, so MRQA carries the backbone's,
+frozen (:func:`frozen_pooler`). RoBERTa's sequence classifier has none either (its head reads the first token
+through its own dense layer), so ``AutoModel`` of such a folder draws a fresh pooler, as for any RoBERTa
+classifier on the Hub; every other encoder weight is there (``tests/tasks/test_glue.py``). Here too is the
+one weight loader, :func:`load_weights`.
 """
 
 from __future__ import annotations
@@ -60,13 +55,11 @@ def weight_files(directory: str) -> list[str]:
 
 def load_weights(model: torch.nn.Module, directory: str, extra_prefixes: tuple[str, ...] = ()) -> None:
     """The one weight loader: ``model.safetensors`` (or its shards) of ``directory`` into ``model`` in place.
-
-    Keys missing from the file must be tied to a loaded tensor (``save_pretrained`` drops tied copies).
-    Keys starting with one of ``extra_prefixes`` may be in the file without being in ``model`` (a frozen
-    pooler saved beside a head class that has none, see :func:`frozen_pooler`). Every mismatch (a shape,
-    asked of the headers before any weight is read; a key too many or too few) is one :class:`CorefBertError`
-    line naming the folder.
-    """
+    Keys missing from the file must be tied to a loaded tensor (``save_pretrained`` drops tied copies). Keys
+    starting with one of ``extra_prefixes`` may be in the file without being in ``model`` (a frozen pooler
+    saved beside a head class that has none, see :func:`frozen_pooler`). Every mismatch (a shape, asked of the
+    headers before any weight is read; a key too many or too few) is one :class:`CorefBertError` line naming
+    the folder."""
     from safetensors.torch import load_file
 
     files = weight_files(directory)
@@ -87,12 +80,10 @@ def load_weights(model: torch.nn.Module, directory: str, extra_prefixes: tuple[s
 
 
 def load_encoder(model_name_or_path: str) -> torch.nn.Module:
-    """``AutoModel.from_pretrained`` with its pooler kept but frozen.
-
-    Kept, so the saved folder is a complete checkpoint of the encoder class (``AutoModel`` then loads it
-    with no missing key); frozen, because heads that never read it would leave it an unused trainable
-    parameter (DDP fails at the second step) and AdamW's weight decay would still shrink it.
-    """
+    """``AutoModel.from_pretrained`` with its pooler kept but frozen. Kept, so the saved folder is a complete
+    checkpoint of the encoder class (``AutoModel`` then loads it with no missing key); frozen, because heads
+    that never read it would leave it an unused trainable parameter (DDP fails at the second step) and AdamW's
+    weight decay would still shrink it."""
     from transformers import AutoConfig, AutoModel
 
     try:
@@ -138,8 +129,7 @@ def save_encoder_and_head(model: torch.nn.Module, output_dir: str, task: str, co
 
 
 def check_head_weights(directory: str, task: str) -> str:
-    """``directory/<task>_head.safetensors``; a fine-tuned folder without it (e.g. one written before the
-    encoder/head split, with the whole model under ``encoder.``) is one clear error, before any weight is read."""
+    """``directory/<task>_head.safetensors``; its absence is one error line, before any weight is read."""
     name = head_weights_file(task)
     path = os.path.join(str(directory), name)
     if not os.path.isfile(path):
@@ -178,11 +168,8 @@ def encoder_has_pooler(config) -> bool:
 
 def frozen_pooler(config, weights: dict[str, torch.Tensor] | None) -> torch.nn.Linear | None:
     """The backbone's pooler (``weights`` from :func:`saved_pooler`, else freshly initialized), frozen; None for a
-    family whose encoder has none (:func:`encoder_has_pooler`), which then needs none to be complete.
-
-    For task models on a head class without a pooler (QA, masked LM): they never use it, but carry it so
-    their saved folder is a complete encoder checkpoint (``AutoModel`` loads it with no missing key).
-    """
+    family whose encoder has none (:func:`encoder_has_pooler`). Task models on a head class without a pooler
+    (QA, masked LM) never use it but carry it, so their saved folder is a complete encoder checkpoint."""
     if not encoder_has_pooler(config):
         return None
     hidden = config.hidden_size
@@ -228,9 +215,7 @@ def _pooler_part(key: str) -> str | None:
 
 
 def saved_pooler(directory: str) -> dict[str, torch.Tensor] | None:
-    """``{"weight", "bias"}`` of the pooler saved in a checkpoint folder (any model prefix), else None.
-
-    For task models built on a head class without a pooler (QA, masked LM): they carry it frozen and save it
-    so that ``AutoModel`` finds every weight of the encoder in their folder."""
+    """``{"weight", "bias"}`` of the pooler saved in a checkpoint folder (any model prefix), else None
+    (for :func:`frozen_pooler`)."""
     found = stored_tensors(directory, _pooler_part)
     return found if len(found) == 2 else None

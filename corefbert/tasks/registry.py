@@ -1,13 +1,9 @@
-"""The fine-tuning tasks, registered once: the one table ``corefbert finetune <task>``, its task list and the
-``finetune/run_<task>.py`` scripts are derived from.
+"""The fine-tuning tasks, registered once: ``corefbert finetune <task>``, its task list and the
+``finetune/run_<task>.py`` scripts are derived from this table.
 
-Adding a task is a :class:`~corefbert.tasks.base.FinetuningTask` subclass in its family's folder and one
-entry here; the command, its ``--help`` listing and the script name follow. A family whose variants change
-the recipe (FEVER's concat/KGAT, the pronoun-pair classifiers, end-to-end coreference's encoders) registers
-the family class, whose ``variant_for`` picks the variant a command line names.
-
-Each entry names its class as ``module:Class``, imported when the task runs: ``corefbert --help`` and
-``corefbert finetune --help`` import no task (nor torch).
+Adding a task is a :class:`~corefbert.tasks.base.FinetuningTask` subclass in its family's folder and one entry
+here (a family with variants registers the family class: its ``variant_for`` picks). Each entry names its
+class as ``module:Class``, imported when the task runs: ``corefbert --help`` imports no task (nor torch).
 """
 
 from __future__ import annotations

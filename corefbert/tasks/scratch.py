@@ -1,32 +1,19 @@
 """One save/load for every model trained from scratch: the bAbI readers, the recurrent end-to-end coreference
 models and the pronoun-pair classifiers.
 
-A folder holds
+A folder holds ``model.safetensors`` (every weight: nothing is pickled, and nothing pickled is read); the
+family's JSON config file (the model's :class:`ScratchConfig`, or an object with it under one key beside the
+family's own settings: bAbI's ``babi_reader.json``); and the :class:`~corefbert.text.vocabulary.Vocabulary`,
+in its own file or as the config file's ``"vocabulary"`` (bAbI). Each family describes its folder once, as a
+:class:`ScratchFolder`. Loading checks the config (:meth:`ScratchConfig.from_dict`), compares its sizes with
+the safetensors headers before anything is allocated and loads with the one loader
+(:func:`~corefbert.tasks.heads.load_weights`); every mismatch is one :class:`CorefBertError`.
 
-- ``model.safetensors``: every weight (safetensors only: nothing is pickled, and nothing pickled is read);
-- the family's config file, JSON: the model's :class:`ScratchConfig` (``pair_model.json``,
-  ``coref_e2e_head.json``), or, where the family saves settings of its own beside the model's, an object with
-  the config under one key (bAbI's ``babi_reader.json``: ``"reader"``, the answer mode and classes);
-- the :class:`~corefbert.text.vocabulary.Vocabulary`, in its own file (``vocab.json``, ``coref_e2e_vocab.json``)
-  or as the config file's ``"vocabulary"`` (bAbI).
-
-Each family describes its folder once, as a :class:`ScratchFolder` (the file names it has always used, so every
-folder saved before this module loads unchanged), and saves and loads only through its
-:meth:`~ScratchFolder.save_pretrained` / :meth:`~ScratchFolder.from_pretrained`. Loading reads the config
-(:meth:`ScratchConfig.from_dict`: one line naming the file for an unknown key, a missing one or a value of the
-wrong type), compares the sizes it gives with the safetensors headers on the meta device before anything is
-allocated (:func:`~corefbert.training.model_folders.check_sizes_against_weights`) and loads the weights with the one
-loader (:func:`~corefbert.tasks.heads.load_weights`); every mismatch is one :class:`CorefBertError` line.
-
-Why not ``huggingface_hub.PyTorchModelHubMixin`` (2.4): its ``save_pretrained`` writes ``config.json`` and a
-``README.md`` with ``Path.write_text`` and the weights with safetensors' ``save_model`` straight at their final
-names (not through :mod:`corefbert.text.durable`: a crash leaves half a file, a link planted there is followed);
-it names the config ``config.json`` (which an end-to-end ``bert`` folder holds for its encoder, and which no
-folder saved so far has for its config); its ``from_pretrained`` builds the class from the config's keys alone
-(these models also need a vocabulary, and two families build one of several classes), loads with
-``strict=False``, drops unknown config keys silently, and falls back to a pickled ``pytorch_model.bin`` on the
-Hub. Its one gain, ``push_to_hub``, the runs already have: ``--push_to_hub`` stages the saved folder and uploads
-it (:mod:`corefbert.training.hub`).
+Why not ``huggingface_hub.PyTorchModelHubMixin``: it writes its files straight at their final names (not
+through :mod:`corefbert.text.durable`), names the config ``config.json`` (an end-to-end ``bert`` folder's
+encoder config), builds the class from the config's keys alone (these models also need a vocabulary), loads
+with ``strict=False``, drops unknown config keys silently and falls back to a pickled ``pytorch_model.bin``;
+its ``push_to_hub`` the runs already have (:mod:`corefbert.training.hub`).
 """
 
 from __future__ import annotations
@@ -56,11 +43,10 @@ WEIGHTS_FILE = "model.safetensors"
 
 @dataclass(frozen=True)
 class ScratchConfig:
-    """The config base of every model trained from scratch: a frozen dataclass saved as JSON.
-
-    Subclasses declare their fields (``int``, ``float``, ``bool``, ``str``, lists of those, ``| None`` and nested
-    :class:`ScratchConfig` types) and may set :attr:`describes` and override :meth:`check` (allowed values). A
-    file of another version (a key missing or unknown) is refused in one line: one format per version."""
+    """The config base of every model trained from scratch: a frozen dataclass saved as JSON. Subclasses
+    declare their fields (``int``, ``float``, ``bool``, ``str``, lists of those, ``| None`` and nested
+    :class:`ScratchConfig` types) and may set :attr:`describes` and override :meth:`check` (allowed values); a
+    key missing or unknown is refused in one line."""
 
     #: What the config is, in words, for the error line: "not <describes> (...)".
     describes: ClassVar[str] = "a model config"
@@ -68,7 +54,6 @@ class ScratchConfig:
     advice: ClassVar[str] = "use the file saved with the weights"
 
     def to_dict(self) -> dict:
-        """The config as plain JSON values (nested configs as objects)."""
         return asdict(self)
 
     @classmethod
@@ -86,7 +71,6 @@ class ScratchConfig:
         config's key and a dot) is wrong and how."""
         if not isinstance(values, dict):
             raise ValueError(f"{where or 'the config'} is a {type(values).__name__}, not an object")
-        values = dict(values)
         hints = typing.get_type_hints(cls)
         known = {f.name: f for f in fields(cls) if f.init}
         unknown = sorted(set(values) - set(known))
@@ -159,10 +143,12 @@ class ScratchFolder:
         wrote; the weights are not read. With ``model_type``, a folder whose config names another model type is
         refused before its other files are looked at."""
         path = os.path.join(str(directory), self.config_file)
-        values = read_json(path, missing=f"no {self.config_file}: not a model folder written by {self.written_by}")
+        not_ours, describes, advice = (f"not a model folder written by {self.written_by}",
+                                       self.config_class.describes, self.config_class.advice)
+        values = read_json(path, missing=f"no {self.config_file}: {not_ours}")
         if not isinstance(values, dict):
-            raise CorefBertError(f"not {self.config_class.describes} (a {type(values).__name__}, not an object); "
-                                 f"{self.config_class.advice}", path=path)
+            raise CorefBertError(f"not {describes} (a {type(values).__name__}, not an object); {advice}",
+                                 path=path)
         settings = dict(values)
         stored_vocabulary = settings.pop("vocabulary", None) if self.vocab_file is None else None
         if self.config_key is None:
@@ -170,26 +156,22 @@ class ScratchFolder:
         elif self.config_key in settings:
             values = settings.pop(self.config_key)
         else:
-            raise CorefBertError(f"not {self.config_class.describes} (no {self.config_key!r}); "
-                                 f"{self.config_class.advice}", path=path)
+            raise CorefBertError(f"not {describes} (no {self.config_key!r}); {advice}", path=path)
         config = self.config_class.from_dict(values, path)  # first: a folder of another model says so, not its files
         found = getattr(config, "model_type", None)
         if model_type is not None and found != model_type:
             raise CorefBertError(f"this folder holds a {found} model, not --model {model_type}", path=directory)
         if self.vocab_file is not None:
-            vocabulary = Vocabulary.load(directory, self.vocab_file, missing=f"no {self.vocab_file}: not a model "
-                                                                             f"folder written by {self.written_by}")
+            vocabulary = Vocabulary.load(directory, self.vocab_file,
+                                         missing=f"no {self.vocab_file}: {not_ours}")
         elif stored_vocabulary is None:
-            raise CorefBertError(f"not {self.config_class.describes} (no 'vocabulary'); {self.config_class.advice}",
-                                 path=path)
+            raise CorefBertError(f"not {describes} (no 'vocabulary'); {advice}", path=path)
         else:
             vocabulary = Vocabulary.from_dict(stored_vocabulary, path)
         return config, vocabulary, settings
 
     def from_pretrained(self, directory: str) -> ScratchModel:
-        """The model a folder :meth:`save_pretrained` wrote (or one saved before this module, which wrote the same
-        files), in eval mode. Its config's sizes are compared with the stored weights before anything is
-        allocated; every file that is missing, unreadable or of another model is one line."""
+        """The model a folder :meth:`save_pretrained` wrote, in eval mode (its sizes checked first)."""
         config, vocabulary, settings = self.read(directory)
         files = weight_files(directory)
         # The sizes come from the config and, for the embeddings, from the vocabulary's length: name both.

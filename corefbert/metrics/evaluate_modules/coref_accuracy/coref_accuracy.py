@@ -1,9 +1,5 @@
-"""Pronoun-resolution accuracy as an offline ``evaluate`` module: ``load_metric("coref_accuracy")``.
-
-For DPR/WSCR, WSC273, PDP, WinoGender and WikiCREM: predictions and references are candidate indices
-(a reference of -1, no candidate is the referent, is always an error). Scores 0-100; a thin wrapper of
-:func:`corefbert.metrics.gap.accuracy`.
-"""
+"""Pronoun-resolution accuracy (DPR/WSCR, WSC273, PDP, WinoGender, WikiCREM) as an offline ``evaluate``
+module: ``load_metric("coref_accuracy")``, a thin wrapper of :func:`corefbert.metrics.gap.accuracy`."""
 
 import datasets
 import evaluate
@@ -23,12 +19,10 @@ Returns: {"accuracy": float}.
 class CorefAccuracy(evaluate.Metric):
     def _info(self):
         return evaluate.MetricInfo(
-            description=_DESCRIPTION,
-            citation="Ye et al., CorefBERT, EMNLP 2020 (table 5)",
+            description=_DESCRIPTION, citation="Ye et al., CorefBERT, EMNLP 2020 (table 5)",
             inputs_description=_KWARGS_DESCRIPTION,
             features=datasets.Features({"predictions": datasets.Value("int64"),
-                                        "references": datasets.Value("int64")}),
-        )
+                                        "references": datasets.Value("int64")}))
 
     def _compute(self, predictions, references):
         return accuracy(predictions, [None if r < 0 else r for r in references])

@@ -1,7 +1,5 @@
-"""DocRED F1 / Ign F1 as an offline ``evaluate`` module: ``corefbert.metrics.load_metric("docred")``.
-
-One example per document. A thin wrapper of :func:`corefbert.metrics.docred.docred_scores` (scores 0-100).
-"""
+"""DocRED F1 / Ign F1 as an offline ``evaluate`` module: ``corefbert.metrics.load_metric("docred")``, one
+example per document; a thin wrapper of :func:`corefbert.metrics.docred.docred_scores`."""
 
 import datasets
 import evaluate
@@ -23,22 +21,15 @@ Returns: precision, recall, f1, ign_precision, ign_f1 (0-100) and the counts.
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
 class Docred(evaluate.Metric):
     def _info(self):
-        facts = {"h": datasets.Sequence(datasets.Value("int32")), "t": datasets.Sequence(datasets.Value("int32")),
-                 "r": datasets.Sequence(datasets.Value("string"))}
+        text, ints = datasets.Value("string"), datasets.Sequence(datasets.Value("int32"))
+        texts = datasets.Sequence(datasets.Value("string"))
         return evaluate.MetricInfo(
-            description=_DESCRIPTION,
-            citation="Yao et al., DocRED, ACL 2019",
+            description=_DESCRIPTION, citation="Yao et al., DocRED, ACL 2019",
             inputs_description=_KWARGS_DESCRIPTION,
             features=datasets.Features({
-                "predictions": {"title": datasets.Value("string"),
-                                "h_idx": datasets.Sequence(datasets.Value("int32")),
-                                "t_idx": datasets.Sequence(datasets.Value("int32")),
-                                "r": datasets.Sequence(datasets.Value("string"))},
-                "references": {"title": datasets.Value("string"),
-                               "entity_names": datasets.Sequence(datasets.Sequence(datasets.Value("string"))),
-                               **facts},
-            }),
-        )
+                "predictions": {"title": text, "h_idx": ints, "t_idx": ints, "r": texts},
+                "references": {"title": text, "entity_names": datasets.Sequence(texts), "h": ints, "t": ints,
+                               "r": texts}}))
 
     def _compute(self, predictions, references, train_facts=None):
         submitted = [{"title": p["title"], "h_idx": h, "t_idx": t, "r": r}

@@ -1,6 +1,5 @@
 """FEVER label accuracy, macro F1 and FEVER score as an offline ``evaluate`` module:
-``corefbert.metrics.load_metric("fever")``. A thin wrapper of :mod:`corefbert.metrics.fever` (0-100).
-"""
+``corefbert.metrics.load_metric("fever")``, a thin wrapper of :mod:`corefbert.metrics.fever`."""
 
 import datasets
 import evaluate
@@ -23,16 +22,14 @@ _SENTENCE = {"page": datasets.Value("string"), "sentence": datasets.Value("int32
 class Fever(evaluate.Metric):
     def _info(self):
         return evaluate.MetricInfo(
-            description=_DESCRIPTION,
-            citation="Thorne et al., FEVER, NAACL 2018",
+            description=_DESCRIPTION, citation="Thorne et al., FEVER, NAACL 2018",
             inputs_description=_KWARGS_DESCRIPTION,
             features=datasets.Features({
                 "predictions": {"predicted_label": datasets.Value("string"),
                                 "predicted_evidence": datasets.List(_SENTENCE)},
                 "references": {"label": datasets.Value("string"),
                                "evidence": datasets.List(datasets.List(_SENTENCE))},
-            }),
-        )
+            }))
 
     def _compute(self, predictions, references):
         def pairs(sentences):  # datasets gives a Sequence of dicts back as a dict of lists

@@ -1,11 +1,5 @@
-"""GAP's official scorer as an offline ``evaluate`` module: ``corefbert.metrics.load_metric("gap")``.
-
-Predictions ``{"id", "a_coref", "b_coref"}`` (bools); references ``{"id", "a_coref", "b_coref", "pronoun"}``.
-A thin wrapper of :func:`corefbert.metrics.gap.gap_metrics`: F1 over the A and B decisions (0-100), overall,
-masculine and feminine, and ``bias`` = feminine / masculine F1. A reference without a prediction counts as
-two false negatives; an example where neither name is the referent only ever adds false positives (see
-:mod:`corefbert.metrics.gap`).
-"""
+"""GAP's official scorer as an offline ``evaluate`` module: ``corefbert.metrics.load_metric("gap")``, a
+thin wrapper of :func:`corefbert.metrics.gap.gap_metrics` (its module says how each example counts)."""
 
 import datasets
 import evaluate
@@ -24,17 +18,13 @@ Returns: {"f1", "precision", "recall", "masculine_f1", "feminine_f1", "bias" (wh
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
 class Gap(evaluate.Metric):
     def _info(self):
+        text, flag = datasets.Value("string"), datasets.Value("bool")
+        decisions = {"id": text, "a_coref": flag, "b_coref": flag}
         return evaluate.MetricInfo(
-            description=_DESCRIPTION,
-            citation="Webster et al., Mind the GAP, TACL 2018",
+            description=_DESCRIPTION, citation="Webster et al., Mind the GAP, TACL 2018",
             inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features({
-                "predictions": {"id": datasets.Value("string"), "a_coref": datasets.Value("bool"),
-                                "b_coref": datasets.Value("bool")},
-                "references": {"id": datasets.Value("string"), "a_coref": datasets.Value("bool"),
-                               "b_coref": datasets.Value("bool"), "pronoun": datasets.Value("string")},
-            }),
-        )
+            features=datasets.Features({"predictions": decisions,
+                                        "references": {**decisions, "pronoun": text}}))
 
     def _compute(self, predictions, references):
         gold = {r["id"]: (r["a_coref"], r["b_coref"], r["pronoun"]) for r in references}

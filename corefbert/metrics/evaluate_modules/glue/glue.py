@@ -1,8 +1,5 @@
-"""GLUE as an offline ``evaluate`` module: ``corefbert.metrics.load_metric("glue", "mrpc")``.
-
-A thin wrapper of :mod:`corefbert.metrics.glue`; the config name is the task (``cola``, ``sst2``, ``mrpc``,
-``qqp``, ``stsb``, ``mnli``, ``qnli``, ``rte``, ``wnli``; ``mnli_matched``/``mnli_mismatched`` too).
-"""
+"""GLUE as an offline ``evaluate`` module: ``corefbert.metrics.load_metric("glue", "mrpc")``, a thin wrapper
+of :mod:`corefbert.metrics.glue`; the config name is the task (``mnli_matched``/``mnli_mismatched`` too)."""
 
 import datasets
 import evaluate
@@ -28,14 +25,10 @@ class Glue(evaluate.Metric):
     def _info(self):
         value = "float32" if _task(self.config_name) == "stsb" else "int64"
         return evaluate.MetricInfo(
-            description=_DESCRIPTION,
-            citation="Wang et al., GLUE, ICLR 2019",
+            description=_DESCRIPTION, citation="Wang et al., GLUE, ICLR 2019",
             inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features({"predictions": datasets.Value(value), "references": datasets.Value(value)}),
-        )
+            features=datasets.Features({"predictions": datasets.Value(value),
+                                        "references": datasets.Value(value)}))
 
     def _compute(self, predictions, references):
         return glue_metrics(_task(self.config_name), predictions, references)
-
-
-__all__ = ["Glue"]

@@ -1,9 +1,5 @@
-"""SQuAD v1.1 EM/F1 as an offline ``evaluate`` module: ``corefbert.metrics.load_metric("squad")``.
-
-Takes the inputs of the hub ``squad`` metric, so it is a drop-in replacement: predictions
-``{"id", "prediction_text"}`` and references ``{"id", "answers": {"text": [...], "answer_start": [...]}}``.
-A thin wrapper of :func:`corefbert.metrics.squad.squad_metrics` (scores 0-100).
-"""
+"""SQuAD v1.1 EM/F1 as an offline ``evaluate`` module: ``corefbert.metrics.load_metric("squad")``, a thin
+wrapper of :func:`corefbert.metrics.squad.squad_metrics` with the hub ``squad`` metric's inputs."""
 
 import datasets
 import evaluate
@@ -22,24 +18,15 @@ Returns: {"exact_match": float, "f1": float} on a 0-100 scale.
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
 class Squad(evaluate.Metric):
     def _info(self):
+        text, qid = datasets.Value("string"), datasets.Value("string")
+        answers = datasets.features.Sequence({"text": text, "answer_start": datasets.Value("int32")})
         return evaluate.MetricInfo(
-            description=_DESCRIPTION,
-            citation="Rajpurkar et al., SQuAD, EMNLP 2016",
+            description=_DESCRIPTION, citation="Rajpurkar et al., SQuAD, EMNLP 2016",
             inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features({
-                "predictions": {"id": datasets.Value("string"), "prediction_text": datasets.Value("string")},
-                "references": {
-                    "id": datasets.Value("string"),
-                    "answers": datasets.features.Sequence(
-                        {"text": datasets.Value("string"), "answer_start": datasets.Value("int32")}
-                    ),
-                },
-            }),
-        )
+            features=datasets.Features({"predictions": {"id": qid, "prediction_text": text},
+                                        "references": {"id": qid, "answers": answers}}))
 
     def _compute(self, predictions, references):
-        scores = squad_metrics(
-            {p["id"]: p["prediction_text"] for p in predictions},
-            {r["id"]: list(r["answers"]["text"]) for r in references},
-        )
+        scores = squad_metrics({p["id"]: p["prediction_text"] for p in predictions},
+                               {r["id"]: list(r["answers"]["text"]) for r in references})
         return {"exact_match": scores["exact_match"], "f1": scores["f1"]}
