@@ -1,12 +1,10 @@
 """Beyond the paper: bAbI clusters whose pronouns a CorefBERT checkpoint's copy head resolves.
 
-Names and nouns are linked by exact match (the paper's setting, :func:`corefbert.tasks.babi.data.entity_mentions`);
-each pronoun (he, she, they, ...) joins the entity of its top-scoring earlier entity mention under the MRP copy
-head (the pronoun masked, every earlier mention a candidate span; the scoring of
-:func:`corefbert.tasks.coref.copy_scoring.copy_view`, which ``run_coref.py --zero_shot copy`` and the resolver API use).
-Linking every noun to its top-scoring earlier mention instead would chain all mentions of a story into one
-cluster, so nouns keep exact match. One encoder pass per pronoun: tasks 11 and 13 (the coreference tasks) are
-where pronouns occur.
+Names and nouns are linked by exact match (the paper's setting, :func:`.data.entity_mentions`); each
+pronoun (he, she, they, ...) joins the entity of its top-scoring earlier entity mention under the MRP copy
+head (the pronoun masked, every earlier mention a candidate; the scoring of
+:func:`corefbert.tasks.coref.copy_scoring.copy_view`). Nouns keep exact match: linking each to its top
+earlier mention would chain a whole story into one cluster. One encoder pass per pronoun (tasks 11, 13).
 """
 
 from __future__ import annotations
@@ -16,8 +14,6 @@ from corefbert.tasks.babi.data import entity_mentions, groups_to_ids
 from corefbert.tasks.coref.copy_scoring import CopyHeadScorer, copy_view
 from corefbert.tasks.coref.readers import PronounExample
 from corefbert.text.tokenizers import load_tokenizer
-
-__all__ = ["PRONOUNS", "CopyHeadLinker", "copy_head_clusters"]
 
 #: The pronouns the copy head links: third person of people (bAbI's stories say "it" of no one), not reflexive.
 PRONOUNS = frozenset(w for w in THIRD_PERSON if gender(w) != "neuter") - REFLEXIVE

@@ -11,23 +11,19 @@ The paper's equations, for token t with input x_t and coreference antecedent ind
     h_t = (1 − z_t) ⊙ m_t + z_t ⊙ h̃_t
 
 φ_s and φ_c take the first and the second half of the hidden state (``memory="split"``, the paper's layer and
-its official code, where each relation owns ``hidden / 2`` dimensions): the sequential edge carries the first
-half, the coreference edge the second. Consequence: on a token with no antecedent, the second half of m_t is
-0, so even without links the layer is *not* a plain GRU over its whole state (the second half never recurs
-along the sequence). ``memory="full"`` (beyond the paper, an option) uses φ_s = φ_c = identity and the convex
-mix m_t = α_t h_{t−1} + (1 − α_t) h_{y_t}; with no links that is exactly a standard GRU.
+its official code): the sequential edge carries the first half, the coreference edge the second, so even
+without links the second half never recurs and the layer is *not* a plain GRU over its whole state.
+``memory="full"`` (beyond the paper) uses φ_s = φ_c = identity, the convex mix m_t = α_t h_{t−1} + (1 − α_t)
+h_{y_t}: with no links exactly a standard GRU. The reset gate multiplies ``U_h m_t`` (as the official code and
+cuDNN/PyTorch do), not ``m_t`` before U_h.
 
-The reset gate multiplies ``U_h m_t`` (as the official code and cuDNN/PyTorch do), not ``m_t`` before U_h.
-
-Batched form (:class:`CorefGRU`): instead of antecedent indices, each token carries a cluster id (0: none).
-The "most recent coreferent antecedent" of a token is the last earlier token of its cluster, so a memory of
-the latest state per cluster replaces the look-up h_{y_t} (φ_c is applied by the mixing coefficients, see
-:func:`coref_scan`): one scan over time, batched over sequences and clusters. Cost: O(T · B · (H² + H·D)) for
-the gates plus O(T · B · C · H) for the out-of-place memory writes (a copy), memory
-O(B · C · H) for the clusters on top of the O(T · B · H) outputs (T tokens, B sequences, C clusters, D input,
-H hidden). The backward direction runs the same scan on the time-reversed sequence, so its "antecedent" is
-the next mention of the cluster (descendant links). :func:`reference_coref_gru` is the literal per-token
-version with explicit y_t, which the batched one is tested against.
+Batched form (:class:`CorefGRU`): each token carries a cluster id (0: none) instead of y_t, and a memory of
+the latest state per cluster replaces the look-up h_{y_t}: one scan over time, batched over sequences and
+clusters. Cost: O(T · B · (H² + H·D)) for the gates plus O(T · B · C · H) for the out-of-place memory writes,
+memory O(B · C · H) on top of the O(T · B · H) outputs (T tokens, B sequences, C clusters, D input, H hidden).
+The backward direction runs the same scan on the time-reversed sequence (descendant links).
+:func:`reference_coref_gru` is the literal per-token version with explicit y_t, which the batched one is
+tested against.
 """
 
 from __future__ import annotations
@@ -35,21 +31,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-__all__ = ["MEMORY_KINDS", "BiCorefGRU", "CorefGRU", "antecedent_indices", "coref_scan", "has_antecedent",
-           "reference_coref_gru", "reverse_padded"]
-
 MEMORY_KINDS = ("split", "full")
 
 
 class CorefGRU(nn.Module):
-    """One direction of the C-GRU layer (the module docstring has the equations and the complexity).
-
-    Args:
-        input_size: D, the size of x_t.
-        hidden_size: H, the size of h_t (even for ``memory="split"``).
-        memory: ``split`` (paper: φ_s / φ_c are the two halves) or ``full`` (identity, convex mix).
-        reverse: run right to left (the backward direction; antecedents become descendants).
-    """
+    """One direction of the C-GRU layer (equations and cost: the module docstring): input size D, hidden
+    size H (even for ``memory="split"``); ``reverse`` runs right to left (antecedents become descendants)."""
 
     def __init__(self, input_size: int, hidden_size: int, memory: str = "split", reverse: bool = False):
         super().__init__()
@@ -68,22 +55,15 @@ class CorefGRU(nn.Module):
 
     def forward(self, inputs: torch.Tensor, mask: torch.Tensor, clusters: torch.Tensor) -> tuple[torch.Tensor,
                                                                                                   torch.Tensor]:
-        """Run the scan.
-
-        Args:
-            inputs: ``[B, T, D]``, right-padded; mask: ``[B, T]`` bool (False: padding);
-            clusters: ``[B, T]`` long, 0 for no cluster, 1..C a cluster id.
-        Returns:
-            ``(outputs [B, T, H], alpha [B, T])``, zero at padded positions.
-        """
+        """``inputs [B, T, D]`` right-padded, ``mask [B, T]`` bool (False: padding), ``clusters [B, T]`` (0:
+        none, 1..C a cluster id) -> ``(outputs [B, T, H], alpha [B, T])``, zero at padded positions."""
         outputs, alpha = coref_scan([self], inputs, mask, clusters)
         return outputs[0], alpha[0]
 
 
 class BiCorefGRU(nn.Module):
-    """Bidirectional C-GRU: forward along antecedent links, backward along descendant links; outputs
-    concatenated ``[B, T, 2H]``. Both directions run in one scan (a leading direction dimension), which halves
-    the per-token Python overhead of two separate loops."""
+    """Bidirectional C-GRU: forward along antecedent links, backward along descendant links, outputs
+    concatenated ``[B, T, 2H]``; both directions in one scan (half the per-token Python overhead of two)."""
 
     def __init__(self, input_size: int, hidden_size: int, memory: str = "split"):
         super().__init__()
@@ -115,20 +95,16 @@ def coref_scan(layers: list[CorefGRU], inputs: torch.Tensor, mask: torch.Tensor,
                clusters: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """One time loop for ``len(layers)`` = L directions (same sizes): ``[L, B, T, H]`` outputs and ``[L, B, T]`` α.
 
-    Everything that does not depend on the state is computed before the loop for all t: the input half of
-    the gates, α_t (the no-antecedent rule from the cluster ids), the two mixing coefficients and the
-    memory-write masks. A reverse layer reads its rows reversed within their lengths, so padding is always at
-    the end and the loop needs no masking: padded steps write no memory and their outputs are zeroed.
-
-    The step is written for few operations, since on a CPU each costs a fixed dispatch (and, in the backward,
-    an autograd node) that outweighs its arithmetic at bAbI's sizes: m_t = s_t ⊙ h_{t−1} + c_t ⊙ M[y_t] with
-    precomputed coefficient vectors (``split``: s_t = α_t on the first half and 0 on the second, c_t = 0 on the
-    first half and 1 − α_t on the second, which is the paper's φ_s ‖ φ_c concatenation; ``full``: α_t and
-    1 − α_t everywhere), the memory M holding whole states (one read, one write per step), r and z from one
-    ``baddbmm``, h̃ from one ``addcmul``, and h_t = (1 − z) m + z h̃ as one ``lerp``: 10 operations a step.
+    What does not depend on the state is computed before the loop: the input half of the gates, α_t, the
+    mixing coefficients and the memory-write slots. A reverse layer reads its rows reversed within their
+    lengths, so padding is always at the end: padded steps write no memory and their outputs are zeroed. The
+    step is 10 operations, since on a CPU each one's fixed dispatch (and autograd node) outweighs its
+    arithmetic at bAbI's sizes (docs/guides/babi.md, Speed): m_t = s_t ⊙ h_{t−1} + c_t ⊙ M[y_t] with
+    precomputed coefficients (``split``: s_t = α_t on the first half and 0 on the second, c_t = 0 and 1 − α_t,
+    the φ_s ‖ φ_c concatenation; ``full``: α_t and 1 − α_t everywhere), r and z from one ``baddbmm``, h̃ from
+    one ``addcmul``, h_t as one ``lerp``.
     """
-    first = layers[0]
-    hidden, memory_kind = first.hidden_size, first.memory
+    hidden, memory_kind = layers[0].hidden_size, layers[0].memory
     num_layers = len(layers)
     lengths = mask.sum(1)
     batch, steps, _ = inputs.shape
@@ -175,10 +151,9 @@ def coref_scan(layers: list[CorefGRU], inputs: torch.Tensor, mask: torch.Tensor,
         outputs.append(state)
     out = torch.stack(outputs, dim=2) if outputs else inputs.new_zeros(num_layers, batch, 0, hidden)  # [L, B, T, H]
     out = out * mask.unsqueeze(-1)
-    for i, layer in enumerate(layers):
-        if layer.reverse:
-            out = torch.cat([out[:i], reverse_padded(out[i], lengths).unsqueeze(0), out[i + 1:]])
-            alpha = torch.cat([alpha[:i], reverse_padded(alpha[i], lengths).unsqueeze(0), alpha[i + 1:]])
+    reverse = [layer.reverse for layer in layers]  # those rows back in the input's order
+    out = torch.stack([reverse_padded(o, lengths) if r else o for r, o in zip(reverse, out)])
+    alpha = torch.stack([reverse_padded(a, lengths) if r else a for r, a in zip(reverse, alpha)])
     return out, alpha * mask
 
 

@@ -4,7 +4,8 @@ spans); the word ids come from :class:`corefbert.text.vocabulary.Vocabulary`.
 
 Official format: ``<id> <sentence>`` per line, ids restart at 1 with each story; a question line is
 ``<id> <question>\\t<answer>\\t<supporting ids>``, the supporting ids naming earlier story lines (never a
-question line) of the same story. A question sees the story lines before it (not the earlier questions). Answers of task 8 (``apple,football``, ``nothing``) and 19 (``n,w``) are comma-joined lists.
+question line) of the same story. A question sees the story lines before it (not the earlier questions).
+Answers of task 8 (``apple,football``, ``nothing``) and 19 (``n,w``) are comma-joined lists.
 """
 
 from __future__ import annotations
@@ -17,9 +18,6 @@ from dataclasses import dataclass, field
 from corefbert.errors import CorefBertError
 from corefbert.pronouns import PRONOUNS
 from corefbert.text.jsonio import read_jsonl
-
-__all__ = ["BabiExample", "entity_mentions", "exact_match_clusters", "find_task_file", "groups_to_ids",
-           "read_babi_file", "read_coref_file", "spans_to_clusters", "tokenize"]
 
 TOKEN = re.compile(r"\w+|[^\w\s]")
 DETERMINERS = {"the", "a", "an"}
@@ -153,11 +151,7 @@ def groups_to_ids(groups: list[list[int]], num_tokens: int, max_clusters: int) -
 
 def exact_match_clusters(tokens: list[tuple[str, int, int]], originals: list[str],
                          max_clusters: int) -> list[int]:
-    """The paper's bAbI setting: mentions of one entity linked by exact string match within the story.
-
-    Equal entity tokens (:func:`entity_mentions`) seen at least twice form a cluster; the first
-    ``max_clusters`` clusters by first mention are kept. Returns a cluster id per token (0: none).
-    """
+    """The paper's bAbI setting: equal entity tokens (:func:`entity_mentions`) of the story linked."""
     return groups_to_ids(list(entity_mentions(tokens, originals).values()), len(tokens), max_clusters)
 
 
@@ -177,9 +171,8 @@ def spans_to_clusters(tokens: list[tuple[str, int, int]], clusters: list, max_cl
 
 
 def read_coref_file(path: str) -> dict[tuple[int, int], list]:
-    """``{(task id, question line): clusters}`` from a JSONL file of
-    ``{"task": N, "line": L, "clusters": [[[start, end], ...], ...]}`` (offsets into the example's
-    :attr:`BabiExample.document`)."""
+    """``{(task id, question line): clusters}`` from a JSONL file of ``{"task": N, "line": L, "clusters":
+    [[[start, end], ...], ...]}`` (offsets into the example's :attr:`BabiExample.document`)."""
     records: dict[tuple[int, int], list] = {}
     expected = 'expected a JSON object {"task": N, "line": L, "clusters": [[[start, end], ...], ...]} per line'
     for number, record in read_jsonl(path, expected=expected):

@@ -29,8 +29,6 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from corefbert.tasks.babi.coref_gru import BiCorefGRU
 from corefbert.tasks.scratch import ScratchConfig
 
-__all__ = ["GAReader", "GAReaderConfig", "ReaderOutput", "attention_sum"]
-
 RECURRENT_KINDS = ("gru", "cgru")
 
 
@@ -66,9 +64,7 @@ def attention_sum(attention: torch.Tensor, doc_ids: torch.Tensor, vocab_size: in
 def _run_gru(gru: nn.GRU, inputs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """A bidirectional ``nn.GRU`` over right-padded ``inputs [B, T, D]`` -> ``[B, T, 2H]`` (zeros at padding)."""
     packed = pack_padded_sequence(inputs, lengths.cpu().clamp(min=1), batch_first=True, enforce_sorted=False)
-    out, _ = gru(packed)
-    out, _ = pad_packed_sequence(out, batch_first=True, total_length=inputs.size(1))
-    return out
+    return pad_packed_sequence(gru(packed)[0], batch_first=True, total_length=inputs.size(1))[0]
 
 
 class GAReader(nn.Module):
@@ -81,8 +77,7 @@ class GAReader(nn.Module):
         self.config = config
         hidden = config.hidden_size
         self.embedding = nn.Embedding(config.vocab_size, config.embedding_dim, padding_idx=0)
-        self.doc_layers = nn.ModuleList()
-        self.query_layers = nn.ModuleList()
+        self.doc_layers, self.query_layers = nn.ModuleList(), nn.ModuleList()
         for k in range(config.num_layers):
             size_in = config.embedding_dim if k == 0 else 2 * hidden
             self.doc_layers.append(BiCorefGRU(size_in, hidden, config.memory) if config.recurrent == "cgru"
@@ -91,22 +86,16 @@ class GAReader(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
         self.classifier = nn.Linear(4 * hidden, config.num_answers) if config.num_answers > 0 else None
 
-    def encode_document(self, k: int, inputs: torch.Tensor, mask: torch.Tensor, clusters: torch.Tensor):
-        layer = self.doc_layers[k]
-        if isinstance(layer, BiCorefGRU):
-            return layer(inputs, mask, clusters) * mask.unsqueeze(-1)
-        return _run_gru(layer, inputs, mask.sum(1))
-
     def forward(self, doc_ids, doc_mask, clusters, query_ids, query_mask, labels=None, known=None) -> ReaderOutput:
         """All ``[B, T]`` / ``[B, Q]``; ``labels [B]`` a vocabulary id (attention sum) or an answer index;
-        ``known [B]`` bool: False where the label is a placeholder (an answer never seen in training), left
-        out of the loss."""
+        ``known [B]`` bool: False where the label is a placeholder, left out of the loss."""
         doc_mask, query_mask = doc_mask.bool(), query_mask.bool()
         query_emb = self.embedding(query_ids)  # [B, Q, E]
         query_lengths = query_mask.sum(1)
         x = self.dropout(self.embedding(doc_ids))  # [B, T, E]
-        for k in range(self.config.num_layers):
-            doc = self.encode_document(k, x, doc_mask, clusters)  # [B, T, 2H]
+        for k, layer in enumerate(self.doc_layers):
+            cgru = isinstance(layer, BiCorefGRU)
+            doc = layer(x, doc_mask, clusters) if cgru else _run_gru(layer, x, doc_mask.sum(1))  # [B, T, 2H]
             query = _run_gru(self.query_layers[k], query_emb, query_lengths)  # [B, Q, 2H]
             if k < self.config.num_layers - 1:
                 scores = doc @ query.transpose(1, 2)  # [B, T, Q]
@@ -131,7 +120,3 @@ class GAReader(nn.Module):
             weights = known.float() if known is not None else torch.ones_like(losses)
             loss = (losses * weights).sum() / weights.sum().clamp_min(1.0)  # never a NaN mean over nothing
         return ReaderOutput(loss, scores, attention)
-
-    def predict(self, scores: torch.Tensor) -> torch.Tensor:
-        """The answer index per example (a vocabulary id, or an answer-vocabulary index): ``[B]``."""
-        return scores.argmax(-1)

@@ -6,12 +6,9 @@ One :class:`BabiTask` is one bAbI task trained from scratch; :func:`run_babi` ru
 mean and max over seeds, average, tasks failed at < 0.95) as ``babi_table.md`` / ``babi_table.json``.
 
 Answers: the paper fixes the mode per task. The ten tasks whose answer is always one word of the story
-(:data:`EXTRACTIVE_TASKS`) are extractive (attention sum over document tokens), and every answer of their
-training file must be such a word (one clear line otherwise); the others (yes/no, counting, task 8's lists,
-task 19's paths) take a softmax over the answer strings seen in training, a comma-joined list
-(``apple,football``, ``n,w``) being one class. The mode, the vocabulary and the classes come from the training
-file alone and are saved with the model; a held-out or test answer the model cannot give (not a word of its
-story, a word or class never seen in training) is scored wrong and counted (``*_unanswerable``).
+(:data:`EXTRACTIVE_TASKS`) take an attention sum over document tokens; the others (yes/no, counting, task 8's
+lists, task 19's paths) a softmax over the answer strings seen in training, a comma-joined list being one
+class. A held-out or test answer the model cannot give is scored wrong and counted (``*_unanswerable``).
 """
 
 from __future__ import annotations
@@ -45,14 +42,12 @@ from corefbert.tasks.base import (
     run_finetuning,
 )
 from corefbert.tasks.scratch import ScratchFolder
-from corefbert.text.durable import output_file, replace_file
+from corefbert.text.durable import replace_file
 from corefbert.text.jsonio import read_json
 from corefbert.text.vocabulary import Vocabulary
 from corefbert.training.outputs.cards import repo_name
 from corefbert.training.outputs.evaluation import write_json
 from corefbert.training.sweep import SweepRules, SweepRun, run_sweep, training_settings
-
-__all__ = ["EXTRACTIVE_TASKS", "MODELS", "BabiArguments", "BabiTask", "babi_table", "load_babi_reader", "run_babi"]
 
 logger = logging.getLogger(__name__)
 
@@ -82,10 +77,9 @@ class BabiArguments(HeldOutArguments):
                                                     "reports the mean and the max over them."})
     model: str = field(default="ga_cgru", metadata={"help": "ga_cgru | ga_gru (K=3 gated-attention layers) | "
                                                             "bi_cgru | bi_gru (one bidirectional layer)."})
-    coref_source: str = field(default="exact", metadata={"help": "exact (exact match of entity tokens within a "
-                                                                 "story, the paper's bAbI setting) | file | copy "
-                                                                 "(beyond the paper: pronouns by --coref_model's "
-                                                                 "copy head)."})
+    coref_source: str = field(default="exact", metadata={
+        "help": "exact (exact match of entity tokens within a story, the paper's bAbI setting) | file | copy "
+                "(beyond the paper: pronouns by --coref_model's copy head)."})
     coref_model: str | None = field(default=None, metadata={
         "help": "A CorefBERT checkpoint (with its MRP copy head) for --coref_source copy."})
     coref_file: str | None = field(default=None, metadata={
@@ -106,8 +100,7 @@ class BabiArguments(HeldOutArguments):
         if not self.data_dir or not os.path.isdir(self.data_dir):
             raise CorefBertError("--data_dir must be a folder with the official bAbI qaN_*_train.txt files",
                                  path=self.data_dir or "--data_dir")
-        bad = [t for t in self.task_ids if not 1 <= t <= 20]
-        if bad or not self.task_ids:
+        if not self.task_ids or any(not 1 <= t <= 20 for t in self.task_ids):
             raise CorefBertError(f"--task_ids must be bAbI task numbers 1-20 (got {self.task_ids})")
         if self.model not in MODELS:
             raise CorefBertError(f"--model {self.model!r} is not one of {', '.join(MODELS)}")
@@ -139,8 +132,7 @@ def _encode(example: BabiExample, vocab: Vocabulary, args: BabiArguments, coref:
         clusters = spans_to_clusters(in_story, spans, args.max_clusters, f"{args.coref_file} (task "
                                      f"{example.task_id} line {example.line})") if spans else [0] * len(tokens)
     return {"doc_ids": vocab.encode([t for t, _, _ in tokens]), "clusters": clusters,
-            "query_ids": vocab.encode([t for t, _, _ in tokenize(example.question)] or ["?"]),
-            "words": [t for t, _, _ in tokens]}
+            "query_ids": vocab.encode([t for t, _, _ in tokenize(example.question)] or ["?"])}
 
 
 class BabiTask(FinetuningTask):
@@ -170,15 +162,7 @@ class BabiTask(FinetuningTask):
         super().__init__(task_args, training_args)
         task_args.check()
         self.task_id = task_args.task_ids[0]  # one run is one task: run() hands each its own task_ids
-        train_path = find_task_file(task_args.data_dir, self.task_id, "train")
-        if train_path is None and (training_args.do_train or training_args.do_eval):
-            raise CorefBertError(f"no qa{self.task_id}_*_train.txt for bAbI task {self.task_id}",
-                                 path=task_args.data_dir)
-        test_path = find_task_file(task_args.data_dir, self.task_id, "test")
-        if training_args.do_predict and test_path is None:
-            raise CorefBertError(f"--do_predict needs qa{self.task_id}_*_test.txt", path=task_args.data_dir)
-        examples = read_babi_file(train_path, self.task_id) if train_path else []
-        self.test_examples = read_babi_file(test_path, self.task_id) if test_path and training_args.do_predict else []
+        examples, self.test_examples = task_examples(task_args, training_args, self.task_id)
         self.train_examples, self.eval_examples = (
             held_out_split(examples, task_args.validation_split_percentage, task_args.split_seed, lambda e: e.story)
             if task_args.validation_split_percentage else (examples, []))
@@ -186,15 +170,11 @@ class BabiTask(FinetuningTask):
         # from the task number, the vocabulary from the whole training file (its held-out stories included, so
         # the split percentage does not change the word ids; test-only words are unknown, id 1).
         self.extractive = self.task_id in EXTRACTIVE_TASKS
-        if self.extractive:
-            check_extractive_answers(examples, train_path)
         self.vocab = Vocabulary.build([t for t, _, _ in tokenize(e.document + " " + e.question + " " + e.answer)]
                                       for e in examples)
         self.answers = [] if self.extractive else sorted({e.answer for e in self.train_examples})
         self.coref = read_coref_file(task_args.coref_file) if task_args.coref_source == "file" else None
-        self.linker = None
-        if task_args.coref_source == "copy":
-            self.linker = CopyHeadLinker(task_args.coref_model)
+        self.linker = CopyHeadLinker(task_args.coref_model) if task_args.coref_source == "copy" else None
         self.skipped: dict[str, int] = {}
 
     def _label(self, example: BabiExample, doc_ids: list[int]) -> tuple[int, str | None]:
@@ -270,7 +250,6 @@ class BabiTask(FinetuningTask):
         return model
 
     def token_masks(self, batch: dict) -> list[torch.Tensor]:
-        """The story and question tokens of the batch."""
         return [batch["doc_mask"], batch["query_mask"]]
 
     def collate(self, features: list[dict]) -> dict[str, torch.Tensor]:
@@ -279,8 +258,7 @@ class BabiTask(FinetuningTask):
             return torch.tensor([f[key] + [0] * (width - len(f[key])) for f in features])  # [B, width]
 
         doc_ids, query_ids = pad("doc_ids"), pad("query_ids")
-        # label -1 (an answer the model cannot give, BabiTask._label) is scored as wrong; the loss never sees it
-        # (training drops such questions)
+        # label -1 (an answer the model cannot give, _label) is scored wrong; training drops such questions
         return {"doc_ids": doc_ids, "doc_mask": doc_ids != 0, "clusters": pad("clusters"), "query_ids": query_ids,
                 "query_mask": query_ids != 0, "labels": torch.tensor([max(f["label"], 0) for f in features]),
                 "known": torch.tensor([f["label"] >= 0 for f in features])}
@@ -301,10 +279,8 @@ class BabiTask(FinetuningTask):
     def write_predictions(self, predictions, output_dir: str, split: str) -> list[str]:
         examples = self.eval_examples if split == "eval" else self.test_examples
         path = os.path.join(output_dir, f"{split}_predictions.tsv")
-        with output_file(path, what="the predictions") as handle:
-            handle.write("line\tquestion\tanswer\tprediction\n")
-            for example, predicted in zip(examples, predictions):
-                handle.write(f"{example.line}\t{example.question}\t{example.answer}\t{predicted}\n")
+        rows = [f"{e.line}\t{e.question}\t{e.answer}\t{p}\n" for e, p in zip(examples, predictions)]
+        replace_file(path, "line\tquestion\tanswer\tprediction\n" + "".join(rows), "the predictions")
         return [path]
 
     def save_pretrained(self, model, output_dir: str, state_dict: dict | None = None) -> None:
@@ -313,29 +289,42 @@ class BabiTask(FinetuningTask):
             "answers": self.answers})
 
 
-def check_extractive_answers(examples: list[BabiExample], path: str) -> None:
-    """One clear line at the first training answer that is not one word of its story: an extractive task's
-    attention sum (the paper's mode for it) can never give it, so the file is not that task's."""
-    for example in examples:
-        if "," in example.answer or example.answer not in {t for t, _, _ in tokenize(example.document)}:
-            raise CorefBertError(
-                f"answer {example.answer!r} is not a word of its story, but bAbI task {example.task_id} is "
-                "extractive (the paper's attention sum over the story's words, which cannot give it); correct the "
-                f"line or check that this is task {example.task_id}'s file", path=path, position=example.line)
+def task_examples(task_args: BabiArguments, args,
+                  task_id: int) -> tuple[list[BabiExample], list[BabiExample]]:
+    """Task ``task_id``'s training questions (when its file is there) and, with ``--do_predict``, its test
+    questions; one line when a ``--do_*`` flag needs an absent file, and at the first training answer of an
+    extractive task that is not one word of its story (the paper's attention sum can never give it: the file
+    is not that task's)."""
+    paths = []
+    for split, wanted in (("train", args.do_train or args.do_eval), ("test", args.do_predict)):
+        path = find_task_file(task_args.data_dir, task_id, split)
+        if wanted and path is None:
+            raise CorefBertError(f"no qa{task_id}_*_{split}.txt for bAbI task {task_id} (needed by "
+                                 f"{'--do_predict' if split == 'test' else '--do_train/--do_eval'})",
+                                 path=task_args.data_dir)
+        paths.append(path)
+    examples = read_babi_file(paths[0], task_id) if paths[0] else []
+    if task_id in EXTRACTIVE_TASKS:
+        for example in examples:
+            if "," in example.answer or example.answer not in {t for t, _, _ in tokenize(example.document)}:
+                raise CorefBertError(
+                    f"answer {example.answer!r} is not a word of its story, but bAbI task {example.task_id} "
+                    "is extractive (the paper's attention sum over the story's words, which cannot give it); "
+                    f"correct the line or check that this is task {example.task_id}'s file", path=paths[0],
+                    position=example.line)
+    return examples, read_babi_file(paths[1], task_id) if args.do_predict else []
 
 
 def load_babi_reader(directory: str) -> tuple[GAReader, dict]:
-    """A trained reader from a ``best/`` or ``last/`` folder (:data:`READER_FOLDER`), and its saved settings
-    (``task_id``, ``model``, ``extractive``, ``answers``, ``"reader"`` as a dict and ``"vocabulary"`` as a
-    :class:`Vocabulary`; a folder saved before the one vocabulary holds a word list, which reads as one)."""
+    """A trained reader from a ``best/`` or ``last/`` folder (:data:`READER_FOLDER`) and its saved settings
+    (``task_id``, ``model``, ``extractive``, ``answers``, ``"reader"`` as a dict, ``"vocabulary"``)."""
     loaded = READER_FOLDER.from_pretrained(directory)
     return loaded.model, {**loaded.settings, "reader": loaded.config.to_dict(), "vocabulary": loaded.vocabulary}
 
 
 def babi_table(accuracies: dict[int, list[float]], model: str, split: str = "") -> dict:
-    """The paper's table from ``{task id: [accuracy per seed]}``: per task mean/max, their averages over
-    tasks and the number of tasks failed (accuracy < 0.95) by mean and by max; ``split`` says which questions
-    the accuracies are on (:func:`split_description`)."""
+    """The paper's table from ``{task id: [accuracy per seed]}``: per task mean/max, their averages over tasks
+    and the number of tasks failed (accuracy < 0.95) by mean and by max; ``split``: the questions it is on."""
     rows = {str(t): {"accuracies": accs, "mean": statistics.fmean(accs), "max": max(accs)}
             for t, accs in sorted(accuracies.items())}
     return {"model": model, "split": split, "tasks": rows,
@@ -343,14 +332,6 @@ def babi_table(accuracies: dict[int, list[float]], model: str, split: str = "") 
             "average_max": statistics.fmean(r["max"] for r in rows.values()),
             "failed_mean": sum(r["mean"] < FAILED_BELOW for r in rows.values()),
             "failed_max": sum(r["max"] < FAILED_BELOW for r in rows.values())}
-
-
-def split_description(task_args: BabiArguments, test: bool) -> str:
-    """Which questions a table's accuracies are on, in words (the first line of its ``babi_table.md`` section)."""
-    if test:
-        return "the official test files (qaN_*_test.txt, --do_predict)"
-    return (f"our own held-out split: {task_args.validation_split_percentage}% of the stories of each "
-            f"qaN_*_train.txt (--split_seed {task_args.split_seed}), not the official test files")
 
 
 def table_markdown(table: dict) -> str:
@@ -369,11 +350,6 @@ def table_markdown(table: dict) -> str:
         short = ", ".join(f"task {t}: {n} of {table['seeds']}" for t, n in table["short_tasks"].items())
         lines += ["", f"Seeds with results ({short}); those tasks' mean and max are over these seeds only."]
     return "\n".join(lines) + "\n"
-
-
-#: How the bAbI table treats the run folders it finds (:mod:`corefbert.training.sweep`): a finished run keeps
-#: its record in its newest checkpoint, and a longer schedule continues it.
-SWEEP_RULES = SweepRules(continues=("max_steps", "num_train_epochs"))
 
 
 def babi_run(task_args: BabiArguments, args, task_id: int, seed_index: int) -> SweepRun:
@@ -405,16 +381,19 @@ def babi_run(task_args: BabiArguments, args, task_id: int, seed_index: int) -> S
 
 def write_tables(task_args: BabiArguments, args, accuracies: dict[int, list[float]],
                  test_accuracies: dict[int, list[float]]) -> list[dict]:
-    """``babi_table.json`` / ``babi_test_table.json`` / ``babi_table.md`` from the runs finished so far (run_babi
-    rewrites them after every run, so an interrupted table shows what it has); a table short of some of
-    ``--task_ids`` says which tasks it lacks and that its average is over the others only, and a task with results
-    of fewer than ``--seeds`` runs how many it has (``short_tasks``)."""
+    """``babi_table.json`` / ``babi_test_table.json`` / ``babi_table.md`` from the runs finished so far
+    (rewritten after every run, so an interrupted table shows what it has), naming the tasks of ``--task_ids``
+    it lacks and the tasks with results of fewer than ``--seeds`` runs (``short_tasks``)."""
     tables = []
-    for values, test, name in ((accuracies, False, "babi_table.json"), (test_accuracies, True, "babi_test_table.json")):
+    # which questions each table's accuracies are on, in words (the first line of its babi_table.md section)
+    held_out = (f"our own held-out split: {task_args.validation_split_percentage}% of the stories of each "
+                f"qaN_*_train.txt (--split_seed {task_args.split_seed}), not the official test files")
+    test_files = "the official test files (qaN_*_test.txt, --do_predict)"
+    for values, split, name in ((accuracies, held_out, "babi_table.json"),
+                                (test_accuracies, test_files, "babi_test_table.json")):
         if values:
-            table = babi_table(values, task_args.model, split_description(task_args, test=test))
-            missing = [t for t in task_args.task_ids if t not in values]
-            if missing:
+            table = babi_table(values, task_args.model, split)
+            if missing := [t for t in task_args.task_ids if t not in values]:
                 table["missing_tasks"] = missing
             short = {str(t): len(a) for t, a in sorted(values.items()) if len(a) < task_args.seeds}
             if short:  # a task's mean and max are over the seeds it has: say how many those are
@@ -437,17 +416,8 @@ def run_babi(task_args: BabiArguments, args) -> dict[str, float]:
                              "upload a run's best/ later with `hf upload USER/NAME output_dir/qaN/seed_0/best`")
     if task_args.coref_source == "file":
         read_coref_file(task_args.coref_file)
-    for task_id in task_args.task_ids:  # every task's files before the first run, not after an hour of training
-        for split, wanted in (("train", args.do_train or args.do_eval), ("test", args.do_predict)):
-            path = find_task_file(task_args.data_dir, task_id, split) if wanted else None
-            if wanted and path is None:
-                raise CorefBertError(f"no qa{task_id}_*_{split}.txt for bAbI task {task_id} (needed by "
-                                     f"{'--do_predict' if split == 'test' else '--do_train/--do_eval'})",
-                                     path=task_args.data_dir)
-            if path is not None:
-                examples = read_babi_file(path, task_id)
-                if split == "train" and task_id in EXTRACTIVE_TASKS:
-                    check_extractive_answers(examples, path)
+    for task_id in task_args.task_ids:  # every task's files before the first run, not an hour into training
+        task_examples(task_args, args, task_id)
     runs = [(t, k) for t in task_args.task_ids for k in range(task_args.seeds)]
     accuracies: dict[int, list[float]] = {}
     results: dict[str, float] = {}
@@ -457,22 +427,20 @@ def run_babi(task_args: BabiArguments, args) -> dict[str, float]:
 
     def after_run(point: tuple[int, int], run: dict) -> None:  # the table rewritten after every run
         nonlocal tables
-        task_id = point[0]
-        if "eval_accuracy" in run:
-            accuracies.setdefault(task_id, []).append(run["eval_accuracy"])
-        if "predict_accuracy" in run:
-            test_accuracies.setdefault(task_id, []).append(run["predict_accuracy"])
-        for split in ("eval", "predict"):  # the same questions for every seed: the count of one run
-            if f"{split}_unanswerable" in run:
-                unanswerable[f"{split}_unanswerable_qa{task_id}"] = run[f"{split}_unanswerable"]
+        for split, values in (("eval", accuracies), ("predict", test_accuracies)):
+            if f"{split}_accuracy" in run:
+                values.setdefault(point[0], []).append(run[f"{split}_accuracy"])
+            if f"{split}_unanswerable" in run:  # the same questions for every seed: the count of one run
+                unanswerable[f"{split}_unanswerable_qa{point[0]}"] = run[f"{split}_unanswerable"]
         tables = write_tables(task_args, args, accuracies, test_accuracies)
 
     print(f"bAbI with {task_args.model}: {len(runs)} runs (tasks x seeds)", flush=True)
     # With --resume_from_checkpoint a finished run of the same settings and length is kept (not retrained, not
     # re-evaluated; evaluated when it lacks the results --do_eval / --do_predict ask for), an unfinished one
-    # continues from its newest checkpoint, and a changed one is refused.
-    rules = dataclasses.replace(SWEEP_RULES, keep_finished=bool(args.resume_from_checkpoint),
-                                ignore_changed_settings=args.ignore_changed_settings)
+    # or one given a longer schedule continues from its newest checkpoint, and a changed one is refused.
+    rules = SweepRules(continues=("max_steps", "num_train_epochs"),
+                       keep_finished=bool(args.resume_from_checkpoint),
+                       ignore_changed_settings=args.ignore_changed_settings)
     run_sweep(runs, lambda point: babi_run(task_args, args, *point), rules, after_run=after_run)
     results.update({f"predict_accuracy_qa{t}": statistics.fmean(a) for t, a in test_accuracies.items()})
     results.update(unanswerable)

@@ -3,16 +3,12 @@
 Each of a claim's N evidence sentences is encoded together with the claim (a node). Gaussian kernels over
 the cosine similarity of token pairs turn token matches into soft-match features (21 kernels: an
 exact-match kernel mu = 1, sigma = 1e-3, and 20 means evenly spaced over [-1, 1] with sigma 0.1, as
-published in thunlp/KernelGAT). They drive
-
-- **node selection**: claim tokens against the node's evidence tokens -> a score per node -> softmax over
-  the claim's nodes;
-- **edge attention**: for node i, the tokens of every node j are weighted by their kernel match with node
-  i's tokens (token attention), then nodes j are weighted by an MLP on [CLS_i; summary_j] (node attention);
-
-and the label distribution is the selection-weighted sum of each node's prediction from [CLS_i; message_i].
-The loss is the negative log-likelihood of that mixture. Unlike the original, padded nodes (claims with
-fewer than N sentences) are masked out of both softmaxes instead of being empty sentences.
+published in thunlp/KernelGAT). They drive node selection (claim tokens against the node's evidence tokens
+-> a score per node -> softmax over the claim's nodes) and edge attention (for node i, the tokens of every
+node j weighted by their kernel match with node i's tokens, then the nodes j by an MLP on [CLS_i; summary_j]).
+The label distribution is the selection-weighted sum of each node's prediction from [CLS_i; message_i], the
+loss its negative log-likelihood. Unlike the original, padded nodes (claims with fewer than N sentences) are
+masked out of both softmaxes instead of being empty sentences.
 """
 
 from __future__ import annotations
@@ -25,12 +21,9 @@ from torch import nn
 
 def kernel_mus(num_kernels: int) -> list[float]:
     """Kernel means: 1 (exact match), then the centres of ``num_kernels - 1`` equal bins of [-1, 1]."""
-    mus = [1.0]
-    if num_kernels == 1:
-        return mus
-    bin_size = 2.0 / (num_kernels - 1)
-    mus.append(1 - bin_size / 2)
-    for _ in range(num_kernels - 2):
+    bin_size = 2.0 / max(num_kernels - 1, 1)
+    mus = [1.0, 1 - bin_size / 2][:num_kernels]
+    while len(mus) < num_kernels:
         mus.append(mus[-1] - bin_size)
     return mus
 
@@ -42,11 +35,9 @@ def kernel_sigmas(num_kernels: int) -> list[float]:
 
 def kernel_features(query: torch.Tensor, doc: torch.Tensor, doc_mask: torch.Tensor, mus: torch.Tensor,
                     sigmas: torch.Tensor) -> torch.Tensor:
-    """Log kernel-pooled soft matches of each query token against the (masked) doc tokens.
-
-    query [X, Lq, H] and doc [X, Ld, H] L2-normalized, doc_mask [X, Ld] -> [X, Lq, K]:
-    ``log(sum_d exp(-(cos(q, d) - mu_k)^2 / (2 sigma_k^2)))``, clamped at 1e-10 before the log.
-    """
+    """Log kernel-pooled soft matches of each query token against the (masked) doc tokens: query [X, Lq, H]
+    and doc [X, Ld, H] L2-normalized, doc_mask [X, Ld] -> [X, Lq, K]:
+    ``log(sum_d exp(-(cos(q, d) - mu_k)^2 / (2 sigma_k^2)))``, clamped at 1e-10 before the log."""
     similarity = torch.bmm(query, doc.transpose(1, 2)).unsqueeze(-1)  # [X, Lq, Ld, 1]
     kernels = torch.exp(-((similarity - mus) ** 2) / (2 * sigmas**2)) * doc_mask[:, None, :, None]  # [X, Lq, Ld, K]
     return torch.log(kernels.sum(2).clamp(min=1e-10))

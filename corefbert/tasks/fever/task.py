@@ -1,15 +1,11 @@
 """FEVER fact verification: readers for the three input forms, features, and the task (BERT-concat or KGAT).
 
-Inputs (the format of a file is recognized from its first line):
-
-- the official FEVER JSONL (``id``, ``claim``, ``label``, ``evidence`` sets of ``[annotation_id, evidence_id,
-  page, sentence]``); its evidence text comes from a FEVER ``wiki-pages`` directory (the gold sentences:
-  an oracle setting, NOT ENOUGH INFO claims then have no evidence) or from a retrieved-evidence file;
-- a retrieved-evidence file (``id``, ``claim``, ``label``, ``evidence: [[page, sentence, text, score], ...]``,
-  the form KGAT consumes), alone or matched by ``id`` to an official file (which adds the gold sets);
-- claim/evidence-text pairs (``id``, ``claim``, ``evidence``, ``gold_label``: FEVER-Symmetric).
-
-The predicted evidence of a claim is its first ``max_evidence`` candidate sentences (retrieval order), as
+Inputs, recognized from a file's first line (docs/guides/docred_fever.md): the official FEVER JSONL (gold
+evidence sets of ``[annotation_id, evidence_id, page, sentence]``, their text from a ``wiki-pages``
+directory, an oracle setting, or from a retrieved-evidence file); a retrieved-evidence file (``evidence:
+[[page, sentence, text, score], ...]``, the form KGAT consumes), alone or matched by ``id`` to an official
+file; claim/evidence-text pairs (``id``, ``claim``, ``evidence``, ``gold_label``: FEVER-Symmetric). The
+predicted evidence of a claim is its first ``max_evidence`` candidate sentences (retrieval order), as
 in KGAT; the FEVER score is reported when the gold evidence sets are known.
 """
 
@@ -21,6 +17,7 @@ import os
 import re
 import sys
 from dataclasses import dataclass, field
+from functools import partialmethod
 
 import torch
 from transformers import AutoConfig, AutoModelForSequenceClassification
@@ -44,7 +41,7 @@ from corefbert.tasks.heads import (
     save_encoder_and_head,
     write_head_config,
 )
-from corefbert.text.durable import output_file
+from corefbert.text.durable import replace_file
 from corefbert.text.jsonio import read_jsonl
 from corefbert.text.positions import max_positions
 from corefbert.text.tokenizers import load_tokenizer
@@ -64,21 +61,14 @@ class FeverArguments(HeldOutArguments):
     train_evidence_file: str | None = field(default=None, metadata={"help": "Retrieved evidence for train_file."})
     validation_evidence_file: str | None = field(default=None, metadata={"help": "Retrieved evidence for dev."})
     test_evidence_file: str | None = field(default=None, metadata={"help": "Retrieved evidence for test."})
-    wiki_pages_dir: str | None = field(
-        default=None, metadata={"help": "FEVER wiki-pages directory: gold evidence text for official JSONL files."}
-    )
+    wiki_pages_dir: str | None = field(default=None, metadata={
+        "help": "FEVER wiki-pages directory: gold evidence text for official JSONL files."})
     model_type: str = field(default="concat", metadata={"help": "concat (BERT-concat) or kgat."})
     max_evidence: int = field(default=5, metadata={"help": "Evidence sentences per claim."})
     max_seq_length: int = field(default=130, metadata={"help": "Tokens per claim-evidence pair (KGAT)."})
-    max_concat_length: int = field(
-        default=512, metadata={"help": "Tokens of claim + all evidence (BERT-concat); capped by the encoder."}
-    )
+    max_concat_length: int = field(default=512, metadata={
+        "help": "Tokens of claim + all evidence (BERT-concat); capped by the encoder."})
     num_kernels: int = field(default=21, metadata={"help": "KGAT Gaussian kernels (exact match + evenly spaced)."})
-
-
-def check_model_type(model_type: str) -> None:
-    if model_type not in MODEL_TYPES:
-        raise CorefBertError(f"--model_type {model_type!r} is not one of {', '.join(MODEL_TYPES)}")
 
 
 @dataclass
@@ -109,8 +99,6 @@ def clean_text(text: str) -> str:
 
 def read_claims_jsonl(path: str) -> list[tuple[int, dict]]:
     """``(line number, claim object)`` for each claim of a FEVER JSONL file."""
-    if not path:
-        raise CorefBertError("file not found", path=path)
     rows = []
     for number, row in read_jsonl(path, expected="one claim object per line expected"):
         if not isinstance(row, dict) or not isinstance(row.get("claim"), str):
@@ -121,32 +109,26 @@ def read_claims_jsonl(path: str) -> list[tuple[int, dict]]:
     return rows
 
 
-def _label(row: dict, path: str, number: int) -> str | None:
-    label = row.get("gold_label", row.get("label"))
-    if label is None:
-        return None
-    if label not in LABELS:
-        raise CorefBertError(f"label {label!r} is not one of {', '.join(LABELS)}", path=path, position=number)
-    return label
-
-
 def read_claims(path: str) -> tuple[list[Claim], str]:
     """Read any of the three forms; returns the claims and the form: "fever", "retrieved" or "pairs"."""
     rows = read_claims_jsonl(path)
     first = rows[0][1]
     evidence = first.get("evidence")
+    gold_sets = (isinstance(evidence, list) and evidence and isinstance(evidence[0], list) and evidence[0]
+                 and isinstance(evidence[0][0], list))
     if isinstance(evidence, str):
         form = "pairs"
-    elif (isinstance(evidence, list) and evidence and isinstance(evidence[0], list) and evidence[0]
-          and isinstance(evidence[0][0], list)):
-        form = "fever"
-    elif isinstance(evidence, list) and "verifiable" not in first:
+    elif isinstance(evidence, list) and not gold_sets and "verifiable" not in first:
         form = "retrieved"
     else:
         form = "fever"
     claims = []
     for number, row in rows:
-        claim = Claim(row.get("id", number), row["claim"], _label(row, path, number))
+        label = row.get("gold_label", row.get("label"))
+        if label is not None and label not in LABELS:
+            raise CorefBertError(f"label {label!r} is not one of {', '.join(LABELS)}", path=path,
+                                 position=number)
+        claim = Claim(row.get("id", number), row["claim"], label)
         if form == "pairs":
             claim.candidates = [Evidence(str(row.get("evidence", "")))]
         elif form == "retrieved":
@@ -191,8 +173,7 @@ def _retrieved(row: dict, path: str, number: int) -> list[Evidence]:
 def attach_retrieved(claims: list[Claim], path: str) -> None:
     """Give each claim the candidates of the retrieved-evidence file line with the same ``id``."""
     by_id = {str(row.get("id")): _retrieved(row, path, number) for number, row in read_claims_jsonl(path)}
-    missing = [c.id for c in claims if str(c.id) not in by_id]
-    if missing:
+    if missing := [c.id for c in claims if str(c.id) not in by_id]:
         raise CorefBertError(f"{len(missing)} claim ids have no line in the evidence file (first: {missing[0]})",
                              path=path)
     for claim in claims:
@@ -201,32 +182,20 @@ def attach_retrieved(claims: list[Claim], path: str) -> None:
 
 def load_wiki_sentences(wiki_dir: str, pages: set[str]) -> dict[str, dict[int, str]]:
     """Sentences ``{page: {index: text}}`` of the wanted ``pages`` from a FEVER wiki-pages directory."""
-    files = sorted(glob.glob(os.path.join(wiki_dir, "*.jsonl")))
-    if not files:
+    if not (files := sorted(glob.glob(os.path.join(wiki_dir, "*.jsonl")))):
         raise CorefBertError("no *.jsonl files; pass the FEVER wiki-pages directory", path=wiki_dir)
     found: dict[str, dict[int, str]] = {}
     for name in files:
-        for page in _wiki_pages(name):
-            if page.get("id") not in pages:
-                continue
-            sentences = {}
-            for entry in page["lines"].split("\n"):
-                parts = entry.split("\t")
-                if len(parts) > 1 and parts[0].isdigit() and parts[1].strip():
-                    sentences[int(parts[0])] = parts[1]
-            found[page["id"]] = sentences
+        for number, page in read_jsonl(name, expected="a wiki-pages file has one page object per line"):
+            if not (isinstance(page, dict) and isinstance(page.get("id"), str)
+                    and isinstance(page.get("lines", ""), str)):
+                raise CorefBertError("a wiki page must be an object with an 'id' and a 'lines' string",
+                                     path=name, position=number)
+            if page["id"] in pages:
+                parts = [entry.split("\t") for entry in page.get("lines", "").split("\n")]
+                found[page["id"]] = {int(p[0]): p[1] for p in parts
+                                     if len(p) > 1 and p[0].isdigit() and p[1].strip()}
     return found
-
-
-def _wiki_pages(name: str):
-    """The pages of one wiki-pages JSONL file, each checked to be ``{"id": str, "lines": str, ...}``."""
-    for number, page in read_jsonl(name, expected="a wiki-pages file has one page object per line"):
-        if not (isinstance(page, dict) and isinstance(page.get("id"), str)
-                and isinstance(page.get("lines", ""), str)):
-            raise CorefBertError("a wiki page must be an object with an 'id' and a 'lines' string",
-                                 path=name, position=number)
-        page.setdefault("lines", "")
-        yield page
 
 
 def attach_wiki_evidence(claims: list[Claim], wiki_dir: str, path: str) -> int:
@@ -261,16 +230,13 @@ def _evidence_text(evidence: Evidence) -> str:
 
 
 def _pad(rows: list[list[int]], value: int) -> torch.Tensor:
-    out = torch.full((len(rows), max(len(r) for r in rows)), value, dtype=torch.long)
-    for i, row in enumerate(rows):
-        out[i, :len(row)] = torch.tensor(row, dtype=torch.long)
-    return out
+    longest = max(len(r) for r in rows)
+    return torch.tensor([list(r) + [value] * (longest - len(r)) for r in rows])  # [rows, longest]
 
 
 class FeverTask(FinetuningTask):
-    """FEVER / FEVER-Symmetric on the shared loop; ``main_metric`` is label accuracy. The family: claims,
-    evaluation and predictions; each ``--model_type`` is a subclass with its own paper settings
-    (:class:`ConcatFeverTask`, :class:`KgatFeverTask`), which :meth:`variant_for` picks."""
+    """FEVER / FEVER-Symmetric, scored by label accuracy. The family: claims, evaluation and predictions;
+    each ``--model_type`` a variant with its paper settings (concat, kgat)."""
 
     name = "fever"
     main_metric = "accuracy"
@@ -282,13 +248,13 @@ class FeverTask(FinetuningTask):
     @classmethod
     def variant_for(cls, argv: list[str]) -> type[FeverTask]:
         """The class of ``--model_type`` in ``argv`` or its ``--config`` file (default concat); a model fine-tuned
-        here (``--model_name_or_path`` with a ``fever_head.json``) decides its own, for its settings as for its
-        class."""
+        here (``--model_name_or_path`` with a ``fever_head.json``) decides its own."""
         path = peek_argument(argv, "model_name_or_path")
         head = read_head_config(path, HEAD) if path else None
         model_type = head["model_type"] if head is not None else \
             peek_argument(argv, "model_type") or FeverArguments.model_type
-        check_model_type(model_type)
+        if model_type not in MODEL_TYPES:
+            raise CorefBertError(f"--model_type {model_type!r} is not one of {', '.join(MODEL_TYPES)}")
         return {"concat": ConcatFeverTask, "kgat": KgatFeverTask}[model_type]
 
     def __init__(self, task_args: FeverArguments, training_args: FinetuningArguments):
@@ -302,11 +268,8 @@ class FeverTask(FinetuningTask):
                                  "one", path=model_name_or_path)
         args.model_type = self.model_type  # the class decides; the flag only chose the class
         self.tokenizer = load_tokenizer(model_name_or_path)
-        self.claims = {
-            "train": self._load(args.train_file, args.train_evidence_file),
-            "eval": self._load(args.validation_file, args.validation_evidence_file),
-            "predict": self._load(args.test_file, args.test_evidence_file),
-        }
+        self.claims = {split: self._load(getattr(args, f"{f}_file"), getattr(args, f"{f}_evidence_file"))
+                       for split, f in (("train", "train"), ("eval", "validation"), ("predict", "test"))}
         if args.validation_split_percentage and self.claims["train"] and not self.claims["eval"]:
             self.claims["train"], self.claims["eval"] = held_out_split(
                 self.claims["train"], args.validation_split_percentage, args.split_seed)
@@ -324,25 +287,19 @@ class FeverTask(FinetuningTask):
             attach_wiki_evidence(claims, self.task_args.wiki_pages_dir, path)
         return claims
 
-    def _features(self, claims: list[Claim] | None) -> list[dict] | None:
-        if not claims:
+    def _features(self, split: str) -> list[dict] | None:
+        if not (claims := self.claims[split]):
             return None
-        label_index = {label: i for i, label in enumerate(LABELS)}
-        return [row | {"label": label_index.get(claim.label)}
+        return [row | {"label": None if claim.label is None else LABELS.index(claim.label)}
                 for claim, row in zip(claims, self.encode(claims))]
 
     def encode(self, claims: list[Claim]) -> list[dict]:
         """One feature row per claim (its label added by the caller)."""
         raise NotImplementedError
 
-    def train_dataset(self):
-        return self._features(self.claims["train"])
-
-    def eval_dataset(self):
-        return self._features(self.claims["eval"])
-
-    def predict_dataset(self):
-        return self._features(self.claims["predict"])
+    train_dataset = partialmethod(_features, "train")
+    eval_dataset = partialmethod(_features, "eval")
+    predict_dataset = partialmethod(_features, "predict")
 
     def collate(self, features):
         pad = self.tokenizer.pad_token_id
@@ -376,9 +333,7 @@ class FeverTask(FinetuningTask):
 
     def write_predictions(self, predictions, output_dir, split):
         path = os.path.join(output_dir, "predictions.jsonl" if split == "predict" else f"{split}_predictions.jsonl")
-        with output_file(path, what="the predictions") as handle:
-            for row in predictions:
-                handle.write(json.dumps(row) + "\n")
+        replace_file(path, "".join(json.dumps(row) + "\n" for row in predictions), "the predictions")
         return [path]
 
 
@@ -392,10 +347,8 @@ class ConcatFeverTask(FeverTask):
 
     def __init__(self, task_args: FeverArguments, training_args: FinetuningArguments):
         super().__init__(task_args, training_args)
-        config = AutoConfig.from_pretrained(self.model_name_or_path)
-        positions = max_positions(config)
-        self.concat_length = task_args.max_concat_length if positions is None else min(task_args.max_concat_length,
-                                                                                        positions)
+        positions = max_positions(AutoConfig.from_pretrained(self.model_name_or_path))
+        self.concat_length = min(task_args.max_concat_length, positions or task_args.max_concat_length)
 
     def encode(self, claims):
         k = self.task_args.max_evidence
@@ -458,12 +411,11 @@ class KgatFeverTask(FeverTask):
 
     def build_model(self):
         # The pooler is kept frozen (KGAT reads token states) so the saved encoder is a complete checkpoint.
-        encoder = load_encoder(self.model_name_or_path)
+        kernels = self.task_args.num_kernels if self.head is None else self.head["num_kernels"]
+        model = KgatModel(load_encoder(self.model_name_or_path), len(LABELS), kernels)
         if self.head is not None:
-            model = KgatModel(encoder, len(LABELS), self.head["num_kernels"])
             load_encoder_and_head(model, self.model_name_or_path, HEAD, with_encoder=False)
-            return model
-        return KgatModel(encoder, len(LABELS), self.task_args.num_kernels)
+        return model
 
     def save_pretrained(self, model, output_dir, state_dict=None):
         save_encoder_and_head(model, output_dir, HEAD, {"model_type": "kgat", "num_kernels": len(model.mus)},

@@ -9,19 +9,11 @@ texts replace the pronoun with
 - ``in_scope`` (label 0): a noun phrase of another entity inside the scope, where one exists;
 - ``out_of_scope`` (label 0): a noun phrase of another entity from elsewhere in the document, where one exists.
 
-Noun phrases are the gold mentions of the file (LitBank has no parse column, and gold mentions are what
-the annotators judged to be entity references); pronoun-only mentions are never used as replacements, nor
-a phrase whose words equal a mention of the pronoun's own entity (its "wrong" target would read as right).
-Morphology: a possessive pronoun (his, its, their, theirs, hers, and "her" tagged PRP$ or, without POS,
-followed by a word that is not a function word) takes the possessive of the replacement (``'s``, or ``'``
-after a lower-case plural in -s); a replacement takes the capital of a capitalised pronoun and drops the
-capital of a leading determiner mid-sentence; a mention annotated without its article ("Lord Chancellor"
-after "the") keeps it. Phrases with a relative pronoun ("some of whom") or longer than ``max_phrase_words``
-are not used. First/second-person pronouns and pronouns outside every gold mention are skipped and
-counted; a pattern match ("it is clear that", "it seems", "it was raining") counts the pleonastic "it"s
-among the latter. Choices are seeded per pronoun, so a pair does not change when other files are added.
-A file reached by several input paths (named twice, matched by a glob too, linked) is read once, and a
-document repeated word for word under its ``doc_key`` (a copy of a file) is used once; both are counted.
+Noun phrases are the gold mentions of the file; pronoun mentions, phrases with a relative pronoun or longer
+than ``max_phrase_words``, and a wrong phrase whose words equal a mention of the pronoun's own entity are not
+used. The morphology (possessives, capitals, restored articles), the skipped pronouns (counted) and the
+seeding per pronoun are those of docs/guides/pronoun_pairs.md (pairs). A file reached by several input paths
+is read once and a document repeated word for word under its ``doc_key`` used once, both counted.
 
     python -m corefbert.tasks.pronoun_pairs.builder --input '../shared/data/conll2012/*/*conll' --output_dir pairs --seed 42
 """
@@ -64,8 +56,7 @@ PLEONASTIC_HEADS = {"clear", "obvious", "possible", "impossible", "likely", "unl
                     "enough", "right", "wrong", "well", "proper", "vain", "surprising", "sad", "hopeless"}
 COMPLEMENTS = {"that", "to", "whether", "if", "how", "what", "when", "why", "as", "for"}
 # Above the longest two-sentence scope of the shared LitBank and OntoNotes files (263 words), so the cap
-# changes no pair there; it bounds the output of text without sentence breaks (without the cap,
-# a 20,000-word "sentence" gave each of its pairs two 20,000-word texts, about 3 GB).
+# changes no pair there; it bounds the pairs of text without sentence breaks (a 20,000-word "sentence").
 MAX_SCOPE_WORDS = 300
 
 
@@ -97,12 +88,6 @@ def is_noun_phrase(words: list[str], start: int, end: int) -> bool:
     return first not in (pronouns if start == end else pronouns - POSSESSIVE_DETERMINERS)
 
 
-def pos_tags(document: ConllDocument) -> list[str] | None:
-    """Column 5 (POS) when the file has Penn Treebank tags there (OntoNotes), else None (LitBank's ``_``)."""
-    tags = [c[4] if len(c) > 4 else "_" for sentence in document.columns for c in sentence]
-    return tags if len(tags) == len(document.words) and any(t in ("PRP", "PRP$") for t in tags) else None
-
-
 def is_possessive(words: list[str], index: int, tags: list[str] | None) -> bool:
     """Does the pronoun at ``index`` need the possessive of its replacement (:mod:`corefbert.pronouns`)?"""
     following = words[index + 1] if index + 1 < len(words) else "."
@@ -115,9 +100,7 @@ def is_pleonastic_it(words: list[str], index: int) -> bool:
     if words[index].lower() != "it":
         return False
     following = [w.lower() for w in words[index + 1: index + 9]]
-    position = 0
-    while position < len(following) and following[position] in AUXILIARIES:
-        position += 1
+    position = next((i for i, word in enumerate(following) if word not in AUXILIARIES), len(following))
     if position >= len(following) or following[position] not in PLEONASTIC_VERBS:
         return False
     verb, rest = following[position], following[position + 1:]
@@ -181,13 +164,14 @@ class DocumentView:
         self.words, self.sentence_of = document.words, document.sentence_of_word()
         self.starts = [i for i in range(len(self.words)) if i == 0 or self.sentence_of[i] != self.sentence_of[i - 1]]
         self.start_set = set(self.starts)  # membership tests: the list made them quadratic in the sentences
-        self.tags = pos_tags(document)
+        # column 5 (POS) when the file has Penn Treebank tags there (OntoNotes), else None (LitBank's "_")
+        tags = [c[4] if len(c) > 4 else "_" for sentence in document.columns for c in sentence]
+        self.tags = tags if len(tags) == len(self.words) and any(t in ("PRP", "PRP$") for t in tags) else None
         self.cluster_of = {tuple(m): c for c, cluster in enumerate(document.clusters) for m in cluster}
         self.phrases = sorted(m for m in self.cluster_of if is_noun_phrase(self.words, *m))
         self.lowercase = {w for i, w in enumerate(self.words) if w.islower() and i not in self.start_set}
 
     def scope(self, index: int) -> tuple[int, int]:
-        """The scope of the pronoun at ``index`` (:func:`scope_of`)."""
         return scope_of(self.starts, self.sentence_of[index], len(self.words), index, self.max_scope_words)
 
     def usable(self, mention: tuple[int, int]) -> bool:
@@ -200,8 +184,7 @@ class DocumentView:
 
 
 def pronoun_choices(view: DocumentView, index: int, seed: int) -> dict[str, tuple[int, int] | None] | str:
-    """The mention of each pair type for the pronoun at ``index`` (None where no phrase exists), or the
-    reason the pronoun is skipped."""
+    """The mention of each pair type for the pronoun at ``index`` (None: no phrase), or why it is skipped."""
     words = view.words
     if words[index].lower() in FIRST_SECOND_PERSON:
         return "skipped_first_or_second_person"
@@ -265,9 +248,8 @@ def make_pair(view: DocumentView, index: int, mention: tuple[int, int], kind: st
 
 def generate_pairs(documents: list[ConllDocument], seed: int = 42, max_phrase_words: int = 10,
                    max_scope_words: int = MAX_SCOPE_WORDS) -> tuple[list[PronounPair], Counter]:
-    """All pairs of ``documents`` (document order, then pronoun order, then correct/in_scope/out_of_scope) and
-    the counts: pairs per type, third-person pronouns seen, each reason a pronoun or a negative is missing,
-    and the scopes cut to ``max_scope_words``."""
+    """All pairs of ``documents`` (document order, then pronoun order, then :data:`PAIR_TYPES`) and the
+    counts: pairs per type, third-person pronouns, each reason for a skip or missing negative, scopes cut."""
     counts: Counter = Counter()
     pairs = []
     for document in documents:
@@ -277,23 +259,17 @@ def generate_pairs(documents: list[ConllDocument], seed: int = 42, max_phrase_wo
     return pairs, counts
 
 
-# ------------------------------------------------------------------------------------------------ output
-
-
 def split_documents(doc_keys: list[str], seed: int, validation_percentage: int,
                     test_percentage: int) -> dict[str, str]:
-    """doc_key -> train|validation|test, whole documents (a seeded shuffle), so no text is in two splits.
-
-    A split asked for (percentage above 0) gets at least one document, as ``held_out_split`` does for the
-    fine-tuning CLIs' ``--validation_split_percentage``."""
+    """doc_key -> train|validation|test, whole documents (a seeded shuffle), so no text is in two splits; a
+    split asked for (percentage above 0) gets at least one document, as in ``held_out_split``."""
     order = sorted(set(doc_keys))
     random.Random(f"{seed}|split").shuffle(order)
 
     def share(percentage: int) -> int:
         return max(1, round(len(order) * percentage / 100)) if percentage else 0
 
-    n_test, n_validation = share(test_percentage), share(validation_percentage)
-    splits = ["test"] * n_test + ["validation"] * n_validation
+    splits = ["test"] * share(test_percentage) + ["validation"] * share(validation_percentage)
     return {key: splits[i] if i < len(splits) else "train" for i, key in enumerate(order)}
 
 
@@ -317,13 +293,9 @@ def summary(counts: Counter, documents: int) -> str:
 
 
 def read_inputs(patterns: list[str]) -> tuple[list[ConllDocument], Counter]:
-    """The documents of the CoNLL files ``patterns`` name, each file once and each document once, and how many
-    repeats were dropped (``repeated_input_paths``, ``repeated_documents``).
-
-    Files are told apart by what they resolve to, with prepare_corpus's ``document_sources``: a file given
-    twice, or a file and a glob that matches it, would give every pair twice and could put one document into
-    two splits. The paths are checked first by the CoNLL reader, for its messages (a folder, a missing file).
-    """
+    """The documents of the CoNLL files ``patterns`` name, each file (told apart by what it resolves to, with
+    ``document_sources``) and each document once, and how many repeats were dropped: a file given twice would
+    give every pair twice and could put one document into two splits."""
     files = expand_paths(patterns)  # regular files only: every path document_sources drops is a repeat
     # glob.escape: each is a path now, not a pattern ("story[1].conll" names itself).
     sources = document_sources([glob.escape(path) for path in files], what="--input")
@@ -415,10 +387,9 @@ def main(argv: list[str] | None = None) -> Counter:
     return counts
 
 
-
 def console_script() -> None:
-    """The ``corefbert-pronoun-pairs`` command. Console scripts exit with their function's return value, so this one
-    returns nothing (``main``'s report object would become exit status 1)."""
+    """The ``corefbert-pronoun-pairs`` command: returns nothing, as a console script exits with its function's
+    return value (``main``'s report would become exit status 1)."""
     main()
 
 

@@ -16,8 +16,6 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-__all__ = ["LSTMN", "lstmn_reference"]
-
 
 class LSTMN(nn.Module):
     """One LSTMN layer (``fusion=False``: eq. 4-9) or a deep-fusion decoder layer (``fusion=True``: eq. 4-15).
@@ -51,8 +49,6 @@ class LSTMN(nn.Module):
         no real step); ``source`` = (hidden tape γ ``[batch, src, hidden]``, memory tape α ``[batch, src,
         hidden]``, mask ``[batch, src]`` with 1 on real steps), required when ``fusion``.
         Returns the hidden and memory tapes ``[batch, time, hidden]`` each."""
-        if self.fusion != (source is not None):
-            raise ValueError("a fusion layer needs the source tapes, a plain one takes none")
         batch, steps, _ = inputs.shape
         zeros = inputs.new_zeros(batch, self.hidden_size)  # [batch, hidden]
         x_keys = self.attend_x(inputs)  # [batch, time, hidden]: W_x x_t for every t at once
@@ -63,11 +59,10 @@ class LSTMN(nn.Module):
             source_blocked = source_mask == 0  # [batch, src]
             gamma_summary = zeros
         hidden_tape, memory_tape, key_tape = [], [], []
-        summary = zeros  # h̃_{t-1}
         for t in range(steps):
             x_t = inputs[:, t]  # [batch, input]
             if t == 0:
-                summary, memory_summary = zeros, zeros
+                summary, memory_summary = zeros, zeros  # over the empty tape (eq. 6 over no term)
             else:
                 keys = torch.stack(key_tape, 1)  # [batch, t, hidden]: W_h h_i, i < t
                 scores = self.attend_v(torch.tanh(

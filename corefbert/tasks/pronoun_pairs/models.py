@@ -10,9 +10,7 @@
 
 Every model takes ``source_ids``/``source_mask`` ``[batch, src]``, ``target_ids``/``target_mask``
 ``[batch, tgt]`` (right-padded, mask 1 on words) and optional ``labels`` ``[batch]`` and returns
-``SequenceClassifierOutput(loss, logits [batch, num_labels])``. A model folder holds ``model.safetensors``,
-``pair_model.json`` (:class:`PairModelConfig`) and ``vocab.json``, saved and loaded as every model trained from
-scratch is (:data:`PAIR_FOLDER`, :mod:`corefbert.tasks.scratch`).
+``SequenceClassifierOutput(loss, logits [batch, num_labels])``; saved as :data:`PAIR_FOLDER`.
 """
 
 from __future__ import annotations
@@ -24,12 +22,8 @@ import torch
 from torch import nn
 from transformers.modeling_outputs import SequenceClassifierOutput
 
-from corefbert.errors import CorefBertError
 from corefbert.tasks.pronoun_pairs.lstmn import LSTMN
 from corefbert.tasks.scratch import ScratchConfig, ScratchFolder
-
-__all__ = ["CONFIG_FILE", "MODEL_TYPES", "PAIR_FOLDER", "BiLSTMPairModel", "DecomposableAttention", "LSTMNPairModel",
-           "PairModelConfig", "build_pair_model", "distance_buckets"]
 
 CONFIG_FILE = "pair_model.json"
 MODEL_TYPES = ("da", "lstmn", "bilstm")
@@ -160,9 +154,8 @@ def _mean_over_words(tape: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 class LSTMNPairModel(nn.Module):
     """Cheng et al. (2016), section 3.3 and the NLI setting of section 5.3: an LSTMN encoder reads the premise
-    (``source``), a deep-fusion LSTMN decoder reads the hypothesis (``target``) attending over the encoder's
-    tapes; the hidden tapes of both are average-pooled, concatenated and classified by an MLP with a tanh
-    hidden layer."""
+    (``source``), a deep-fusion LSTMN decoder the hypothesis (``target``) attending over the encoder's tapes;
+    both hidden tapes average-pooled, concatenated and classified by an MLP with a tanh hidden layer."""
 
     def __init__(self, config: PairModelConfig):
         super().__init__()
@@ -203,8 +196,7 @@ class BiLSTMPairModel(nn.Module):
         """Packed, so the final states are those of each sequence's last word, not of its padding."""
         lengths = mask.sum(1).clamp(min=1).cpu()
         packed = nn.utils.rnn.pack_padded_sequence(inputs, lengths, batch_first=True, enforce_sorted=False)
-        _, (h, c) = lstm(packed, state)  # [2, batch, d] each: forward, backward
-        return h, c
+        return lstm(packed, state)[1]  # (h, c): [2, batch, d] each, forward and backward
 
     def forward(self, source_ids, source_mask, target_ids, target_mask, labels=None) -> SequenceClassifierOutput:
         state = self._run(self.encoder, self.dropout(self.embed(source_ids)), source_mask)
@@ -218,8 +210,6 @@ _CLASSES = {"da": DecomposableAttention, "lstmn": LSTMNPairModel, "bilstm": BiLS
 
 def build_pair_model(config: PairModelConfig, pretrained: torch.Tensor | None = None) -> nn.Module:
     """A fresh model of ``config.model_type``; ``pretrained`` ``[vocab, embedding]`` replaces the embeddings."""
-    if config.model_type not in _CLASSES:
-        raise CorefBertError(f"unknown pair model {config.model_type!r}; choose one of {', '.join(MODEL_TYPES)}")
     model = _CLASSES[config.model_type](config)
     if pretrained is not None:
         with torch.no_grad():

@@ -35,12 +35,8 @@ OUTPUT_NAMES = ("pairs.jsonl", "pairs.tsv", "counts.json", *(f"{name}.jsonl" for
 
 def inputs_outside_output(patterns: list[str], output_dir: str) -> tuple[list[str], list[str]]:
     """``patterns`` (``--input``) with every glob match that is ``output_dir`` or something the builder wrote
-    in it left out, and the matches left out.
-
-    The first run's glob matched only CoNLL files; the rerun's also matched the output folder (or, with a glob
-    one level deeper, ``pairs.jsonl``) and stopped with "is a directory". A path named without a glob is
-    kept as given: the reader's message then says what it is.
-    """
+    in it left out, and the matches left out. A path named without a glob is kept as given: the reader's
+    message then says what it is."""
     output = os.path.realpath(output_dir)
     own = {output, *(os.path.join(output, name) for name in OUTPUT_NAMES)}
     dataset = os.path.join(output, "dataset")
@@ -51,13 +47,10 @@ def inputs_outside_output(patterns: list[str], output_dir: str) -> tuple[list[st
 
     kept, left_out = [], []
     for pattern in patterns:
-        if not glob.has_magic(pattern):
-            kept.append(pattern)
-            continue
-        matches = sorted(glob.glob(pattern))
+        matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else []
         mine = [path for path in matches if is_own(path)]
-        if not mine:
-            kept.append(pattern)  # as given: the reader's own messages (a pattern that matches nothing)
+        if not mine:  # as given: a path, or a pattern the reader's own messages handle (one matching nothing)
+            kept.append(pattern)
             continue
         left_out += mine
         kept += [glob.escape(path) for path in matches if path not in mine]
@@ -69,8 +62,7 @@ def inputs_outside_output(patterns: list[str], output_dir: str) -> tuple[list[st
 
 def write_outputs(pairs: list, output_dir: str, split_of: dict[str, str] | None, counts: dict) -> list[str]:
     """``pairs.jsonl``, ``pairs.tsv``, ``dataset/``, ``counts.json`` (and the split files) in ``output_dir``, all
-    written before any is put in place. A failed write (disk full, read-only) is one line and changes nothing
-    there. Returns the paths written."""
+    written before any is put in place (the module docstring); returns the paths written."""
     output = Path(output_dir)
     partial = output / f"{PARTIAL_PREFIX}{os.getpid()}"
     remove_stale_partials(output)
@@ -103,9 +95,9 @@ def remove_stale_partials(output: Path) -> None:
 
 def write_pairs(pairs: list, output_dir: str, split_of: dict[str, str] | None = None) -> list[str]:
     """``pairs.jsonl``, ``pairs.tsv`` (label, source, target, type, doc_key) and ``dataset/`` (``datasets``
-    ``save_to_disk``) in ``output_dir``; with ``split_of`` also ``<split>.jsonl`` and a DatasetDict. ``pairs``
-    (:class:`~corefbert.tasks.pronoun_pairs.builder.PronounPair`, at least one) decide the dataset's column types.
-    Returns the names written; each file is fsync'd."""
+    ``save_to_disk``) in ``output_dir``; with ``split_of`` also ``<split>.jsonl`` and a DatasetDict. The first
+    of ``pairs`` (at least one :class:`~corefbert.tasks.pronoun_pairs.builder.PronounPair`) decides the column
+    types. Returns the names written."""
     import datasets
 
     rows = [asdict(p) | ({"split": split_of[p.doc_key]} if split_of else {}) for p in pairs]

@@ -2,12 +2,12 @@
 pronoun replaced by a noun phrase (``target``)? Label 1 ("correct": the antecedent), 0 (a wrong noun phrase
 from the pronoun's scope, ``in_scope``, or from elsewhere in the document, ``out_of_scope``).
 
-Reads the ``pairs.jsonl`` of :mod:`corefbert.tasks.pronoun_pairs.builder` (one JSON object per line with ``label`` 0|1,
-``source``, ``target``, ``type``; other fields are ignored). ``--model`` picks the classifier:
-``da``/``lstmn``/``bilstm`` (:mod:`corefbert.tasks.pronoun_pairs.models`, trained from scratch on whitespace-split words,
-saved as safetensors + ``pair_model.json`` + ``vocab.json``) or ``bert``, a sequence-pair classifier from any
-encoder checkpoint (BERT, RoBERTa, ModernBERT, DeBERTa, ELECTRA, DistilBERT; a CorefBERT one included), saved as ``AutoModelForSequenceClassification``.
-Evaluation reports the metrics of :mod:`corefbert.metrics.pair_metrics` overall and per pair type.
+Reads the ``pairs.jsonl`` of :mod:`corefbert.tasks.pronoun_pairs.builder` (one JSON object per line with
+``label`` 0|1, ``source``, ``target``, ``type``; other fields are ignored). ``--model`` picks the classifier:
+``da``/``lstmn``/``bilstm`` (:mod:`corefbert.tasks.pronoun_pairs.models`, trained from scratch on
+whitespace-split words) or ``bert``, a sequence-pair classifier from any encoder checkpoint (a CorefBERT one
+included), saved as ``AutoModelForSequenceClassification``. Evaluation reports the metrics of
+:mod:`corefbert.metrics.pair_metrics` overall and per pair type.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import logging
 import os
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import partialmethod
 
 import torch
 
@@ -30,7 +31,7 @@ from corefbert.tasks.pronoun_pairs.models import (
     PairModelConfig,
     build_pair_model,
 )
-from corefbert.text.durable import output_file
+from corefbert.text.durable import replace_file
 from corefbert.text.jsonio import read_jsonl
 from corefbert.text.tokenizers import load_tokenizer
 from corefbert.text.vocabulary import UNK, Vocabulary
@@ -46,10 +47,10 @@ LABEL_NAMES = ("not_entailed", "entailed")
 # Gradient clipping at 5 is ours (none of the three papers states a norm; it keeps the recurrent models finite).
 SCRATCH_DEFAULTS = {"num_train_epochs": 30.0, "hidden_size": 450, "embedding_dim": 300, "weight_decay": 0.0,
                     "warmup_ratio": 0.0, "lr_scheduler_type": "constant", "max_grad_norm": 5.0}
-# Per classifier: DA as the paper's section 3.1.3 writes it, with intra-attention (eqs. 17-18), trained as Parikh
-# et al. (section 4: Adagrad at 0.05, batch 4) with the 20% dropout of table 2's DA row; the LSTMN and the BiLSTM with Adam at 1e-3 (Cheng et al.'s optimizer; no weight decay, so AdamW is Adam),
-# batch 32 (ours: no batch is stated) and no dropout (table 3's LSTMN and BiLSTM rows have none; --dropout 0.2
-# gives table 2's "20% dropout" LSTMN row).
+# Per classifier: DA as the paper's section 3.1.3 writes it, with intra-attention (eqs. 17-18), trained as
+# Parikh et al. (section 4: Adagrad at 0.05, batch 4) with the 20% dropout of table 2's DA row; the LSTMN and
+# the BiLSTM with Adam at 1e-3 (Cheng et al.'s optimizer; no weight decay, so AdamW is Adam), batch 32 (ours:
+# none is stated) and no dropout (table 3's rows have none; --dropout 0.2: table 2's "20% dropout" LSTMN row).
 MODEL_DEFAULTS = {
     "da": {"optim": "adagrad", "learning_rate": 0.05, "per_device_train_batch_size": 4, "dropout": 0.2,
            "intra_attention": True},
@@ -101,7 +102,11 @@ class PronounPairsArguments:
         if self.model not in (*MODEL_TYPES, "bert"):
             raise CorefBertError(f"--model {self.model!r} is not one of {', '.join((*MODEL_TYPES, 'bert'))}")
         for name in ("train_types", "eval_types"):
-            kinds = parse_types(getattr(self, name), "--" + name)
+            value = getattr(self, name)
+            kinds = [k.strip() for k in value.split(",") if k.strip()]
+            if not kinds or any(k not in PAIR_TYPES for k in kinds):
+                raise CorefBertError(f"--{name} {value!r}: pair types are {', '.join(PAIR_TYPES)} "
+                                     "(comma-separated)")
             setattr(self, name, ",".join(kinds))
         if self.intra_attention and self.model != "da":
             raise CorefBertError(f"--intra_attention is an option of --model da, not {self.model}")
@@ -112,14 +117,6 @@ class PronounPairsArguments:
             raise CorefBertError(f"--selection_metric {self.selection_metric!r} is not accuracy, f1 or kappa")
         if not 0.0 <= self.dropout < 1.0:
             raise CorefBertError(f"--dropout must be within [0, 1), not {self.dropout}")
-
-
-def parse_types(value: str, flag: str) -> list[str]:
-    kinds = [k.strip() for k in value.split(",") if k.strip()]
-    unknown = [k for k in kinds if k not in PAIR_TYPES]
-    if unknown or not kinds:
-        raise CorefBertError(f"{flag} {value!r}: pair types are {', '.join(PAIR_TYPES)} (comma-separated)")
-    return kinds
 
 
 @dataclass
@@ -140,8 +137,7 @@ def read_pairs(path: str, types: list[str] | None = None) -> list[PairExample]:
         if not isinstance(row, dict):
             raise CorefBertError(f"a pair is a JSON object, not {type(row).__name__}; {expected}", path=path,
                                  position=number)
-        missing = [k for k in ("label", "source", "target", "type") if k not in row]
-        if missing:
+        if missing := [k for k in ("label", "source", "target", "type") if k not in row]:
             raise CorefBertError(f"pair without {', '.join(missing)}; {expected}", path=path, position=number)
         # The integers 0 and 1 only, as pronoun_pairs writes them: 1.0 == 1 in Python, but a float label makes
         # a float target tensor and cross-entropy fails deep in torch; True is 1 too.
@@ -172,11 +168,9 @@ def read_pairs(path: str, types: list[str] | None = None) -> list[PairExample]:
 
 
 class PronounPairsTask(FinetuningTask):
-    """Pronoun-pair entailment on the training core. The family: pairs, windows, evaluation and predictions; the
-    classifier is a subclass with its own recipe, which :meth:`variant_for` picks from ``--model``: one of
-    :class:`ScratchPairsTask` (``da|lstmn|bilstm``, trained from scratch; ``--model_name_or_path`` may name a
-    folder this task saved, to evaluate or continue it) or :class:`BertPairsTask` (``bert``, fine-tunes a
-    checkpoint)."""
+    """Pronoun-pair entailment. The family: pairs, windows, evaluation and predictions; each ``--model`` is a
+    variant with its own recipe: :class:`ScratchPairsTask` (``da|lstmn|bilstm``; ``--model_name_or_path`` may
+    name a folder this task saved, to evaluate or continue it) or :class:`BertPairsTask`."""
 
     name = "pronoun_pairs"
     main_metric = "accuracy"  # the paper's table 2
@@ -196,10 +190,14 @@ class PronounPairsTask(FinetuningTask):
 
     def __init__(self, task_args: PronounPairsArguments, training_args: FinetuningArguments):
         super().__init__(task_args, training_args)
+        if task_args.model not in self.models:
+            verb = "fine-tunes" if self.uses_model_folder else "trains"
+            raise CorefBertError(f"--model {task_args.model} is not {type(self).__name__}'s, which {verb} "
+                                 f"{', '.join(self.models)}; build the class "
+                                 "PronounPairsTask.variant_for(argv) picks")
         check_data_flags(training_args, task_args, "pairs.jsonl")
         self.main_metric = task_args.selection_metric
         self.model_dir = training_args.model_name_or_path
-        self.truncated = Counter()
         train_types, eval_types = task_args.train_types.split(","), task_args.eval_types.split(",")
         self.examples = {
             "train": read_pairs(task_args.train_file, train_types) if training_args.do_train else [],
@@ -211,42 +209,32 @@ class PronounPairsTask(FinetuningTask):
         """The model inputs of one pair of (windowed) texts."""
         raise NotImplementedError
 
-    def _encode(self, example: PairExample) -> dict:
-        source, target, cut = replacement_window(example.source, example.target, self.task_args.max_words)
-        if cut:
-            self.truncated[example.type] += 1
-        return {**self.features(source, target), "labels": example.label}
-
     def _dataset(self, split: str) -> list[dict] | None:
-        examples = self.examples[split]
-        if not examples:
+        if not self.examples[split]:
             return None
-        self.truncated.clear()
-        features = [self._encode(e) for e in examples]
-        if self.truncated:
-            logger.warning("%s: %d pairs cut to --max_words %d (%s)", split, sum(self.truncated.values()),
-                           self.task_args.max_words, ", ".join(f"{k} {n}" for k, n in sorted(self.truncated.items())))
+        features, cut, max_words = [], Counter(), self.task_args.max_words
+        for example in self.examples[split]:
+            source, target, was_cut = replacement_window(example.source, example.target, max_words)
+            if was_cut:
+                cut[example.type] += 1
+            features.append({**self.features(source, target), "labels": example.label})
+        if cut:
+            logger.warning("%s: %d pairs cut to --max_words %d (%s)", split, sum(cut.values()),
+                           max_words, ", ".join(f"{k} {n}" for k, n in sorted(cut.items())))
         return features
 
-    def train_dataset(self):
-        return self._dataset("train")
-
-    def eval_dataset(self):
-        return self._dataset("eval")
-
-    def predict_dataset(self):
-        return self._dataset("predict")
+    train_dataset = partialmethod(_dataset, "train")
+    eval_dataset = partialmethod(_dataset, "eval")
+    predict_dataset = partialmethod(_dataset, "predict")
 
     def token_masks(self, batch: dict) -> list[torch.Tensor]:
-        """BERT: the pair's ``attention_mask``; the word models: the source and target masks."""
         return [batch[k] for k in ("attention_mask", "source_mask", "target_mask") if k in batch]
 
     def collate(self, features: list[dict]) -> dict[str, torch.Tensor]:
-        """Pad to the longest text of the batch (:meth:`padded_inputs`); ``labels`` ``[batch]``."""
         return {**self.padded_inputs(features), "labels": torch.tensor([f["labels"] for f in features])}  # [batch]
 
     def padded_inputs(self, features: list[dict]) -> dict[str, torch.Tensor]:
-        """The model inputs of a batch, padded: ``[batch, longest]`` each."""
+        """The model inputs of a batch, each padded to the longest text: ``[batch, longest]``."""
         raise NotImplementedError
 
     def evaluate(self, model, dataloader, accelerator, split):
@@ -263,8 +251,7 @@ class PronounPairsTask(FinetuningTask):
         rows = [(e, int(p), float(q)) for e, p, q in zip(examples, torch.cat(predictions), torch.cat(probabilities))]
         metrics = pair_metrics_by_type([p for _, p, _ in rows], [e.label for e, _, _ in rows],
                                        [e.type for e, _, _ in rows])
-        spread = probability_spread([q for _, _, q in rows])
-        metrics["p_entailed_std"] = spread
+        metrics["p_entailed_std"] = spread = probability_spread([q for _, _, q in rows])
         if warning := collapse_warning(split, spread, rows[0][2] if rows else 0.0):
             logger.warning(warning)
         return metrics, rows
@@ -272,10 +259,9 @@ class PronounPairsTask(FinetuningTask):
     def write_predictions(self, predictions, output_dir: str, split: str) -> list[str]:
         """``<split>_predictions.jsonl``: per pair its input line, type, label, prediction, P(entailed)."""
         path = os.path.join(output_dir, f"{split}_predictions.jsonl")
-        with output_file(path, what="the predictions") as handle:
-            for example, prediction, probability in predictions:
-                handle.write(json.dumps({"line": example.line, "type": example.type, "label": example.label,
-                                         "prediction": prediction, "p_entailed": round(probability, 6)}) + "\n")
+        rows = [{"line": e.line, "type": e.type, "label": e.label, "prediction": prediction,
+                 "p_entailed": round(probability, 6)} for e, prediction, probability in predictions]
+        replace_file(path, "".join(json.dumps(row) + "\n" for row in rows), "the predictions")
         return [path]
 
 
@@ -286,9 +272,8 @@ def probability_spread(probabilities: list[float]) -> float:
 
 def collapse_warning(split: str, spread: float, probability: float) -> str | None:
     """One line when every pair got the same P(entailed) (``spread`` below 1e-6): the model has collapsed to
-    a constant, so its figures are those of one answer for all pairs, and further training will not move it.
-    On the 90 LitBank documents Parikh et al.'s Adagrad recipe for the Decomposable Attention did this at its
-    first steps (docs/guides/pronoun_pairs.md, results)."""
+    a constant (as Parikh et al.'s Adagrad recipe did at its first steps on the 90 LitBank documents,
+    docs/guides/pronoun_pairs.md, results)."""
     if spread >= 1e-6:
         return None
     return (f"{split}: every pair gets P(entailed) {probability:.4f}: the model outputs a constant (collapsed), "
@@ -297,8 +282,7 @@ def collapse_warning(split: str, spread: float, probability: float) -> str | Non
 
 
 class ScratchPairsTask(PronounPairsTask):
-    """``--model da|lstmn|bilstm`` (:mod:`corefbert.tasks.pronoun_pairs.models`): trained from scratch on
-    whitespace-split words, saved as safetensors + ``pair_model.json`` + ``vocab.json``."""
+    """``--model da|lstmn|bilstm`` (:mod:`corefbert.tasks.pronoun_pairs.models`), trained from scratch."""
 
     uses_model_folder = False
     models = MODEL_TYPES
@@ -306,9 +290,6 @@ class ScratchPairsTask(PronounPairsTask):
 
     def __init__(self, task_args: PronounPairsArguments, training_args: FinetuningArguments):
         super().__init__(task_args, training_args)
-        if task_args.model not in self.models:
-            raise CorefBertError(f"--model {task_args.model} is not {type(self).__name__}'s, which trains "
-                                 f"{', '.join(self.models)}; build the class PronounPairsTask.variant_for(argv) picks")
         self.pretrained, self.config = None, None
         self.vocabulary = self._vocabulary()
 
@@ -380,17 +361,14 @@ class BilstmPairsTask(ScratchPairsTask):
 
 
 class BertPairsTask(PronounPairsTask):
-    """``--model bert``: a sequence-pair classifier from any encoder checkpoint of the six families (a CorefBERT
-    one included), saved as ``AutoModelForSequenceClassification``; it keeps the fine-tuning defaults (BERT's recipe)."""
+    """``--model bert``: a sequence-pair classifier from any encoder checkpoint (a CorefBERT one included),
+    saved as ``AutoModelForSequenceClassification``, with the fine-tuning defaults (BERT's recipe)."""
 
     models = ("bert",)
     training_defaults: dict = {}
 
     def __init__(self, task_args: PronounPairsArguments, training_args: FinetuningArguments):
         super().__init__(task_args, training_args)
-        if task_args.model not in self.models:
-            raise CorefBertError(f"--model {task_args.model} is not BertPairsTask's, which fine-tunes bert; build "
-                                 "the class PronounPairsTask.variant_for(argv) picks")
         if not self.model_dir:
             raise CorefBertError("--model bert fine-tunes a checkpoint: pass --model_name_or_path (an encoder "
                                  "checkpoint folder: BERT, RoBERTa, ModernBERT, DeBERTa, ELECTRA, DistilBERT, CorefBERT)")

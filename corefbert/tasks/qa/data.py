@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from contextlib import closing
 from dataclasses import dataclass, field
 
@@ -39,12 +40,9 @@ class AnswerSpan:
 
 @dataclass
 class QAExample:
-    """One question over one context.
-
-    ``answers`` are the located spans used for training labels (sorted by position); ``gold_texts``
-    are the gold answer strings the metric scores against (Quoref: all spans of the answer; SQuAD and
-    MRQA: the alternative answers).
-    """
+    """One question over one context: ``answers`` the located spans the training labels come from (sorted by
+    position), ``gold_texts`` the strings the metric scores against (Quoref: all spans of the answer; SQuAD
+    and MRQA: the alternative answers)."""
 
     qid: str
     question: str
@@ -62,22 +60,15 @@ class ReadStats:
     unanswerable: int = 0
 
     def report(self, path: str) -> None:
-        """Log one warning per kind of problem found in ``path``."""
         if self.realigned:
-            logger.warning(
-                "%s: %d answer offset(s) did not match their text; aligned to the nearest occurrence of the text",
-                path, self.realigned,
-            )
+            logger.warning("%s: %d answer offset(s) did not match their text; aligned to the nearest "
+                           "occurrence of the text", path, self.realigned)
         if self.unlocatable:
-            logger.warning(
-                "%s: %d answer(s) not found in their context; skipped for training (still scored)",
-                path, self.unlocatable,
-            )
+            logger.warning("%s: %d answer(s) not found in their context; skipped for training (still scored)",
+                           path, self.unlocatable)
         if self.unanswerable:
-            logger.warning(
-                "%s: %d unanswerable question(s) (SQuAD 2.0 is_impossible) skipped: extractive QA needs an answer",
-                path, self.unanswerable,
-            )
+            logger.warning("%s: %d unanswerable question(s) (SQuAD 2.0 is_impossible) skipped: extractive QA "
+                           "needs an answer", path, self.unanswerable)
 
 
 def locate_answer(context: str, text: str, start: int | None, stats: ReadStats) -> AnswerSpan | None:
@@ -87,11 +78,7 @@ def locate_answer(context: str, text: str, start: int | None, stats: ReadStats) 
         return None
     if start is not None and 0 <= start and context[start : start + len(text)] == text:
         return AnswerSpan(start, start + len(text), text)
-    occurrences = []
-    position = context.find(text)
-    while position != -1:
-        occurrences.append(position)
-        position = context.find(text, position + 1)
+    occurrences = [m.start() for m in re.finditer(f"(?={re.escape(text)})", context)]  # overlapping ones too
     if not occurrences:
         stats.unlocatable += 1
         return None
@@ -107,11 +94,8 @@ def _require(condition: bool, what: str, path: str, position: str) -> None:
 
 
 def read_squad_json(path: str, keep_unanswered: bool = False) -> list[QAExample]:
-    """Read a SQuAD v1.1 / Quoref JSON file.
-
-    Questions without answers (SQuAD 2.0 ``is_impossible``, or a test file) are skipped and counted,
-    unless ``keep_unanswered`` (to predict on a test file without gold answers).
-    """
+    """Read a SQuAD v1.1 / Quoref JSON file; questions without answers (SQuAD 2.0 ``is_impossible``, or a
+    test file) are skipped and counted, unless ``keep_unanswered`` (to predict on a test file)."""
     root = read_json(path)
     _require(isinstance(root, dict) and isinstance(root.get("data"), list), 'no top-level "data" list', path, "root")
     stats = ReadStats()

@@ -1,11 +1,10 @@
 """Extractive-QA models: the paper's QUOREF model and a multi-answer wrapper for the standard QA head.
 
-``QuorefQAModel`` (paper section 4.1): any encoder ``AutoModel.from_pretrained`` loads (BERT, RoBERTa,
-ModernBERT, DeBERTa, ELECTRA, DistilBERT, corefbert pretraining checkpoints), one extra randomly initialized
-Transformer layer over its output (the "reasoning layer": BERT's layer, sized as the encoder), a start/end head, and an answer-count head on the first token that predicts
-0, 1 or 2 answer spans in the window. Either extra piece can be switched off; with both off it is
-plain BERT QA. ``save_pretrained`` writes the encoder as an ordinary checkpoint plus the sidecar
-``quoref_head.safetensors`` + ``quoref_head.json`` (:mod:`corefbert.tasks.heads`).
+``QuorefQAModel`` (paper section 4.1): any encoder ``AutoModel.from_pretrained`` loads, one extra randomly
+initialized Transformer layer over its output (the "reasoning layer": BERT's layer, sized as the encoder), a
+start/end head, and an answer-count head on the first token that predicts 0, 1 or 2 answer spans in the
+window. Either extra piece can be switched off; with both off it is plain BERT QA. ``save_pretrained`` writes
+the encoder as an ordinary checkpoint plus the sidecar ``quoref_head.*`` (:mod:`corefbert.tasks.heads`).
 
 ``SpanQAModel`` wraps ``AutoModelForQuestionAnswering`` (MRQA/SQuAD) so the loss can use up to four
 gold spans per window; what it saves is the plain Hugging Face QA checkpoint.
@@ -42,26 +41,21 @@ HEAD = "quoref"  # quoref_head.safetensors + quoref_head.json
 _LAYERS = {"bert": BertLayer, "roberta": RobertaLayer}
 # Where each family's config keeps what a BERT layer reads, first name found wins (DistilBERT: ``hidden_dim``,
 # ``activation``, ``dropout``; ModernBERT: ``hidden_activation``, ``norm_eps``, ``mlp_dropout``).
-_LAYER_SETTINGS = {
-    "intermediate_size": ("intermediate_size", "hidden_dim"),
-    "hidden_act": ("hidden_act", "hidden_activation", "activation"),
-    "layer_norm_eps": ("layer_norm_eps", "norm_eps"),
-    "hidden_dropout_prob": ("hidden_dropout_prob", "dropout", "mlp_dropout"),
-    "attention_probs_dropout_prob": ("attention_probs_dropout_prob", "attention_dropout"),
-}
+_LAYER_SETTINGS = {"intermediate_size": ("intermediate_size", "hidden_dim"),
+                   "hidden_act": ("hidden_act", "hidden_activation", "activation"),
+                   "layer_norm_eps": ("layer_norm_eps", "norm_eps"),
+                   "hidden_dropout_prob": ("hidden_dropout_prob", "dropout", "mlp_dropout"),
+                   "attention_probs_dropout_prob": ("attention_probs_dropout_prob", "attention_dropout")}
 
 
 def reasoning_layer_config(config):
-    """The config the reasoning layer is built from: the encoder's own for BERT and RoBERTa (their layer class),
-    else a :class:`BertConfig` of the encoder's width, heads, feed-forward size, activation, norm epsilon and
-    dropout, so every encoder family gets the paper's one extra Transformer layer in BERT's form."""
+    """The reasoning layer's config: the encoder's own for BERT and RoBERTa (their layer class), else a
+    :class:`BertConfig` with the encoder's sizes, activation, norm epsilon and dropout (BERT's layer)."""
     if config.model_type in _LAYERS:
         return config
-    settings = {}
-    for key, names in _LAYER_SETTINGS.items():
-        value = next((getattr(config, name) for name in names if getattr(config, name, None) is not None), None)
-        if value is not None:
-            settings[key] = value
+    found = {key: [getattr(config, name) for name in names if getattr(config, name, None) is not None]
+             for key, names in _LAYER_SETTINGS.items()}
+    settings = {key: values[0] for key, values in found.items() if values}
     settings.setdefault("intermediate_size", 4 * config.hidden_size)
     return BertConfig(hidden_size=config.hidden_size, num_attention_heads=config.num_attention_heads,
                       initializer_range=getattr(config, "initializer_range", 0.02), **settings)
@@ -82,11 +76,6 @@ def _mask_padding(logits: torch.Tensor, attention_mask: torch.Tensor) -> torch.T
     return logits.masked_fill(attention_mask == 0, torch.finfo(logits.dtype).min)
 
 
-def _load_encoder(model_name_or_path: str):
-    # Pooler kept (frozen): the saved encoder is then a complete checkpoint AutoModel loads.
-    return load_encoder(model_name_or_path)
-
-
 class QuorefQAModel(nn.Module):
     """Encoder + optional reasoning layer + start/end head + optional answer-count head."""
 
@@ -102,9 +91,8 @@ class QuorefQAModel(nn.Module):
             self.reasoning.apply(self._init_weights)
         self.qa_outputs = nn.Linear(config.hidden_size, 2)
         self.count_outputs = nn.Linear(config.hidden_size, max_count + 1) if count_head else None
-        for head in (self.qa_outputs, self.count_outputs):
-            if head is not None:
-                self._init_weights(head)
+        for head in (self.qa_outputs, self.count_outputs):  # None: no count head, nothing to initialise
+            self._init_weights(head)
 
     def _init_weights(self, module: nn.Module) -> None:
         std = getattr(self.encoder.config, "initializer_range", 0.02)
@@ -119,7 +107,7 @@ class QuorefQAModel(nn.Module):
     def from_pretrained(cls, model_name_or_path: str, reasoning_layer: bool = True, count_head: bool = True):
         """Load an encoder checkpoint (fresh heads) or a saved QUOREF model (its own heads and options)."""
         options = read_head_config(model_name_or_path, HEAD)
-        encoder = _load_encoder(model_name_or_path)
+        encoder = load_encoder(model_name_or_path)  # pooler kept (frozen): the saved encoder is a checkpoint
         if options is None:
             return cls(encoder, reasoning_layer=reasoning_layer, count_head=count_head)
         asked = {"reasoning_layer": reasoning_layer, "count_head": count_head}
@@ -141,10 +129,9 @@ class QuorefQAModel(nn.Module):
     def forward(self, input_ids, attention_mask, token_type_ids=None, answer_starts=None, answer_ends=None,
                 answer_count=None, feature_index=None) -> QAOutput:
         """Logits per window; ``loss`` = span CE summed over the window's gold spans + count CE."""
-        inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
-        if token_type_ids is not None:
-            inputs["token_type_ids"] = token_type_ids
-        hidden = self.encoder(**inputs).last_hidden_state  # [batch, seq, hidden]
+        types = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
+        encoded = self.encoder(input_ids=input_ids, attention_mask=attention_mask, **types)
+        hidden = encoded.last_hidden_state  # [batch, seq, hidden]
         if self.reasoning is not None:
             mask = create_bidirectional_mask(config=self.reasoning_config, inputs_embeds=hidden,
                                              attention_mask=attention_mask)
@@ -164,12 +151,9 @@ class QuorefQAModel(nn.Module):
 
 
 class SpanQAModel(nn.Module):
-    """``AutoModelForQuestionAnswering`` whose loss marginalizes over up to N gold spans per window.
-
-    The QA class has no pooler, so the backbone's (where its family has one) is carried along frozen and saved
-    with it: the folder then loads with ``AutoModel`` with no missing key as well (the QA class just reports the
-    pooler unused).
-    """
+    """``AutoModelForQuestionAnswering`` whose loss marginalizes over up to N gold spans per window. The QA
+    class has no pooler, so the backbone's is carried along frozen and saved with it: the folder then loads
+    with ``AutoModel`` with no missing key as well."""
 
     def __init__(self, qa_model: nn.Module, pooler: dict[str, torch.Tensor] | None = None):
         super().__init__()
@@ -202,10 +186,8 @@ class SpanQAModel(nn.Module):
     def forward(self, input_ids, attention_mask, token_type_ids=None, answer_starts=None, answer_ends=None,
                 answer_count=None, feature_index=None) -> QAOutput:
         """Start/end logits [batch, seq]; ``loss`` marginalizes over the window's gold spans."""
-        inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
-        if token_type_ids is not None:
-            inputs["token_type_ids"] = token_type_ids
-        outputs = self.qa(**inputs)
+        types = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
+        outputs = self.qa(input_ids=input_ids, attention_mask=attention_mask, **types)
         start_logits = _mask_padding(outputs.start_logits, attention_mask)
         end_logits = _mask_padding(outputs.end_logits, attention_mask)
         loss = None

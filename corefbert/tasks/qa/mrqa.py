@@ -17,9 +17,7 @@ class MRQATask(ExtractiveQATask):
     name = "mrqa"
     # The paper's settings for MRQA: LR 3e-5, 2 epochs, batch 32 (windows: QADataArguments' defaults).
     training_defaults = {"learning_rate": 3e-5, "num_train_epochs": 2.0, "per_device_train_batch_size": 32}
-    multi_span = False
     max_answers = 4
-    max_count = None
 
     def build_model(self):
         return SpanQAModel.from_pretrained(self.args.model_name_or_path)

@@ -32,11 +32,9 @@ class QuorefTask(ExtractiveQATask):
     max_count = 2  # the count head predicts 0, 1 or 2 spans per window (the paper's setting)
 
     def build_model(self):
-        return QuorefQAModel.from_pretrained(
-            self.args.model_name_or_path,
-            reasoning_layer=not self.data_args.no_reasoning_layer,
-            count_head=not self.data_args.no_count_head,
-        )
+        return QuorefQAModel.from_pretrained(self.args.model_name_or_path,
+                                             reasoning_layer=not self.data_args.no_reasoning_layer,
+                                             count_head=not self.data_args.no_count_head)
 
     def score(self, predictions, references):
         return quoref_metrics(predictions, references)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
+from functools import partialmethod
 
 import numpy as np
 import torch
@@ -24,7 +25,7 @@ from corefbert.tasks.base import (
 )
 from corefbert.tasks.qa.data import QAExample, read_qa_file
 from corefbert.tasks.qa.windows import build_windows, collate_windows, decode_answers
-from corefbert.text.durable import output_file
+from corefbert.text.durable import replace_file
 from corefbert.text.positions import max_positions
 from corefbert.text.tokenizers import load_tokenizer
 
@@ -52,23 +53,20 @@ class ExtractiveQATask(FinetuningTask):
     multi_span = False
     max_answers: int | None = None
     max_count: int | None = None
-
     args_class = QADataArguments
 
     def __init__(self, task_args: QADataArguments, training_args: FinetuningArguments):
         super().__init__(task_args, training_args)
-        self.data_args = data_args = task_args  # self.args: the training arguments
-        args = training_args
-        check_data_flags(args, data_args)
-        self.tokenizer = load_tokenizer(args.model_name_or_path)
+        self.data_args = task_args  # self.args: the training arguments
+        check_data_flags(training_args, task_args)
+        model = training_args.model_name_or_path
+        self.tokenizer = load_tokenizer(model)
         self._splits: dict[str, tuple[list[QAExample], list[dict]]] = {}
-        config = AutoConfig.from_pretrained(args.model_name_or_path)
-        positions = max_positions(config)
-        if positions is not None and data_args.max_seq_length > positions:
-            raise CorefBertError(f"--max_seq_length {data_args.max_seq_length} exceeds the model's {positions} "
-                                 "positions; lower it", path=args.model_name_or_path)
+        positions = max_positions(AutoConfig.from_pretrained(model))
+        if positions is not None and task_args.max_seq_length > positions:
+            raise CorefBertError(f"--max_seq_length {task_args.max_seq_length} exceeds the model's "
+                                 f"{positions} positions; lower it", path=model)
 
-    # Data ------------------------------------------------------------------------------------------
     def _examples(self, split: str) -> list[QAExample] | None:
         d = self.data_args
         if split == "predict":
@@ -87,27 +85,19 @@ class ExtractiveQATask(FinetuningTask):
 
     def _windows(self, split: str):
         if split not in self._splits:
-            examples = self._examples(split)
-            if examples is None:
+            if (examples := self._examples(split)) is None:
                 return None
             d = self.data_args
-            windows = build_windows(
-                examples, self.tokenizer, d.max_seq_length, d.doc_stride, d.max_query_length,
-                max_answers=self.max_answers, max_count=self.max_count, skip_unanswered=(split == "train"),
-            )
+            windows = build_windows(examples, self.tokenizer, d.max_seq_length, d.doc_stride,
+                                    d.max_query_length, self.max_answers, self.max_count, split == "train")
             for index, window in enumerate(windows):
                 window["feature_index"] = index
             self._splits[split] = (examples, windows)
         return self._splits[split][1]
 
-    def train_dataset(self):
-        return self._windows("train")
-
-    def eval_dataset(self):
-        return self._windows("eval")
-
-    def predict_dataset(self):
-        return self._windows("predict")
+    train_dataset = partialmethod(_windows, "train")
+    eval_dataset = partialmethod(_windows, "eval")
+    predict_dataset = partialmethod(_windows, "predict")
 
     def num_examples(self, dataset) -> int:
         """Questions, not windows: a long context gives one question several windows."""
@@ -116,41 +106,32 @@ class ExtractiveQATask(FinetuningTask):
     def collate(self, features: list) -> dict[str, torch.Tensor]:
         return collate_windows(features, self.tokenizer.pad_token_id)
 
-    # Evaluation ------------------------------------------------------------------------------------
     def score(self, predictions: dict, references: dict) -> dict[str, float]:
         """The benchmark's metric of ``predictions`` against ``references`` ``{qid: [gold texts]}``."""
         raise NotImplementedError
 
     def evaluate(self, model, dataloader, accelerator, split: str):
         examples, windows = self._splits[split]
-        length = self.data_args.max_seq_length
+        d = self.data_args
         floor = torch.finfo(torch.float32).min
         indices, starts, ends, counts, losses = [], [], [], [], []
         for batch in dataloader:
             outputs = model(**batch)
-            pad = length - outputs.start_logits.shape[1]
+            pad = d.max_seq_length - outputs.start_logits.shape[1]
             # Windows differ in length per batch; pad to one width so batches gather and stack.
             start = torch.nn.functional.pad(outputs.start_logits.float(), (0, pad), value=floor)  # [batch, seq]
             end = torch.nn.functional.pad(outputs.end_logits.float(), (0, pad), value=floor)  # [batch, seq]
-            gathered = accelerator.gather_for_metrics(
-                (batch["feature_index"], start, end)
-                + ((outputs.count_logits.float(),) if outputs.count_logits is not None else ())
-            )
-            indices.append(gathered[0].cpu())
-            starts.append(gathered[1].cpu())
-            ends.append(gathered[2].cpu())
-            if len(gathered) > 3:
-                counts.append(gathered[3].cpu())
+            counted = () if outputs.count_logits is None else (outputs.count_logits.float(),)
+            gathered = accelerator.gather_for_metrics((batch["feature_index"], start, end) + counted)
+            for store, value in zip((indices, starts, ends, counts), gathered):
+                store.append(value.cpu())
             if outputs.loss is not None:
                 losses.append(float(outputs.loss))
         order = torch.cat(indices).numpy()
         seen = [windows[i] for i in order]
         count_logits = torch.cat(counts).numpy() if counts else None
-        predictions = decode_answers(
-            examples, seen, torch.cat(starts).numpy(), torch.cat(ends).numpy(), count_logits,
-            n_best=self.data_args.n_best_size, max_answer_length=self.data_args.max_answer_length,
-            multi_span=self.multi_span,
-        )
+        predictions = decode_answers(examples, seen, torch.cat(starts).numpy(), torch.cat(ends).numpy(),
+                                     count_logits, d.n_best_size, d.max_answer_length, self.multi_span)
         references = {examples[w["example_index"]].qid: examples[w["example_index"]].gold_texts for w in seen}
         references = {qid: golds for qid, golds in references.items() if golds}
         metrics = self.score(predictions, references) if references else {}
@@ -160,14 +141,8 @@ class ExtractiveQATask(FinetuningTask):
 
     def write_predictions(self, predictions, output_dir: str, split: str) -> list[str]:
         path = os.path.join(output_dir, f"{split}_predictions.json")
-        with output_file(path, what="the predictions") as handle:
-            json.dump(predictions, handle, indent=1, ensure_ascii=False)
+        replace_file(path, json.dumps(predictions, indent=1, ensure_ascii=False), "the predictions")
         return [path]
-
-    # Saving ----------------------------------------------------------------------------------------
-    def save_pretrained(self, model, output_dir: str, state_dict: dict | None = None) -> None:
-        model.save_pretrained(output_dir, state_dict=state_dict)
-        self.tokenizer.save_pretrained(output_dir)
 
     def load_weights(self, model, directory: str) -> None:
         model.load_weights(directory)
