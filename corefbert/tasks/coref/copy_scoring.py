@@ -12,8 +12,8 @@ Pretraining mentions are single nouns, so by default a candidate phrase is score
 ("the city councilmen" -> "councilmen"; a trailing possessive 's is dropped); ``copy_span="full"`` uses the
 whole phrase.
 
-``finetune/run_coref.py --zero_shot copy`` scores through this module; :class:`corefbert.tasks.coref.resolver.CopyResolver`
-is the Python API over it.
+``finetune/run_coref.py --zero_shot copy`` and :class:`corefbert.tasks.coref.resolver.CopyResolver` score
+through this module.
 """
 
 from __future__ import annotations
@@ -56,9 +56,8 @@ class CopyHeadScorer(nn.Module):
 
     @classmethod
     def from_pretrained(cls, path: str, allow_untrained: bool = False, untrained: bool = False) -> CopyHeadScorer:
-        """The encoder of ``path`` with its ``mrp.copy_vector``; ``untrained``: V at its initial value 1/hidden
-        whatever the checkpoint holds (the copy scorer's control); ``allow_untrained``: that value where the
-        checkpoint has none."""
+        """The encoder of ``path`` with its ``mrp.copy_vector``; ``untrained``: V at its initial 1/hidden
+        whatever the checkpoint holds (the control); ``allow_untrained``: that where it has none."""
         # Quietly: transformers would report the copy vector this scorer reads below as UNEXPECTED.
         try:
             encoder, _ = load_quietly(AutoModel, path, add_pooling_layer=False)
@@ -67,11 +66,10 @@ class CopyHeadScorer(nn.Module):
         except (OSError, ValueError) as err:
             raise CorefBertError(f"cannot load an encoder ({one_line(err, first_line=True)})", path=path) from None
         vector = read_copy_vector(path) if os.path.isdir(path) and not untrained else None
-        if vector is None and not untrained:
-            if not allow_untrained:
-                raise CorefBertError(f"no {COPY_VECTOR_KEY} in this checkpoint: copy scoring needs a CorefBERT "
-                                     "pretraining checkpoint (or --allow_untrained_copy_head for an untrained V)",
-                                     path=path)
+        if vector is None and not (untrained or allow_untrained):
+            raise CorefBertError(f"no {COPY_VECTOR_KEY} in this checkpoint: copy scoring needs a CorefBERT "
+                                 "pretraining checkpoint (or --allow_untrained_copy_head for an untrained V)",
+                                 path=path)
         if vector is None:  # the value load_pretraining_model starts V at: scores are a scaled dot product h_kᵀ h_i
             vector = torch.full((encoder.config.hidden_size,), 1.0 / encoder.config.hidden_size)
         return cls(encoder, vector)
@@ -99,20 +97,15 @@ def _scored_span(text: str, span: tuple[int, int], copy_span: str) -> tuple[int,
     start, end = span
     if copy_span == "full":
         return span
-    phrase = text[start:end]
-    match = re.search(r"(\w[\w.\-]*?)(?:'s|’s|')?\W*$", phrase)
-    if match is None:
-        return span
-    return start + match.start(1), start + match.end(1)
+    match = re.search(r"(\w[\w.\-]*?)(?:'s|’s|')?\W*$", text[start:end])
+    return span if match is None else (start + match.start(1), start + match.end(1))
 
 
 def copy_window_start(query: int, length: int, width: int, occurrences: list[list[list[int]]]) -> int:
     """The first token of the ``width``-token window of a ``length``-token text that the copy head reads: centred
-    on the pronoun (token ``query``), unless that leaves out every occurrence of a candidate the text holds.
-    Then the window holding the pronoun and whole occurrences of the most candidates, the one nearest the
-    centred window among those (a candidate with no token in the window leaves the problem undecided; GAP
-    had such problems where a window with the pronoun and both names existed). ``occurrences``: per candidate,
-    per occurrence, the token positions it covers."""
+    on the pronoun (token ``query``), unless that leaves out every occurrence of a candidate the text holds
+    (undecided); then the one nearest it among those holding the pronoun and whole occurrences of the most
+    candidates. ``occurrences``: per candidate, per occurrence, the token positions it covers."""
     centred = min(max(0, query - width // 2), max(0, length - width))
 
     def held(first: int, whole: bool) -> int:
@@ -156,14 +149,9 @@ def encode_copy_query(example: PronounExample, tokenizer, max_length: int = 512,
     width = max_length - 2
     first = copy_window_start(query, len(ids), width, occurrences)
     ids, offsets = ids[first:first + width], offsets[first:first + width]
-    spans = []
-    for candidate in occurrences:
-        token_spans = []
-        for tokens in candidate:
-            inside = [i - first for i in tokens if first <= i < first + width]
-            if inside:
-                token_spans.append((inside[0] + 1, inside[-1] + 1))  # +1: the leading special token
-        spans.append(token_spans)
+    inside = [[[i - first + 1 for i in tokens if first <= i < first + width] for tokens in candidate]
+              for candidate in occurrences]  # +1: the leading special token
+    spans = [[(kept[0], kept[-1]) for kept in candidate if kept] for candidate in inside]
     input_ids = [tokenizer.cls_token_id] + ids + [tokenizer.sep_token_id]
     copy_mask = [False] + [True] * len(ids) + [False]
     copy_mask[query - first + 1] = False  # never copy the masked pronoun onto itself
@@ -195,9 +183,8 @@ def collate_copy_queries(features: list[dict], pad_token_id: int) -> dict[str, t
             for o, (s, e) in enumerate(occurrences):
                 starts[b, c, o], ends[b, c, o], mention_mask[b, c, o] = s, e, True
     out = {"input_ids": input_ids, "attention_mask": attention_mask, "copy_mask": copy_mask,
-           "query_position": torch.tensor([f["query_position"] for f in features]),
-           "mention_starts": starts, "mention_ends": ends, "mention_mask": mention_mask,
-           "candidate_mask": candidate_mask}
+           "query_position": torch.tensor([f["query_position"] for f in features]), "mention_starts": starts,
+           "mention_ends": ends, "mention_mask": mention_mask, "candidate_mask": candidate_mask}
     return with_labels_and_index(out, features)
 
 
@@ -223,8 +210,7 @@ def copy_view(model: CopyHeadScorer, tokenizer, example: PronounExample, max_len
     """Score one example's candidates (the scores evaluation gives them) and keep the whole copy distribution."""
     feature = encode_copy_query(example, tokenizer, max_length, copy_span)
     batch = collate_copy_queries([feature], tokenizer.pad_token_id)
-    device = next(model.parameters()).device
-    batch = {k: v.to(device) for k, v in batch.items()}
+    batch = {k: v.to(next(model.parameters()).device) for k, v in batch.items()}
     scores = model(**batch).scores[0].tolist()
     probs = model.copy_log_probs(batch["input_ids"], batch["attention_mask"], batch["copy_mask"],
                                  batch["query_position"])[0].exp().tolist()  # [L]

@@ -7,8 +7,7 @@ candidate wins. Fine-tuning uses the paper's eq. 5,
     L = -log P(a|S) + alpha * max(0, log P(b|S) - log P(a|S) + beta),
 
 with ``a`` the referent and ``b`` the other candidate (with more than two, the best-scored wrong one); the
-WikiCREM variant replaces ``log P(b|S)`` by its mean over the batch. The readers live in
-``tasks/coref/readers.py``, the fine-tuning task in ``tasks/coref/task.py``.
+WikiCREM variant replaces ``log P(b|S)`` by its mean over the batch.
 """
 
 from __future__ import annotations
@@ -29,9 +28,8 @@ LOSS_VARIANTS = ("paper", "wikicrem")
 
 def _in_context(tokenizer, left_text: str, candidate: str, right_text: str) -> tuple[list[int], list[int], list[int]]:
     """The ids of ``left_text + candidate + right_text`` from one tokenizer call, cut into those before the
-    candidate, the candidate's own (:func:`corefbert.text.tokenizers.span_tokens`) and those after.
-
-    One call over the whole text reads every family as in running text: byte-level BPE's space belongs to the
+    candidate, the candidate's own (:func:`corefbert.text.tokenizers.span_tokens`) and those after: one call
+    over the whole text reads every family as in running text: byte-level BPE's space belongs to the
     candidate's first token, and SentencePiece gives the context after the candidate no space piece of its own
     (tokenized apart, ``"."`` became a space piece and a period)."""
     text = left_text + candidate + right_text
@@ -45,10 +43,9 @@ def _in_context(tokenizer, left_text: str, candidate: str, right_text: str) -> t
 
 
 def encode_candidates(example: PronounExample, tokenizer, max_length: int = 128) -> dict[str, list[list[int]]]:
-    """One masked sequence per candidate: ``input_ids`` and ``target_ids`` (the candidate's token id at each
-    mask, -100 elsewhere). Layout ``[CLS] left [MASK]*k right [SEP]`` (``<s> … </s>`` for RoBERTa); when too
-    long, context is cut on both sides of the masks, keeping as much as fits around the pronoun. The text is
-    tokenized with the candidate in the pronoun's place (:func:`_in_context`), for every tokenizer family."""
+    """One masked sequence per candidate, ``[CLS] left [MASK]*k right [SEP]`` (the text tokenized with the
+    candidate in the pronoun's place: :func:`_in_context`), and ``target_ids`` (the candidate's token id at
+    each mask, -100 elsewhere); when too long, context is cut on both sides of the masks, as much as fits."""
     left_text = example.text[:example.pronoun_start]
     right_text = example.text[example.pronoun_end:]
     input_ids, target_ids = [], []
@@ -61,12 +58,10 @@ def encode_candidates(example: PronounExample, tokenizer, max_length: int = 128)
             raise CorefBertError(f"candidate {candidate!r} of {example.id} is longer than max_length {max_length}")
         keep_left = min(len(left), max(budget - len(right), budget // 2))
         keep_right = min(len(right), budget - keep_left)
-        kept_left = left[len(left) - keep_left:]
-        ids = [tokenizer.cls_token_id] + kept_left + [tokenizer.mask_token_id] * len(cand)
-        ids += right[:keep_right] + [tokenizer.sep_token_id]
-        targets = [-100] * (1 + keep_left) + cand + [-100] * (keep_right + 1)
-        input_ids.append(ids)
-        target_ids.append(targets)
+        masks = [tokenizer.mask_token_id] * len(cand)
+        input_ids.append([tokenizer.cls_token_id, *left[len(left) - keep_left:], *masks, *right[:keep_right],
+                          tokenizer.sep_token_id])
+        target_ids.append([-100] * (1 + keep_left) + cand + [-100] * (keep_right + 1))
     return {"input_ids": input_ids, "target_ids": target_ids}
 
 
@@ -80,10 +75,8 @@ def with_labels_and_index(batch: dict[str, torch.Tensor], features: list[dict]) 
 
 
 def collate_candidates(features: list[dict], pad_token_id: int) -> dict[str, torch.Tensor]:
-    """Pad features of :func:`encode_candidates` (plus ``label``, -1 when none) to ``[B, N, L]`` tensors.
-
-    ``N`` is the most candidates of any example; ``candidate_mask`` [B, N] marks the real ones.
-    """
+    """Pad :func:`encode_candidates` features (plus ``label``, -1 when none) to ``[B, N, L]`` tensors, N the
+    most candidates of any example; ``candidate_mask`` [B, N] marks the real ones."""
     batch, n_cand = len(features), max(len(f["input_ids"]) for f in features)
     length = max(len(ids) for f in features for ids in f["input_ids"])
     input_ids = torch.full((batch, n_cand, length), pad_token_id, dtype=torch.long)
@@ -112,13 +105,9 @@ def _mlm_head(mlm: nn.Module) -> nn.Module | None:
 
 def candidate_log_probs(mlm: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                         target_ids: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
-    """Score rows: the mean/sum log-probability of ``target_ids`` (-100 = not scored) at their positions.
-
-    input_ids, attention_mask, target_ids: [rows, L]. Returns [rows]. The vocabulary projection runs only at
-    the target positions: full logits would be rows x L x V floats (2 GB for 128 x 128 x 30k).
-    """
-    if reduction not in REDUCTIONS:
-        raise CorefBertError(f"unknown reduction {reduction!r}; choose one of {', '.join(REDUCTIONS)}")
+    """[rows, L] ids, mask and ``target_ids`` (-100: not scored) -> [rows], the mean/sum log-probability of
+    the targets. The vocabulary projection runs only at the target positions: full logits would be rows x L
+    x V floats (2 GB for 128 x 128 x 30k)."""
     is_target = target_ids != -100  # [rows, L]
     head = _mlm_head(mlm)
     if head is not None:
@@ -129,21 +118,15 @@ def candidate_log_probs(mlm: nn.Module, input_ids: torch.Tensor, attention_mask:
     token_log_probs = logits.float().log_softmax(-1).gather(-1, target_ids[is_target].unsqueeze(-1)).squeeze(-1)
     rows = torch.arange(input_ids.shape[0], device=input_ids.device).unsqueeze(1).expand_as(target_ids)
     sums = torch.zeros(input_ids.shape[0], device=input_ids.device).index_add(0, rows[is_target], token_log_probs)
-    if reduction == "sum":
-        return sums
-    return sums / is_target.sum(1).clamp(min=1)
+    return sums if reduction == "sum" else sums / is_target.sum(1).clamp(min=1)
 
 
 def pronoun_margin_loss(scores: torch.Tensor, labels: torch.Tensor, candidate_mask: torch.Tensor,
                         alpha: float = 10.0, beta: float = 0.2, variant: str = "paper") -> torch.Tensor:
-    """Eq. 5, averaged over the examples that have a referent among their candidates.
-
-    scores: [B, N] log P(candidate|S); labels: [B] referent index (-1: none, ignored); candidate_mask: [B, N].
-    ``variant="wikicrem"`` uses the batch mean of the wrong-candidate score inside the hinge (Kocijan et al.'s
-    code: ``loss_1 + alpha * max(0, beta + loss_1 - loss_2.mean())``).
-    """
-    if variant not in LOSS_VARIANTS:
-        raise CorefBertError(f"unknown loss variant {variant!r}; choose one of {', '.join(LOSS_VARIANTS)}")
+    """Eq. 5, averaged over the examples that have a referent. scores: [B, N] log P(candidate|S); labels: [B]
+    referent index (-1: none, ignored); candidate_mask: [B, N]. ``variant="wikicrem"`` uses the batch mean of
+    the wrong-candidate score in the hinge (Kocijan et al.'s code: ``loss_1 + alpha * max(0, beta + loss_1 -
+    loss_2.mean())``)."""
     valid = labels >= 0  # [B]
     if not valid.any():
         return scores.sum() * 0.0  # keeps the graph (and DDP) whole without a NaN mean over nothing
@@ -178,9 +161,8 @@ class CandidateScoringModel(nn.Module):
     def forward(self, input_ids, attention_mask, target_ids, candidate_mask, labels=None, example_index=None):
         batch, n_cand, length = input_ids.shape
         real = candidate_mask.reshape(-1)  # only real candidate slots go through the encoder
-        row_scores = candidate_log_probs(
-            self.mlm, input_ids.reshape(-1, length)[real], attention_mask.reshape(-1, length)[real],
-            target_ids.reshape(-1, length)[real], self.reduction)
+        rows = [t.reshape(-1, length)[real] for t in (input_ids, attention_mask, target_ids)]  # [real, L]
+        row_scores = candidate_log_probs(self.mlm, *rows, self.reduction)
         scores = torch.full((batch * n_cand,), float("-inf"), device=input_ids.device, dtype=row_scores.dtype)
         scores = scores.masked_scatter(real, row_scores).view(batch, n_cand)
         loss = None
@@ -188,19 +170,3 @@ class CandidateScoringModel(nn.Module):
             safe = scores.masked_fill(~candidate_mask, 0.0)  # no -inf reaches the loss or its gradient
             loss = pronoun_margin_loss(safe, labels, candidate_mask, self.alpha, self.beta, self.loss_variant)
         return CandidateScoringOutput(loss=loss, scores=scores)
-
-
-@torch.no_grad()
-def score_examples(model: CandidateScoringModel, tokenizer, examples: list[PronounExample], max_length: int = 128,
-                   batch_size: int = 32) -> list[list[float]]:
-    """Zero-shot scores (log P per candidate) of ``examples``, in order, with no training loop."""
-    model.eval()
-    device = next(model.parameters()).device
-    scores = []
-    for start in range(0, len(examples), batch_size):
-        chunk = examples[start:start + batch_size]
-        batch = collate_candidates([encode_candidates(e, tokenizer, max_length) for e in chunk],
-                                   tokenizer.pad_token_id)
-        out = model(**{k: v.to(device) for k, v in batch.items()})
-        scores.extend([row[:len(e.candidates)] for e, row in zip(chunk, out.scores.tolist())])
-    return scores

@@ -1,21 +1,12 @@
-"""Readers for the pronoun-coreference benchmarks, one per file format.
-
-Formats (docs/guides/coref.md, "Formats read"):
-
-- **GAP TSV**: header + 11 tab-separated columns ``ID, Text, Pronoun, Pronoun-offset, A, A-offset, A-coref,
-  B, B-offset, B-coref, URL``; character offsets into ``Text``; ``TRUE``/``FALSE`` labels, both may be false.
-- **4-line blocks** (DPR/WSCR, WSC273, PDP, WinoGender, WikiCREM): sentence; pronoun (or ``[MASK]``, in which
-  case the sentence holds the literal ``[MASK]``); comma-separated candidates; the answer. Blank line between
-  blocks.
-- **WSC XML** (``WSCollection.xml``, ISO-8859-1): ``<schema>`` with ``<text><txt1/><pron/><txt2/></text>``,
-  ``<answers>`` and ``<correctAnswer>`` (``A``/``B``, sometimes with a dot or spaces).
-- **WinoGender TSV** (``all_sentences.tsv``): ``sentid<TAB>sentence``, ``sentid`` =
-  ``occupation.participant.answer.gender.txt`` (answer 0 = occupation, 1 = participant).
+"""Readers for the pronoun-coreference benchmarks, one per file format (docs/guides/coref.md, "Formats read"):
+GAP TSV, 4-line blocks (DPR/WSCR, WSC273, PDP, WinoGender, WikiCREM: sentence; pronoun, or ``[MASK]`` which
+the sentence then holds literally; comma-separated candidates; the answer; a blank line between blocks), WSC
+XML (``WSCollection.xml``, ISO-8859-1) and WinoGender's ``all_sentences.tsv``.
 
 Every reader returns ``(examples, skipped)``: a structural problem with the file (wrong column count, an offset
 that does not match the text, a block that is not 4 lines) raises one :class:`CorefBertError` line; a
-well-formed problem that cannot be used (answer not among the candidates, pronoun missing from its sentence,
-fewer than two candidates) is skipped and counted in ``skipped`` by reason, or raises with ``strict=True``.
+well-formed problem that cannot be used (answer not among the candidates, pronoun missing, fewer than two
+candidates) is counted in ``skipped`` by reason, or raises with ``strict=True``.
 """
 
 from __future__ import annotations
@@ -27,6 +18,7 @@ import re
 import xml.etree.ElementTree as ET
 from collections import Counter
 from dataclasses import dataclass, field
+from itertools import groupby
 
 from corefbert.errors import CorefBertError
 from corefbert.pronouns import LEXICON, forms_of
@@ -45,13 +37,10 @@ FORMATS = ("gap", "blocks", "wsc_xml", "winogender")
 
 @dataclass
 class PronounExample:
-    """One pronoun to resolve among named candidates.
-
-    ``pronoun_start``/``pronoun_end`` are character offsets (end exclusive) of the pronoun (or of the literal
-    ``[MASK]``) in ``text``. ``candidate_spans[i]`` lists every character span where candidate ``i`` occurs in
-    the text, found by :func:`candidate_spans` (never overlapping the pronoun); it is empty when the candidate
-    does not occur in any form. ``label`` is the index of the referent, or ``None`` when no candidate is (GAP).
-    """
+    """One pronoun to resolve among named candidates: ``pronoun_start``/``pronoun_end`` are character offsets
+    (end exclusive) of the pronoun (or of the literal ``[MASK]``) in ``text``; ``candidate_spans[i]`` every
+    span where candidate ``i`` occurs (:func:`candidate_spans`; never the pronoun's, empty where it does not
+    occur); ``label`` the index of the referent, or ``None`` when no candidate is (GAP)."""
 
     id: str
     text: str
@@ -108,16 +97,6 @@ _POSSESSIVE = re.compile(r"(?:'s|’s|'|’)$")
 MATCH_TIERS = ("exact", "no_determiner", "head_word", "possessor", "unmatched")
 
 
-def _words(phrase: str) -> list[str]:
-    return re.findall(r"[\w'’.\-]+", phrase)
-
-
-def _strip_determiners(words: list[str]) -> list[str]:
-    while len(words) > 1 and words[0].casefold() in DETERMINERS:
-        words = words[1:]
-    return words
-
-
 def candidate_spans(text: str, candidate: str, exclude: tuple[int, int] | None = None,
                     claimed: list[tuple[int, int]] = ()) -> tuple[list[tuple[int, int]], str]:
     """Where ``candidate`` occurs in ``text``, and how it was found (one of :data:`MATCH_TIERS`).
@@ -133,14 +112,16 @@ def candidate_spans(text: str, candidate: str, exclude: tuple[int, int] | None =
     spans = _word_spans(text, candidate, exclude)
     if spans:
         return spans, "exact"
-    words = _words(candidate)
+    words = re.findall(r"[\w'’.\-]+", candidate)
     if not words:
         return [], "unmatched"
 
     def free(phrase: str) -> list[tuple[int, int]]:
         return [s for s in _word_spans(text, phrase, exclude) if not any(s[0] < e and b < s[1] for b, e in claimed)]
 
-    bare = _strip_determiners(words)
+    bare = words
+    while len(bare) > 1 and bare[0].casefold() in DETERMINERS:
+        bare = bare[1:]
     bare = bare[:-1] + [_POSSESSIVE.sub("", bare[-1]) or bare[-1]]
     if bare != words and (spans := free(" ".join(bare))):
         return spans, "no_determiner"
@@ -158,13 +139,9 @@ def match_candidates(text: str, candidates: list[str], exclude: tuple[int, int] 
                      ) -> tuple[list[list[tuple[int, int]]], list[str]]:
     """:func:`candidate_spans` of each candidate; a loose match never takes another candidate's exact match."""
     exact = [_word_spans(text, cand, exclude) for cand in candidates]
-    spans, tiers = [], []
-    for i, cand in enumerate(candidates):
-        claimed = [s for j, other in enumerate(exact) if j != i for s in other]
-        found, tier = candidate_spans(text, cand, exclude, claimed)
-        spans.append(found)
-        tiers.append(tier)
-    return spans, tiers
+    claimed = [[s for j, other in enumerate(exact) if j != i for s in other] for i in range(len(candidates))]
+    found = [candidate_spans(text, cand, exclude, taken) for cand, taken in zip(candidates, claimed)]
+    return [spans for spans, _ in found], [tier for _, tier in found]
 
 
 def _find_pronoun(text: str, pronoun: str, candidates: list[str]) -> tuple[int, int] | None:
@@ -190,22 +167,20 @@ def _example(ex_id: str, text: str, span: tuple[int, int], candidates: list[str]
     return PronounExample(ex_id, text, span[0], span[1], candidates, label, spans, gender, tiers)
 
 
-def _answer_index(answer: str, candidates: list[str]) -> int | None:
-    folded = [c.casefold() for c in candidates]
-    answer = answer.strip().casefold()
-    return folded.index(answer) if answer in folded else None
+def _tsv_rows(path: str, header: list[str], refusal: str) -> list[tuple[int, list[str]]]:
+    """The non-empty rows after the header, with their line numbers; ``refusal`` if it is not ``header``."""
+    with open(path, encoding="utf-8", newline="") as handle:
+        rows = list(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
+    if not rows or [c.strip() for c in rows[0][:len(header)]] != header:
+        raise CorefBertError(refusal, path=path, position=1)
+    return [(line_no, row) for line_no, row in enumerate(rows[1:], start=2) if row]
 
 
 def read_gap(path: str, strict: bool = False) -> tuple[list[PronounExample], Counter]:
     """Read a GAP TSV file (``gap-development.tsv``, ``gap-validation.tsv``, ``gap-test.tsv``)."""
     examples, skips = [], _Skips(path, strict)
-    with open(path, encoding="utf-8", newline="") as handle:
-        rows = list(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
-    if not rows or rows[0][:2] != ["ID", "Text"]:
-        raise CorefBertError("not a GAP TSV file: the header must start with ID<TAB>Text", path=path, position=1)
-    for line_no, row in enumerate(rows[1:], start=2):
-        if not row:
-            continue
+    refusal = "not a GAP TSV file: the header must start with ID<TAB>Text"
+    for line_no, row in _tsv_rows(path, ["ID", "Text"], refusal):
         if len(row) != 11:
             raise CorefBertError(f"expected 11 tab-separated GAP columns, found {len(row)}", path=path,
                                  position=line_no)
@@ -246,16 +221,9 @@ def read_blocks(path: str, strict: bool = False) -> tuple[list[PronounExample], 
     """Read the 4-line block format (DPR ``train.c.txt``, ``wsc273.txt``, ``PDP.txt``, WikiCREM, WinoGender)."""
     examples, skips = [], _Skips(path, strict)
     with open(path, encoding="utf-8") as handle:
-        lines = handle.read().splitlines()
-    blocks, current, start = [], [], 1
-    for line_no, line in enumerate(lines + [""], start=1):
-        if line.strip():
-            if not current:
-                start = line_no
-            current.append(line.strip())
-        elif current:
-            blocks.append((start, current))
-            current = []
+        numbered = [(number, line.strip()) for number, line in enumerate(handle.read().splitlines(), start=1)]
+    runs = [list(run) for blank, run in groupby(numbered, key=lambda item: not item[1]) if not blank]
+    blocks = [(run[0][0], [line for _, line in run]) for run in runs]  # (first line number, its lines)
     stem = os.path.splitext(os.path.basename(path))[0]
     for index, (line_no, block) in enumerate(blocks):
         if len(block) != 4:
@@ -267,7 +235,8 @@ def read_blocks(path: str, strict: bool = False) -> tuple[list[PronounExample], 
         if len(candidates) < 2:
             skips("fewer_than_two_candidates", line_no + 2, f"only {len(candidates)} candidate(s)")
             continue
-        label = _answer_index(answer, candidates)
+        folded, key = [c.casefold() for c in candidates], answer.strip().casefold()
+        label = folded.index(key) if key in folded else None
         if label is None:
             skips("answer_not_a_candidate", line_no + 3, f"answer {answer!r} is not among {candidates}")
             continue
@@ -336,14 +305,8 @@ def read_wsc_xml(path: str, strict: bool = False, schemas: str = "auto") -> tupl
 def read_winogender(path: str, strict: bool = False) -> tuple[list[PronounExample], Counter]:
     """Read WinoGender's ``all_sentences.tsv`` (``sentid<TAB>sentence``)."""
     examples, skips = [], _Skips(path, strict)
-    with open(path, encoding="utf-8", newline="") as handle:
-        rows = list(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
-    if not rows or [c.strip() for c in rows[0][:2]] != ["sentid", "sentence"]:
-        raise CorefBertError("not a WinoGender sentence TSV: the header must be sentid<TAB>sentence",
-                             path=path, position=1)
-    for line_no, row in enumerate(rows[1:], start=2):
-        if not row:
-            continue
+    for line_no, row in _tsv_rows(path, ["sentid", "sentence"],
+                                  "not a WinoGender sentence TSV: the header must be sentid<TAB>sentence"):
         if len(row) != 2:
             raise CorefBertError(f"expected 2 tab-separated columns, found {len(row)}", path=path, position=line_no)
         sent_id, sentence = row[0].strip(), row[1].strip()
@@ -352,10 +315,9 @@ def read_winogender(path: str, strict: bool = False) -> tuple[list[PronounExampl
             raise CorefBertError(f"sentid {sent_id!r} is not occupation.participant.answer.gender.txt",
                                  path=path, position=line_no)
         occupation, participant, answer, gender = parts[:4]
-        candidates = []
-        for noun in (occupation, participant):
-            # Prefer the determiner phrase the sentence uses ("the technician"), as the block files do.
-            candidates.append(f"the {noun}" if _word_spans(sentence, f"the {noun}") else noun)
+        # Prefer the determiner phrase the sentence uses ("the technician"), as the block files do.
+        candidates = [f"the {noun}" if _word_spans(sentence, f"the {noun}") else noun
+                      for noun in (occupation, participant)]
         matches = [m for p in WINOGENDER_PRONOUNS[gender]
                    for m in re.finditer(rf"(?<!\w){p}(?!\w)", sentence, flags=re.IGNORECASE)]
         if not matches:
@@ -372,8 +334,7 @@ SUPPORTED = "GAP TSV, 4-line blocks, WSC XML (WSCollection.xml) or WinoGender al
 def _reject_other_tasks(path: str) -> None:
     """Files of another task, named as such (their generic errors, "this block has 121 lines", mislead)."""
     with open(path, encoding="utf-8", errors="replace") as handle:
-        head = [line for line in (handle.readline() for _ in range(50)) if line.strip()][:1]
-    first = head[0].strip() if head else ""
+        first = next((line.strip() for line in (handle.readline() for _ in range(50)) if line.strip()), "")
     if first.startswith("occupation(0)") or "$OCCUPATION" in first:
         raise CorefBertError(
             "this is WinoGender's templates.tsv (sentences with $OCCUPATION/$PARTICIPANT/$NOM_PRONOUN slots); "

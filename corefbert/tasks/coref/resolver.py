@@ -1,17 +1,13 @@
-"""Zero-shot pronoun resolution with CorefBERT's copy head, as a Python API (beyond the paper).
-
-The scoring (mask the pronoun, score each candidate by ``log Σ_occurrences Pr(start) · Pr(end)`` under the
-MRP copy head) lives in :mod:`corefbert.tasks.coref.copy_scoring`, which ``finetune/run_coref.py --zero_shot copy``
-uses too; this module only turns a text, a pronoun span and candidates into that task's example.
+"""Zero-shot pronoun resolution with CorefBERT's copy head, as a Python API (beyond the paper): a text, a
+pronoun span and candidates become the example :mod:`corefbert.tasks.coref.copy_scoring` scores.
 
     from corefbert.tasks.coref.resolver import CopyResolver
     resolver = CopyResolver("path/to/corefbert-checkpoint")
     resolver.resolve("The bee landed on the flower because it had pollen.", (37, 39), ["The bee", "the flower"])
     html = resolver.render_html(text, (37, 39), ["The bee", "the flower"])
 
-:class:`SpacyCopyScorer` runs it over spaCy Docs for the ``corefbert_coref`` component's ``scorer: "copy"``
-(registered through the ``spacy_misc`` entry point ``corefbert.scorer.copy``): every third-person pronoun
-against the noun phrases before it.
+:class:`SpacyCopyScorer` is the ``corefbert_coref`` component's ``scorer: "copy"`` (the ``spacy_misc`` entry
+point ``corefbert.scorer.copy``).
 """
 
 from __future__ import annotations
@@ -39,26 +35,20 @@ CHECKPOINT_ADVICE = ("the copy scorer needs a CorefBERT pretraining checkpoint: 
                      f"model.safetensors and the tokenizer files ({TOKENIZER_FILES})")
 
 
-def check_copy_checkpoint(path: str) -> None:
-    """One line, before anything loads, for a local folder the copy head cannot read: weights that are pickles
-    only, or a folder without ``config.json``, such as the model folder ``run_coref_e2e.py`` writes (which the
-    spaCy component reads with its scorer ``e2e``)."""
-    check_model_folder(path)
-    if path and os.path.isdir(path) and not os.path.isfile(os.path.join(path, "config.json")):
-        raise CorefBertError(f"no config.json here, so this is no Hugging Face checkpoint; {CHECKPOINT_ADVICE}. "
-                             "A model folder run_coref_e2e.py wrote takes the spaCy component's scorer 'e2e'",
-                             path=path)
-
-
 class CopyResolver:
     """The copy-head resolver as a Python API: load once, then :meth:`resolve` or :meth:`render_html`."""
 
     def __init__(self, model_name_or_path: str, allow_untrained: bool = False, copy_span: str = "last_word",
                  max_length: int = 512, model: CopyHeadScorer | None = None, tokenizer=None):
-        if model is None or tokenizer is None:
-            check_copy_checkpoint(model_name_or_path)
-        self.tokenizer = tokenizer or load_tokenizer(model_name_or_path, advice=CHECKPOINT_ADVICE)
-        self.model = (model or CopyHeadScorer.from_pretrained(model_name_or_path, allow_untrained)).eval()
+        path = model_name_or_path
+        if model is None or tokenizer is None:  # one line, before anything loads, for a folder it cannot read
+            check_model_folder(path)  # weights kept only as pickles
+            if path and os.path.isdir(path) and not os.path.isfile(os.path.join(path, "config.json")):
+                raise CorefBertError(f"no config.json here, so this is no Hugging Face checkpoint; "
+                                     f"{CHECKPOINT_ADVICE}. A model folder run_coref_e2e.py wrote takes the "
+                                     "spaCy component's scorer 'e2e'", path=path)
+        self.tokenizer = tokenizer or load_tokenizer(path, advice=CHECKPOINT_ADVICE)
+        self.model = (model or CopyHeadScorer.from_pretrained(path, allow_untrained)).eval()
         self.copy_span, self.max_length = copy_span, max_length
 
     def example(self, text: str, pronoun_span: tuple[int, int], candidates) -> PronounExample:
@@ -80,10 +70,9 @@ class CopyResolver:
         return copy_view(self.model, self.tokenizer, example, self.max_length, self.copy_span)
 
     def resolve(self, text: str, pronoun_span: tuple[int, int], candidates) -> dict[str, float]:
-        """``{candidate: log Pr(copy)}`` for candidates given as strings (every occurrence in the text, found as
-        :func:`corefbert.tasks.coref.readers.candidate_spans` says: case-, determiner- and possessive-tolerant,
-        head-word fallback) or as ``(start, end)`` character spans. Higher is more likely the referent;
-        ``-inf`` means the candidate does not occur in the text in any form."""
+        """``{candidate: log Pr(copy)}`` for candidates given as strings (every occurrence in the text:
+        :func:`~corefbert.tasks.coref.readers.candidate_spans`) or as ``(start, end)`` character spans. Higher
+        is more likely the referent; ``-inf``: the candidate does not occur in the text in any form."""
         view = self.view(text, pronoun_span, candidates)
         return dict(zip(view.example.candidates, view.scores))
 
@@ -98,8 +87,6 @@ def resolve(text: str, pronoun_span: tuple[int, int], candidates, model_name_or_
     return CopyResolver(model_name_or_path, **kwargs).resolve(text, pronoun_span, candidates)
 
 
-# Third-person pronouns the copy scorer resolves (first and second person refer to speakers, which the copy
-# head cannot see as noun phrases).
 NOUN_PHRASE_POS = {"DET", "ADJ", "NUM", "PROPN", "NOUN"}
 
 
@@ -135,11 +122,9 @@ def noun_phrases(doc) -> list[tuple[int, int]]:
 
 class SpacyCopyScorer:
     """The copy-head resolver as the scorer of the spaCy component (``scorer: "copy"``): each third-person
-    pronoun is masked and linked to the noun phrase, among the ``max_candidates`` nearest before it in its
-    sentence and the ``window_sentences`` before, whose copy score (log Σ Pr(start) · Pr(end), what
-    :meth:`CopyResolver.resolve` gives) is highest; pronouns linked to one phrase form its cluster (token
-    mentions, both ends inclusive: :mod:`corefbert.text.spans`). The pronouns of a batch of Docs are scored
-    ``batch_size`` at a time."""
+    pronoun is linked to the noun phrase, among the ``max_candidates`` nearest before it in its sentence and
+    the ``window_sentences`` before, that :meth:`CopyResolver.resolve` scores highest; pronouns linked to one
+    phrase form its cluster. The pronouns of a batch of Docs are scored ``batch_size`` at a time."""
 
     def __init__(self, model: str, window_sentences: int = 2, max_candidates: int = 10, batch_size: int = 16,
                  resolver: CopyResolver | None = None):
@@ -153,7 +138,7 @@ class SpacyCopyScorer:
         phrases = noun_phrases(doc)
         out = []
         for token in doc:
-            if token.lower_ not in THIRD_PERSON:
+            if token.lower_ not in THIRD_PERSON:  # first and second person refer to speakers, no phrase
                 continue
             first_sentence = sentences[max(0, sentence_of[token.i] - self.window_sentences)]
             before = [p for p in phrases if first_sentence.start <= p[0] and p[1] <= token.i]

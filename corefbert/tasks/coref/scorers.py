@@ -1,10 +1,7 @@
-"""How the pronoun-coreference task scores a problem's candidates: one strategy, chosen once per run.
-
-:class:`MlmScorer` (the default, and the only one that trains): the pronoun replaced by one mask per candidate
-token, the masked LM's mean log-probability (:mod:`corefbert.tasks.coref.mlm_scoring`; eq. 5 fine-tuning).
-:class:`CopyScorer` (``--zero_shot copy``): CorefBERT's MRP copy head ranks the candidates' occurrences in the
-text (:mod:`corefbert.tasks.coref.copy_scoring`). Both give the task the same interface, so the task never asks
-which one it holds.
+"""How the pronoun-coreference task scores a problem's candidates: one strategy, chosen once per run, behind
+one interface, so the task never asks which one it holds: :class:`MlmScorer` (the default, and the only one
+that trains: :mod:`corefbert.tasks.coref.mlm_scoring`) or :class:`CopyScorer` (``--zero_shot copy``:
+CorefBERT's MRP copy head, :mod:`corefbert.tasks.coref.copy_scoring`).
 """
 
 from __future__ import annotations
@@ -14,7 +11,6 @@ import os
 import re
 from collections import Counter
 
-import torch
 from transformers import AutoModelForMaskedLM
 
 from corefbert.errors import CorefBertError, one_line
@@ -35,20 +31,11 @@ logger = logging.getLogger(__name__)
 
 
 class CandidateScorer:
-    """One way to score candidates: features of an example, their batch, the model whose output ``scores`` is
-    ``[batch, candidates]``, and what it adds to a file's metrics and to the output folder."""
+    """One way to score candidates: ``encode``, ``collate``, ``build_model`` (whose output ``scores`` is
+    ``[batch, candidates]``), and what it adds to a file's metrics and to the output folder."""
 
     def __init__(self, task_args, tokenizer, model_name_or_path: str):
         self.task_args, self.tokenizer, self.model_name_or_path = task_args, tokenizer, model_name_or_path
-
-    def encode(self, example: PronounExample) -> dict:
-        raise NotImplementedError
-
-    def collate(self, features: list[dict]) -> dict[str, torch.Tensor]:
-        raise NotImplementedError
-
-    def build_model(self) -> torch.nn.Module:
-        raise NotImplementedError
 
     def file_metrics(self, path: str, rows: list) -> dict[str, int]:
         """Metrics of one evaluation file beyond accuracy / GAP's (``rows``: ``(example, scores, pick)``)."""
@@ -84,8 +71,8 @@ class MlmScorer(CandidateScorer):
 
 
 class CopyScorer(CandidateScorer):
-    """Zero-shot scoring with the MRP copy head (``--zero_shot copy``); reports how each file's candidates were
-    found in the text and, with ``--copy_html_examples N``, writes the copy view of the first N examples."""
+    """Zero-shot scoring with the MRP copy head (``--zero_shot copy`` or ``copy_untrained``); reports how each
+    file's candidates were found and, with ``--copy_html_examples N``, writes the first N copy views."""
 
     def encode(self, example):
         return encode_copy_query(example, self.tokenizer, self.task_args.max_seq_length, self.task_args.copy_span)
@@ -94,24 +81,28 @@ class CopyScorer(CandidateScorer):
         return collate_copy_queries(features, self.tokenizer.pad_token_id)
 
     def build_model(self):
-        return CopyHeadScorer.from_pretrained(self.model_name_or_path,
-                                              allow_untrained=self.task_args.allow_untrained_copy_head)
+        # copy_untrained, the scorer's control: V at its initial 1/hidden on the checkpoint's own encoder, so
+        # trained − untrained on one checkpoint is what training V gave.
+        a = self.task_args
+        return CopyHeadScorer.from_pretrained(self.model_name_or_path, a.allow_untrained_copy_head,
+                                              untrained=a.zero_shot == "copy_untrained")
 
     def file_metrics(self, path, rows):
         """How the candidates of one file were found; a warning when some were not."""
         tiers = Counter(t for example, _, _ in rows for t in example.candidate_match)
         missing = [(e.id, c) for e, _, _ in rows for c, t in zip(e.candidates, e.candidate_match) if t == "unmatched"]
         undecided = sum(pick < 0 for _, _, pick in rows)
-        loose = sum(tiers[t] for t in ("no_determiner", "head_word", "possessor"))
+        loose = {t: tiers[t] for t in ("no_determiner", "head_word", "possessor") if tiers[t]}
         if loose:
-            logger.info("%s: copy scoring: %d candidates found only loosely %s", path, loose,
-                        {t: tiers[t] for t in ("no_determiner", "head_word", "possessor") if tiers[t]})
+            logger.info("%s: copy scoring: %d candidates found only loosely %s", path, sum(loose.values()),
+                        loose)
         if missing or undecided:
             logger.warning("%s: copy scoring: %d candidates occur nowhere in the text%s; %d problems undecided (a "
                            "candidate with no occurrence in the text or the window; no prediction, counted wrong)",
                            path, len(missing), f" (first: {missing[0][1]!r} of {missing[0][0]})" if missing else "",
                            undecided)
-        return {"unmatched_candidates": len(missing), "loosely_matched_candidates": loose, "undecided": undecided}
+        return {"unmatched_candidates": len(missing), "loosely_matched_candidates": sum(loose.values()),
+                "undecided": undecided}
 
     def write_views(self, model, files, folder, split):
         count = self.task_args.copy_html_examples
@@ -130,14 +121,6 @@ class CopyScorer(CandidateScorer):
                 replace_file(os.path.join(folder, name), render_copy_html(view, title=title), "the copy view")
 
 
-class UntrainedCopyScorer(CopyScorer):
-    """The copy scorer's control (``--zero_shot copy_untrained``): the same scoring with V at its initial value
-    1/hidden, on the checkpoint's own encoder, so trained − untrained on one checkpoint is what training V gave."""
-
-    def build_model(self):
-        return CopyHeadScorer.from_pretrained(self.model_name_or_path, untrained=True)
-
-
 #: ``--zero_shot`` value -> scorer; no value (fine-tuning) scores with the masked LM.
 SCORERS: dict[str | None, type[CandidateScorer]] = {None: MlmScorer, "mlm": MlmScorer, "copy": CopyScorer,
-                                                    "copy_untrained": UntrainedCopyScorer}
+                                                    "copy_untrained": CopyScorer}

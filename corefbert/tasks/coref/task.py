@@ -35,7 +35,7 @@ from corefbert.text.tokenizers import load_tokenizer
 
 logger = logging.getLogger(__name__)
 
-ZERO_SHOT = ("mlm", "copy", "copy_untrained")
+ZERO_SHOT = tuple(name for name in SCORERS if name)  # mlm, copy, copy_untrained
 
 
 @dataclass
@@ -94,20 +94,18 @@ class CorefTask(FinetuningTask):
 
     def __init__(self, task_args: CorefArguments, training_args: FinetuningArguments):
         super().__init__(task_args, training_args)
-        self.data_args = data_args = task_args  # self.args: the training arguments
-        args = training_args
-        if data_args.zero_shot and args.do_train:
+        self.data_args = task_args  # self.args: the training arguments
+        path = training_args.model_name_or_path
+        if task_args.zero_shot and training_args.do_train:
             raise CorefBertError("--zero_shot evaluates a checkpoint as it is; drop --do_train or --zero_shot")
-        self.tokenizer = load_tokenizer(args.model_name_or_path)
+        self.tokenizer = load_tokenizer(path)
         if self.tokenizer.mask_token_id is None:
             raise CorefBertError("the tokenizer has no mask token; candidate scoring needs a masked-LM tokenizer",
-                                 path=args.model_name_or_path)
+                                 path=path)
         # The scoring strategy, chosen once: everything below asks it, never --zero_shot.
-        self.scorer = SCORERS[data_args.zero_shot](data_args, self.tokenizer, args.model_name_or_path)
+        self.scorer = SCORERS[task_args.zero_shot](task_args, self.tokenizer, path)
         self.sources: dict[str, list[tuple[str, str, list[PronounExample]]]] = {}
         self.skipped: dict[tuple[str, str], Counter] = {}  # (split, path) -> reasons
-
-    # ------------------------------------------------------------------------------------------ data
 
     def _read(self, split: str, files: list[str] | None, training: bool) -> list[tuple[str, str, list]]:
         if split in self.sources:
@@ -131,12 +129,8 @@ class CorefTask(FinetuningTask):
 
     def _features(self, split: str, files: list[str] | None, training: bool = False) -> _EncodedExamples | None:
         sources = self._read(split, files, training)
-        if not sources:
-            return None
-        return _EncodedExamples([e for _, _, examples in sources for e in examples], self.encode)
-
-    def encode(self, example: PronounExample) -> dict:
-        return self.scorer.encode(example)
+        return _EncodedExamples([e for _, _, examples in sources for e in examples], self.scorer.encode) \
+            if sources else None
 
     def train_dataset(self):
         return self._features("train", self.data_args.train_file, training=True)
@@ -149,8 +143,6 @@ class CorefTask(FinetuningTask):
 
     def collate(self, features: list) -> dict[str, torch.Tensor]:
         return self.scorer.collate(features)
-
-    # ----------------------------------------------------------------------------------------- model
 
     def build_model(self):
         return self.scorer.build_model()
@@ -174,21 +166,17 @@ class CorefTask(FinetuningTask):
         if pooler is not None and model.pooler is not None:
             model.pooler.load_state_dict(pooler)
 
-    # ------------------------------------------------------------------------------------ evaluation
-
     def evaluate(self, model, dataloader, accelerator, split: str):
         source_split = "eval" if split == "eval" else "predict"
         sources = self.sources[source_split]
         width = max(len(e.candidates) for _, _, examples in sources for e in examples)
-        indices, scores = [], []
+        by_index: dict[int, list[float]] = {}
         for batch in dataloader:
             out = model(**{k: v for k, v in batch.items() if k != "labels"})
             padded = torch.full((out.scores.shape[0], width), float("-inf"), device=out.scores.device)
             padded[:, :out.scores.shape[1]] = out.scores.float()  # [B, width]: same shape on every process
             index, padded = accelerator.gather_for_metrics((batch["example_index"], padded))
-            indices.append(index.cpu())
-            scores.append(padded.cpu())
-        by_index = dict(zip(torch.cat(indices).tolist(), torch.cat(scores).tolist()))
+            by_index.update(zip(index.tolist(), padded.tolist()))
         predictions, metrics, main = [], {}, []
         offset = 0
         for path, fmt, examples in sources:
@@ -225,9 +213,8 @@ class CorefTask(FinetuningTask):
             metrics[f"{stem}_skipped"] = sum(self.skipped.get((source_split, path), Counter()).values())
         metrics["score"] = sum(main) / len(main) if main else 0.0
         if accelerator.is_main_process:
-            self.scorer.write_views(accelerator.unwrap_model(model), [(_stem(path), examples)
-                                                                      for path, _, examples in sources],
-                                    self.args.output_dir, split)
+            files = [(_stem(path), examples) for path, _, examples in sources]
+            self.scorer.write_views(accelerator.unwrap_model(model), files, self.args.output_dir, split)
         return metrics, predictions
 
     def write_predictions(self, predictions, output_dir: str, split: str) -> list[str]:

@@ -1,13 +1,12 @@
 """The typed configuration of an end-to-end coreference model: what rebuilds it, saved as ``coref_e2e_head.json``.
 
-The task fills it from its arguments (:meth:`CorefE2ETask.model_config`); :func:`build_model` completes the
-span ranker's input sizes once the encoder is known (a new config, never a mutated one). A file of another
-version (a key this one does not know) is refused in one line.
+Filled from the task's arguments (:meth:`CorefE2ETask.model_config`); :func:`build_model` completes the span
+ranker's input sizes once the encoder is known (a new config, never a mutated one).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import ClassVar
 
 from corefbert.errors import CorefBertError
@@ -31,7 +30,7 @@ class CorefE2EConfig(ScratchConfig):
     char_filters: int = 50
     lstm_size: int = 200
     attention_size: int = 150
-    asl_variant: str = "recurrent"  # ASL: eqs. 1-6 (recurrent) or the earlier reconstruction (static)
+    asl_variant: str = "recurrent"  # ASL: eqs. 1-6 (recurrent) or static (encoders.py)
     lexical_dropout: float = 0.5
     max_seq_length: int = 512  # transformer: tokens per window
     window_stride: int = 255  # transformer: content tokens between window starts
@@ -50,15 +49,14 @@ class CorefE2EConfig(ScratchConfig):
             raise ValueError(f"asl_variant {self.asl_variant!r}")
 
 
-# The flags of run_coref_e2e.py that a saved model fixes (its coref_e2e_head.json holds them), with their values
-# for a new model. The flags default to None, so that a value given on the command line or in --config can be
-# told from no value: with a saved model, a given value other than the saved one is refused in one line (the
-# model would silently use its own, as --encoder is refused), and the messages name the value in use.
-MODEL_FLAG_DEFAULTS = {
-    "embedding_dim": 300, "char_filters": 50, "lstm_size": 200, "attention_size": 150, "asl_variant": "recurrent",
-    "max_span_width": 10, "top_span_ratio": 0.4, "max_antecedents": 250, "ffnn_size": 150, "ffnn_depth": 2,
-    "head_ffnn_depth": 2, "feature_size": 20, "dropout": 0.2, "lexical_dropout": 0.5, "max_seq_length": 512,
-}
+# The flags of run_coref_e2e.py that a saved model fixes (its coref_e2e_head.json holds them), with the
+# config's defaults for a new model. The flags default to None, so that a given value can be told from none:
+# with a saved model, another value than the saved one is refused in one line (the model would use its own).
+_CONFIG_DEFAULTS = {f.name: f.default for cls in (CorefE2EConfig, SpanRankingConfig) for f in fields(cls)}
+MODEL_FLAG_DEFAULTS = {name: _CONFIG_DEFAULTS[name] for name in (
+    "embedding_dim", "char_filters", "lstm_size", "attention_size", "asl_variant", "max_span_width",
+    "top_span_ratio", "max_antecedents", "ffnn_size", "ffnn_depth", "head_ffnn_depth", "feature_size",
+    "dropout", "lexical_dropout", "max_seq_length")}
 # Switches (default False) cannot be None: argparse's bare ``--flag`` needs a default. Given (True) against a
 # saved False they are refused; left False, a saved model's own value applies.
 MODEL_SWITCHES = ("allow_crossing_spans",)

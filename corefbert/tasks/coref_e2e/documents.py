@@ -1,20 +1,21 @@
 """CoNLL documents -> the tensors of the end-to-end coreference model (one document per batch).
 
-A recurrent model reads word and character ids from its own vocabulary (:func:`build_vocabulary`, saved
-beside the weights as ``coref_e2e_vocab.json``); a transformer reads subword windows (:func:`subword_windows`). Training documents are cut to
-at most ``max_sentences`` consecutive sentences (:func:`crop_document`), as the paper does.
+A recurrent model reads word and character ids from its own vocabulary (:func:`build_vocabulary`, saved as
+``coref_e2e_vocab.json``); a transformer reads subword windows (:func:`subword_windows`).
 
 What one forward pass holds grows with its words (span enumeration: words × max span width; antecedent
 scores: kept spans × K × span size; ASL: sentences × longest sentence²), so every path bounds its words by
-flags, never by the input: sentences longer than ``max_sentence_words`` are read as pieces of that many words
-(:func:`split_long_sentences`), training crops are also cut to ``max_training_words`` (:func:`crop_words`), and
-evaluation, prediction and ``resolve`` run a long document as consecutive segments of whole sentences of at
-most ``max_segment_words`` words (:func:`segment_sentences`), linking mentions within a segment only.
+flags, never by the input: sentences longer than ``max_sentence_words`` are read as pieces
+(:func:`split_long_sentences`), training documents are cut to ``max_training_sentences``
+(:func:`crop_document`, as the paper does) and ``max_training_words`` (:func:`crop_words`), and evaluation,
+prediction and ``resolve`` run a long document as segments of whole sentences of at most
+``max_segment_words`` words (:func:`segment_sentences`), linking mentions within a segment only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from itertools import accumulate
 
 import torch
 
@@ -45,17 +46,12 @@ def embedding_matrix(vocab: Vocabulary, vectors: dict[str, list[float]], dim: in
 
 def crop_document(document: ConllDocument, first: int, last: int) -> ConllDocument:
     """Sentences ``first``..``last - 1`` of ``document`` with the gold mentions inside them, re-indexed."""
-    offset = sum(len(s) for s in document.sentences[:first])
-    length = sum(len(s) for s in document.sentences[first:last])
-    clusters = [[(s - offset, e - offset) for s, e in cluster if offset <= s and e < offset + length]
-                for cluster in document.clusters]
-    return ConllDocument(document.doc_key, document.name, document.part, document.sentences[first:last],
-                         document.speakers[first:last], document.genre, [c for c in clusters if c])
+    lengths = [len(s) for s in document.sentences]
+    return crop_words(document, sum(lengths[:first]), sum(lengths[:last]))
 
 
 def crop_words(document: ConllDocument, first: int, last: int) -> ConllDocument:
-    """Words ``first``..``last - 1`` of ``document`` (sentences cut at the edges) with the gold mentions inside
-    them, re-indexed."""
+    """Words ``first``..``last - 1`` of ``document`` (sentences cut at the edges), mentions re-indexed."""
     sentences, speakers, position = [], [], 0
     for words, talkers in zip(document.sentences, document.speakers):
         lo, hi = max(first - position, 0), min(last - position, len(words))
@@ -100,22 +96,18 @@ def segment_sentences(sentences: Iterable[list], max_words: int) -> Iterator[lis
         yield segment
 
 
-def gold_tensors(document: ConllDocument) -> dict[str, torch.Tensor]:
-    """``gold_starts``/``gold_ends``/``gold_cluster_ids`` (1-based) [mentions] of ``document``."""
-    mentions = [(s, e, i + 1) for i, cluster in enumerate(document.clusters) for s, e in cluster]
-    table = torch.tensor(mentions, dtype=torch.long).view(-1, 3)
-    return {"gold_starts": table[:, 0], "gold_ends": table[:, 1], "gold_cluster_ids": table[:, 2]}
-
-
 def common_tensors(document: ConllDocument, genres: list[str]) -> dict[str, torch.Tensor]:
-    """Sentence of each word, speaker ids (per document, by first appearance), genre id, gold clusters."""
-    speakers = [s for sentence in document.speakers for s in sentence]
+    """Sentence of each word, speaker ids (per document, by first appearance), genre id, and the gold
+    ``gold_starts``/``gold_ends``/``gold_cluster_ids`` (1-based) [mentions]."""
     speaker_index: dict[str, int] = {}
+    speakers = [s for sentence in document.speakers for s in sentence]
     speaker_ids = [speaker_index.setdefault(s, len(speaker_index)) for s in speakers]
     genre = genres.index(document.genre) if document.genre in genres else 0
+    mentions = [(s, e, i + 1) for i, cluster in enumerate(document.clusters) for s, e in cluster]
+    gold = torch.tensor(mentions, dtype=torch.long).view(-1, 3)
     return {"sentence_of_word": torch.tensor(document.sentence_of_word(), dtype=torch.long),
-            "speaker_ids": torch.tensor(speaker_ids, dtype=torch.long),
-            "genre": torch.tensor(genre), **gold_tensors(document)}
+            "speaker_ids": torch.tensor(speaker_ids, dtype=torch.long), "genre": torch.tensor(genre),
+            "gold_starts": gold[:, 0], "gold_ends": gold[:, 1], "gold_cluster_ids": gold[:, 2]}
 
 
 def word_tensors(document: ConllDocument, vocab: Vocabulary, max_word_chars: int = 30) -> dict[str, torch.Tensor]:
@@ -136,15 +128,12 @@ def word_tensors(document: ConllDocument, vocab: Vocabulary, max_word_chars: int
 
 def subword_windows(words: list[str], tokenizer, max_seq_length: int, stride: int) -> dict[str, torch.Tensor]:
     """Overlapping windows of ``max_seq_length`` tokens ([CLS] + content + [SEP]) starting every ``stride``
-    content tokens; each word is read in the window where its first subword is farthest from an edge. The
-    words' subwords are those of the running text (:func:`corefbert.text.tokenizers.word_pieces`), whatever the
-    tokenizer's family. -> ``input_ids``/``attention_mask`` [windows, max_seq_length], ``word_positions`` [words]."""
+    content tokens (the subwords of the running text: :func:`~corefbert.text.tokenizers.word_pieces`); each
+    word is read where its first subword is farthest from an edge -> ``input_ids``/``attention_mask``
+    [windows, L], ``word_positions`` [words]."""
     pieces = [p if p else [tokenizer.unk_token_id] for p in word_pieces(tokenizer, words)]  # a word dropped entirely
     flat = [t for p in pieces for t in p]
-    first_piece, position = [], 0
-    for p in pieces:
-        first_piece.append(position)
-        position += len(p)
+    first_piece = [0, *accumulate(len(p) for p in pieces)][:-1]  # each word's first subword in flat
     content = max_seq_length - 2
     starts = [0]
     while starts[-1] + content < len(flat):  # the last window ends at the last token
@@ -171,8 +160,7 @@ def subword_windows(words: list[str], tokenizer, max_seq_length: int, stride: in
 
 def featurize(document: ConllDocument, config: CorefE2EConfig, vocab: Vocabulary | None = None,
               tokenizer=None) -> dict[str, torch.Tensor]:
-    """Everything the model of ``config`` reads about ``document``: word/character ids for a recurrent
-    encoder (``vocab``), subword windows for ``bert`` (``tokenizer``)."""
+    """What the model of ``config`` reads about ``document``, from ``vocab`` (recurrent) or ``tokenizer``."""
     features = common_tensors(document, config.genres)
     if config.reads_subwords:
         return {**features, **subword_windows(document.words, tokenizer, config.max_seq_length,

@@ -5,19 +5,11 @@ x*_t of Lee et al. (2017) (span endpoints, the head attention's scores), ``head_
 head attention averages (the word representations for the LSTMs, the hidden states themselves for BERT).
 
 The recurrent encoders follow Luo & Glass (2018), "Learning word representations with cross-sentence
-dependency for end-to-end co-reference resolution":
-
-- **baseline** (Lee et al. 2017): one BiLSTM run on every sentence on its own, zero initial states.
-- **LSL** (linear sentence linking): a 2-layer BiLSTM; the second layer's forward and backward initial
-  states of sentence i are the first layer's final forward and backward outputs of sentence i-1
-  (zeros for the first sentence). The cell states start at zero: the paper links the *outputs*.
-- **ASL** (attentional sentence linking): the input of the LSTM at word t of sentence i is gated between the
-  word x_{i,t} and an attention summary v of the words of sentence i-1, attention and gate both reading the
-  LSTM's previous state h_{t-1} (eqs. 1-6, :class:`ASLDirection`); ``--asl_variant static`` is the earlier
-  reconstruction without h_{t-1} (:class:`StaticAttentionalSentenceLinking`).
-
-Each has a literal per-step reference the tests compare against: :func:`asl_reference` here (the benchmark
-times it too), LSL's and the static ASL's in ``tests/references.py``.
+dependency for end-to-end co-reference resolution" (docs/guides/coref_e2e.md, "Paper ↔ code"): the baseline
+BiLSTM (Lee et al. 2017), LSL (:class:`LinearSentenceLinking`) and ASL (:class:`ASLDirection`; ``--asl_variant
+static``: :class:`StaticAttentionalSentenceLinking`). Each has a literal per-step reference the tests compare
+against: :func:`asl_reference` here (the benchmark times it too), LSL's and the static ASL's in
+``tests/references.py``.
 """
 
 from __future__ import annotations
@@ -42,9 +34,8 @@ class WordRepresentation(nn.Module):
                  pretrained: torch.Tensor | None = None):
         super().__init__()
         self.words = nn.Embedding(vocab_size, embedding_dim, padding_idx=0)
-        if pretrained is not None:  # the paper's GloVe vectors stay fixed
+        if pretrained is not None:  # kept fixed by build_model (config.fixed_embeddings)
             self.words.weight.data.copy_(pretrained)
-            self.words.weight.requires_grad_(False)
         self.chars = nn.Embedding(num_chars, char_dim, padding_idx=0) if char_filters else None
         self.convs = nn.ModuleList(nn.Conv1d(char_dim, char_filters, w, padding=w - 1) for w in char_widths)
         self.dropout = nn.Dropout(dropout)
@@ -68,13 +59,6 @@ def run_lstm(lstm: nn.LSTM, inputs: torch.Tensor, lengths: torch.Tensor, state=N
     return pad_packed_sequence(out, batch_first=True, total_length=inputs.shape[1])[0]
 
 
-def final_outputs(outputs: torch.Tensor, lengths: torch.Tensor, hidden: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The final forward output (at the last word) and final backward output (at the first word) of each
-    sentence of a BiLSTM's ``outputs`` [sentences, len, 2 * hidden] -> two [sentences, hidden]."""
-    rows = torch.arange(outputs.shape[0], device=outputs.device)
-    return outputs[rows, lengths - 1, :hidden], outputs[:, 0, hidden:]
-
-
 def previous_sentence(values: torch.Tensor) -> torch.Tensor:
     """``values`` [sentences, ...] shifted by one sentence: row i holds row i-1, row 0 zeros."""
     return torch.cat([torch.zeros_like(values[:1]), values[:-1]], dim=0)
@@ -94,10 +78,9 @@ class SentenceBiLSTM(nn.Module):
 
 
 class LinearSentenceLinking(nn.Module):
-    """LSL: layer 2 of sentence i starts from layer 1's final outputs of sentence i-1.
-
-    Layer 1 runs on all sentences at once; layer 2 too, since its initial states depend on layer 1 only.
-    """
+    """LSL: a 2-layer BiLSTM whose layer 2 of sentence i starts from layer 1's final forward and backward
+    outputs of sentence i-1 (zeros for the first sentence; the cell states start at zero: the paper links the
+    *outputs*). Both layers run on all sentences at once: layer 2's initial states depend on layer 1 only."""
 
     def __init__(self, input_dim: int, hidden: int = 200, dropout: float = 0.2):
         super().__init__()
@@ -106,8 +89,10 @@ class LinearSentenceLinking(nn.Module):
         self.hidden, self.dropout, self.output_dim = hidden, nn.Dropout(dropout), 2 * hidden
 
     def initial_states(self, first: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Layer 2's (h0, c0), each [2 directions, sentences, hidden], from layer 1's outputs ``first``."""
-        forward_final, backward_final = final_outputs(first, lengths, self.hidden)  # [sentences, hidden] each
+        """Layer 2's (h0, c0), each [2 directions, sentences, hidden], from layer 1's outputs ``first``: its
+        final forward output (at the last word) and final backward output (at the first word)."""
+        rows, h = torch.arange(first.shape[0], device=first.device), self.hidden
+        forward_final, backward_final = first[rows, lengths - 1, :h], first[:, 0, h:]  # each [sentences, h]
         h0 = torch.stack([previous_sentence(forward_final), previous_sentence(backward_final)])
         return h0, torch.zeros_like(h0)
 
@@ -134,11 +119,9 @@ class ASLDirection(nn.Module):
     the words last to first, so its h_{t-1} is the state after word t+1.
 
     Batched over sentences: every sentence attends to its own previous sentence's word vectors (inputs, not
-    states), so the sentences of a document run side by side and only the loop over t remains. f_c's hidden
-    layer is linear in the concatenation, W [x; h; p] = W_x x + W_h h + W_p p, so the x and p parts are computed
-    for every word once, outside the loop; each step adds W_h h_{t-1} and applies tanh over the previous words.
-    f_g is split the same way. :func:`asl_direction_reference` is the literal per-step,
-    per-sentence version the tests pin this to, values and gradients.
+    states), so only the loop over t remains. f_c's hidden layer is linear in the concatenation, W [x; h; p] =
+    W_x x + W_h h + W_p p, so the x and p parts are computed for every word once, outside the loop; f_g is
+    split the same way. :func:`asl_direction_reference` is the literal version the tests pin this to.
     """
 
     def __init__(self, input_dim: int, hidden: int, attention_hidden: int, reverse: bool):
@@ -188,9 +171,8 @@ class ASLDirection(nn.Module):
 
 
 class AttentionalSentenceLinking(nn.Module):
-    """ASL as Luo & Glass (2018) state it (eqs. 1-6, :class:`ASLDirection`): a bidirectional LSTM whose two
-    directions each attend to the previous sentence and gate their input with their own previous state
-    (each direction has its own f_c and f_g: the two h_{t-1} live in different spaces)."""
+    """ASL as Luo & Glass (2018) state it: two :class:`ASLDirection`, each with its own f_c and f_g (the two
+    h_{t-1} live in different spaces)."""
 
     variant = "recurrent"
 
@@ -211,10 +193,8 @@ class AttentionalSentenceLinking(nn.Module):
 def asl_direction_reference(direction: ASLDirection, words: torch.Tensor, previous: torch.Tensor | None
                             ) -> torch.Tensor:
     """One direction of ASL (Luo & Glass 2018, eqs. 1-6) for ONE sentence, one word and one previous word at a
-    time: f_c and f_g called on the concatenations as the paper writes them, the LSTM equations of section
-    3.2.1 spelled out with the cell's weights. ``words`` [len, D], ``previous`` [len_prev, D] or None for a
-    first sentence -> [len, hidden]. Slow and obvious on purpose: the tests and ``benchmarks/bench_asl.py`` hold
-    :class:`ASLDirection` to it."""
+    time, the LSTM equations of section 3.2.1 spelled out with the cell's weights. ``words`` [len, D],
+    ``previous`` [len_prev, D] or None for a first sentence -> [len, hidden]. Slow and obvious on purpose."""
     cell = direction.cell
     h, c = torch.zeros(direction.hidden), torch.zeros(direction.hidden)
     outputs = [None] * len(words)
@@ -249,9 +229,8 @@ def asl_reference(module: AttentionalSentenceLinking, sentences: list[torch.Tens
 
 
 class StaticAttentionalSentenceLinking(nn.Module):
-    """``--asl_variant static``, the reconstruction this
-    project ran before the paper's text was at hand (never the default): a BiLSTM whose input at word t of sentence i is gated between x_t and an attention summary c_t
-    of the words p_1..p_m of sentence i-1 (Luo & Glass 2018, eqs. 1-6):
+    """``--asl_variant static`` (never the default): a BiLSTM whose input at word t of sentence i is gated
+    between x_t and an attention summary c_t of the words p_1..p_m of sentence i-1 (Luo & Glass 2018):
 
         (1) e_tj = w_e · tanh(W_e [x_t ; p_j] + b_e)           one-hidden-layer MLP, 150 units
         (2) a_tj = exp(e_tj) / Σ_k exp(e_tk)
@@ -262,7 +241,7 @@ class StaticAttentionalSentenceLinking(nn.Module):
 
     The first sentence has no previous one: x'_t = x_t. It differs from the paper in one place: attention and
     gate read [x_t; ·] without the LSTM's h_{t-1}, so they run for every word at once before the LSTM (faster,
-    ``benchmarks/bench_asl.py``). Kept so that models saved before the paper-exact default still load.
+    ``benchmarks/bench_asl.py``).
     """
 
     variant = "static"
@@ -278,10 +257,8 @@ class StaticAttentionalSentenceLinking(nn.Module):
 
     def summaries(self, start: int, end: int, words: torch.Tensor, lengths: torch.Tensor, previous: torch.Tensor,
                   previous_lengths: torch.Tensor) -> torch.Tensor:
-        """Eqs. 1-3 for sentences ``start:end``: c_t [end - start, len, dim], zero past each sentence's end.
-
-        Cut to the longest sentence and previous sentence among these rows: one long sentence in a window no
-        longer pads every other sentence's [len, len_prev, h] attention to its length."""
+        """Eqs. 1-3 for sentences ``start:end``: c_t [end - start, len, dim], zero past each sentence's end;
+        cut to the longest sentence and previous sentence among these rows (one long one pads no other's)."""
         t_max = words.shape[1]
         own = max(1, int(lengths[start:end].max()))
         prior_lengths = previous_lengths[start:end]
@@ -297,12 +274,9 @@ class StaticAttentionalSentenceLinking(nn.Module):
         return nn.functional.pad(weights @ prior, (0, 0, 0, t_max - own))  # eq. 3
 
     def gated_inputs(self, words: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        """Eqs. 1-5: ``words`` [sentences, len, dim] -> x' [sentences, len, dim].
-
-        Eq. 1's tanh layer is [len, len_prev, h] floats a sentence, so a window's sentences are attended
-        :data:`CHUNK_ELEMENTS` floats at a time (:func:`map_row_chunks`; recomputed in the backward pass): in
-        one call it held sentences × longest sentence² × h floats, 0.8 MB per word of a ``resolve`` window at
-        h = 150 (``benchmarks/bench_resolve_memory.py``; docs/guides/coref_e2e.md, "Long documents")."""
+        """Eqs. 1-5: ``words`` [sentences, len, dim] -> x' [sentences, len, dim]. Eq. 1's tanh layer is [len,
+        len_prev, h] floats a sentence, so sentences are attended :data:`CHUNK_ELEMENTS` floats at a time
+        (:func:`map_row_chunks`; recomputed in the backward pass; ``benchmarks/bench_resolve_memory.py``)."""
         previous = previous_sentence(words)  # [sentences, len_prev, dim]: p_j
         previous_lengths = previous_sentence(lengths)
         per_sentence = words.shape[1] ** 2 * self.attend_word.out_features
@@ -322,30 +296,20 @@ ASL_VARIANTS = {cls.variant: cls for cls in (AttentionalSentenceLinking, StaticA
 
 def sentence_encoder(kind: str, input_dim: int, hidden: int = 200, attention_hidden: int = 150,
                      dropout: float = 0.2, asl_variant: str = "recurrent") -> nn.Module:
-    """The recurrent encoder ``kind`` (bilstm, lsl, asl; ASL in ``asl_variant``, a key of ``ASL_VARIANTS``)
-    over word representations of ``input_dim``."""
-    if kind == "bilstm":
-        return SentenceBiLSTM(input_dim, hidden, dropout)
-    if kind == "lsl":
-        return LinearSentenceLinking(input_dim, hidden, dropout)
+    """The recurrent encoder ``kind`` (ASL in ``asl_variant``) over word representations of ``input_dim``."""
     if kind == "asl":
         return ASL_VARIANTS[asl_variant](input_dim, hidden, attention_hidden, dropout)
-    raise ValueError(kind)
+    return {"bilstm": SentenceBiLSTM, "lsl": LinearSentenceLinking}[kind](input_dim, hidden, dropout)
 
 
-# Transformer windows per encoder call (``--window_batch_size``): in training each group's activations are
-# recomputed in the backward pass, so a long crop holds one group's (about 1 GB a window for BERT-base in fp32).
-WINDOW_BATCH_SIZE = 4
+WINDOW_BATCH_SIZE = 4  # transformer windows per encoder call (--window_batch_size)
 
 
 def window_word_states(encoder: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                        word_positions: torch.Tensor, window_batch_size: int | None = None) -> torch.Tensor:
-    """A transformer over overlapping windows: ``input_ids``/``attention_mask`` [windows, window_len];
-    ``word_positions`` [words] index into the flattened windows (each word's first subword in the window
-    where it sits farthest from an edge) -> [words, hidden]. The windows go through the encoder
-    ``window_batch_size`` (None: :data:`WINDOW_BATCH_SIZE`) at a time (:func:`map_row_chunks` with one unit a
-    window: in training each group is recomputed in the backward pass, with the same dropout masks); the states
-    are the same either way."""
+    """A transformer over the windows of :func:`~corefbert.tasks.coref_e2e.documents.subword_windows` ->
+    [words, hidden], ``window_batch_size`` (None: :data:`WINDOW_BATCH_SIZE`) windows at a time
+    (:func:`map_row_chunks`: in training each group is recomputed in the backward pass, same dropout)."""
 
     def chunk(start: int, end: int, input_ids, attention_mask) -> torch.Tensor:
         return encoder(input_ids=input_ids[start:end], attention_mask=attention_mask[start:end]).last_hidden_state

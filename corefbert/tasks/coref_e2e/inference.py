@@ -2,28 +2,20 @@
 overlapping windows, clusters merged across windows.
 
 What a forward pass holds is bounded by the model's settings, never by the text (docs/guides/coref_e2e.md, "Long
-documents": a text without sentence breaks stays bounded too):
+documents"): sentences longer than ``max_sentence_words`` are read as pieces; a text is read in **windows** of
+whole sentences of at most ``max_segment_words`` words, consecutive windows sharing ``overlap_words`` words
+(whole sentences; 0: they only touch); the windows of a batch of texts go through the model in groups of at
+most ``max_segment_words`` words, so a batch of short texts costs one encoder call.
 
-- a sentence longer than ``max_sentence_words`` is read as pieces of that many words;
-- a text is read in **windows** of whole sentences of at most ``max_segment_words`` words; consecutive windows
-  share their last/first ``overlap_words`` words (whole sentences; 0: the windows only touch);
-- the windows of a batch of texts go through the model together in groups of at most ``max_segment_words``
-  words, so a batch of short texts costs one encoder call and a long text still one window at a time.
-
-Across windows, clusters are merged through the mentions they share: two predicted clusters that hold the same
-span (same first and last word) are one entity (a union-find over spans). A link the model makes inside any
-window is kept, so the merge can only join clusters, never split one.
-
-Batching is exact: the transformer reads the stacked subword windows of every text in one call (cut to the
-longest of them: padding is masked), the per-sentence BiLSTM the stacked sentences; LSL and ASL link each sentence to the one before it, so their
-sentences are encoded one window at a time (the word representations and the span ranker are per window
-for every encoder). ``tests/tasks/coref_e2e/test_spacy_component.py`` checks that batched and one-at-a-time
-give the same clusters.
+Across windows, clusters are merged through the mentions they share (a union-find over spans): the merge can
+only join clusters, never split one. Batching is exact (:meth:`Resolver._word_vectors`;
+``test_spacy_component.py`` checks that batched and one-at-a-time give the same clusters).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from itertools import accumulate
 
 import torch
 
@@ -42,18 +34,14 @@ BATCHED_ENCODERS = ("bilstm", "bert")
 
 
 def doc_sentences(doc, offset: int = 0) -> list[list[Word]]:
-    """spaCy's sentences of ``doc`` as words ``(text, start, end, token index)`` with character offsets into
-    the text plus ``offset`` (end exclusive); whitespace tokens are no words, and a sentence of whitespace is
-    left out."""
+    """spaCy's sentences of ``doc`` as words ``(text, start, end, token index)``, character offsets plus
+    ``offset`` (end exclusive); whitespace tokens are no words, and a sentence of whitespace is left out."""
     if len(doc) and not doc.has_annotation("SENT_START"):
         raise CorefBertError("the Doc has no sentence boundaries: put a sentence splitter before corefbert_coref "
                              "(nlp.add_pipe('sentencizer'), or a pipeline with a parser or senter)")
-    sentences = []
-    for sentence in doc.sents if len(doc) else ():
-        words = [(t.text, t.idx + offset, t.idx + len(t.text) + offset, t.i) for t in sentence if not t.is_space]
-        if words:
-            sentences.append(words)
-    return sentences
+    sentences = [[(t.text, t.idx + offset, t.idx + len(t) + offset, t.i) for t in sentence if not t.is_space]
+                 for sentence in (doc.sents if len(doc) else ())]
+    return [words for words in sentences if words]
 
 
 def sentence_windows(lengths: Sequence[int], max_words: int, overlap_words: int) -> list[tuple[int, int]]:
@@ -110,26 +98,21 @@ class ClusterMerger:
 
 
 class Resolver:
-    """A trained end-to-end coreference model folder, loaded once.
-
-    :meth:`clusters` turns texts given as sentences of words into clusters of word spans; the spaCy component
-    (:mod:`corefbert.tasks.coref_e2e.spacy_component`) and ``resolve`` (:mod:`corefbert.tasks.coref_e2e.resolve`)
-    feed it spaCy's sentences and tokens. ``overlap_words`` defaults to a quarter of a window."""
+    """A trained end-to-end coreference model folder, loaded once: :meth:`clusters` turns texts given as
+    sentences of words (spaCy's, from the component or ``resolve``) into clusters of word spans.
+    ``overlap_words`` defaults to a quarter of a window."""
 
     def __init__(self, model_dir: str, max_sentence_words: int | None = None, max_segment_words: int | None = None,
                  overlap_words: int | None = None):
-        self.model, self.vocab, self.tokenizer = load_model(model_dir)
-        self.model.eval()
+        self.model, self.vocab, self.tokenizer = load_model(model_dir)  # in eval mode
         config = self.model.config
         # None means the model's setting; 0 is refused below, never read as "not given"
         self.max_sentence_words = config.max_sentence_words if max_sentence_words is None else max_sentence_words
         self.max_segment_words = config.max_segment_words if max_segment_words is None else max_segment_words
         self.overlap_words = self.max_segment_words // 4 if overlap_words is None else overlap_words
-        for name in ("max_sentence_words", "max_segment_words"):
-            if getattr(self, name) < 1:
-                raise CorefBertError(f"{name} must be at least 1 (got {getattr(self, name)})")
-        if self.overlap_words < 0:
-            raise CorefBertError(f"overlap_words must be at least 0 (got {self.overlap_words})")
+        for name, least in (("max_sentence_words", 1), ("max_segment_words", 1), ("overlap_words", 0)):
+            if getattr(self, name) < least:
+                raise CorefBertError(f"{name} must be at least {least} (got {getattr(self, name)})")
 
     def clusters(self, texts: Sequence[Sequence[Sequence[Word]]]) -> list[list[Cluster]]:
         """``texts``: each a list of sentences, each a list of words (tuples whose first item is the word) ->
@@ -138,9 +121,7 @@ class Resolver:
         for index, sentences in enumerate(texts):
             pieces = [p for p in sentence_pieces(sentences, min(self.max_sentence_words, self.max_segment_words))
                       if p]
-            starts = [0]
-            for piece in pieces:
-                starts.append(starts[-1] + len(piece))
+            starts = [0, *accumulate(len(p) for p in pieces)]  # each piece's first word
             for first, end in sentence_windows([len(p) for p in pieces], self.max_segment_words,
                                                self.overlap_words):
                 windows.append((index, starts[first], pieces[first:end]))
@@ -169,18 +150,15 @@ class Resolver:
             words = [[w[0] for w in s] for s in sentences]
             document = ConllDocument("text_0", "text", "0", words, [["-"] * len(s) for s in words], "", [])
             features.append(featurize(document, self.model.config, self.vocab, self.tokenizer))
-        out = []
-        with torch.no_grad():
-            for feature, (context, head_inputs) in zip(features, self._word_vectors(features)):
-                ranked = self.model.ranker(context, head_inputs, feature["sentence_of_word"],
-                                           feature["speaker_ids"], feature["genre"])
-                out.append(predict_clusters(ranked["top_starts"], ranked["top_ends"], ranked["antecedents"],
-                                            ranked["scores"]))
-        return out
+        with torch.no_grad():  # the ranker's output without gold: exactly predict_clusters' arguments
+            return [predict_clusters(**self.model.ranker(context, head_inputs, f["sentence_of_word"],
+                                                         f["speaker_ids"], f["genre"]))
+                    for f, (context, head_inputs) in zip(features, self._word_vectors(features))]
 
     def _word_vectors(self, features: list[dict]) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """(x*_t [words, Dc], x_t [words, Dx]) of each window, as ``E2ECorefModel.word_vectors`` gives them one
-        window at a time (eval mode: dropout is the identity)."""
+        window at a time (eval mode: dropout is the identity): the transformer reads every window in one call,
+        the per-sentence BiLSTM every sentence; LSL and ASL (:data:`BATCHED_ENCODERS`) window by window."""
         model = self.model
         if model.kind not in BATCHED_ENCODERS or len(features) == 1 and not model.config.reads_subwords:
             return [model.word_vectors(f) for f in features]
@@ -194,13 +172,12 @@ class Resolver:
                 window, offset = f["word_positions"] // width, f["word_positions"] % width
                 positions.append((window + shift) * used + offset)
                 shift += f["input_ids"].shape[0]
-            windows = sum(f["input_ids"].shape[0] for f in features)
-            # One call: without autograd nothing is kept per window, and the group is bounded by max_segment_words.
+            # One call (shift: every window): without autograd nothing is kept per window, and the group is
+            # bounded by max_segment_words.
             states = window_word_states(model.encoder, torch.cat([f["input_ids"][:, :used] for f in features]),
                                         torch.cat([f["attention_mask"][:, :used] for f in features]),
-                                        torch.cat(positions), windows)  # [words of every window, hidden]
-            parts = states.split([len(p) for p in positions])
-            return [(p, p) for p in parts]
+                                        torch.cat(positions), shift)  # [words of every window, hidden]
+            return [(p, p) for p in states.split([len(p) for p in positions])]
         # bilstm: word representations per window (the character CNN pads to a window's longest word, so
         # they are computed where that width is the same as one at a time), the BiLSTM over every sentence.
         inputs = [model.words(f["word_ids"], f["char_ids"]) for f in features]  # each [sentences, len, Dx]
@@ -210,7 +187,5 @@ class Resolver:
         context = model.encoder(stacked, lengths)  # [all sentences, longest, Dc]
         present = torch.arange(longest)[None, :] < lengths[:, None]
         rows = [x.shape[0] for x in inputs]
-        out = []
-        for x, c, p in zip(inputs, context.split(rows), present.split(rows)):
-            out.append((c[p], torch.nn.functional.pad(x, (0, 0, 0, longest - x.shape[1]))[p]))
-        return out
+        parts = zip(context.split(rows), stacked.split(rows), present.split(rows))
+        return [(c[p], x[p]) for c, x, p in parts]

@@ -97,15 +97,14 @@ def build_model(config: CorefE2EConfig, vocab: Vocabulary | None = None, pretrai
     words = WordRepresentation(len(vocab.words), config.embedding_dim, len(vocab.chars),
                                char_filters=config.char_filters, dropout=config.lexical_dropout,
                                pretrained=pretrained)
-    if config.fixed_embeddings:  # GloVe vectors stay fixed, also when a saved model is loaded again
+    if config.fixed_embeddings:  # the paper's GloVe vectors stay fixed, also in a saved model loaded again
         words.words.weight.requires_grad_(False)
     encoder = sentence_encoder(config.encoder, words.output_dim, config.lstm_size, config.attention_size,
                                config.ranker.dropout, config.asl_variant)
     return E2ECorefModel(_with_ranker_inputs(config, encoder.output_dim, words.output_dim), encoder, words)
 
 
-#: A recurrent model's folder (:mod:`corefbert.tasks.scratch`): ``model.safetensors``, ``coref_e2e_head.json``
-#: (its :class:`CorefE2EConfig`) and ``coref_e2e_vocab.json`` (words, characters).
+#: A recurrent model's folder (:mod:`corefbert.tasks.scratch`), as the module docstring says.
 RECURRENT_FOLDER = ScratchFolder(head_config_file(TASK), CorefE2EConfig, build_model,
                                  "finetune/run_coref_e2e.py --do_train", vocab_file=VOCAB_FILE)
 
@@ -121,7 +120,7 @@ def save_model(model: E2ECorefModel, output_dir: str, vocab: Vocabulary | None, 
 
 
 def load_model(directory: str) -> tuple[E2ECorefModel, Vocabulary | None, object]:
-    """``(model, vocabulary or None, tokenizer or None)`` of a folder :func:`save_model` wrote."""
+    """``(model in eval mode, vocabulary or None, tokenizer or None)`` of a :func:`save_model` folder."""
     if not os.path.isdir(directory):
         raise CorefBertError("no such model folder (a relative path is read from the working directory); pass a "
                              "folder finetune/run_coref_e2e.py wrote", path=directory)
@@ -144,8 +143,7 @@ def load_model(directory: str) -> tuple[E2ECorefModel, Vocabulary | None, object
 
 
 def load_weights_into(model: E2ECorefModel, directory: str) -> None:
-    """Load the weights of a folder :func:`save_model` wrote from a model of the same config into ``model``
-    in place (the best model at the end of training)."""
+    """Load the weights of a folder :func:`save_model` wrote into ``model`` of the same config, in place."""
     if model.config.reads_subwords:
         load_encoder_and_head(model, directory, TASK)
     else:

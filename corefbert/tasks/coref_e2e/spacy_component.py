@@ -10,31 +10,15 @@
     doc._.resolved_text     # "Anna met Tom. Anna gave Tom a letter."
     docs = list(nlp.pipe(texts, batch_size=32))  # the texts of a batch share the model's forward passes
 
-**Where the clusters live.** The component writes each cluster as a span group ``doc.spans["coref_clusters_<n>"]``
-(n = 1, 2, ... in the order of first mentions), the convention of spaCy's experimental coreference components
-(spacy-experimental's ``span_cluster_prefix`` "coref_clusters"; its span resolver numbers from 1). Span groups
-are data spaCy serializes itself, so ``nlp.pipe(texts, n_process=2)``, ``DocBin``, ``pickle`` and
-``Doc.to_json()`` (under ``"spans"``) carry the clusters; the three extensions are getters computed from those
-groups, never stored values, so a second run of the component (which replaces every ``coref_clusters_<n>``
-group) leaves nothing stale, and a Doc read back from a DocBin has them without ``store_user_data``.
+The clusters are span groups ``doc.spans["coref_clusters_<n>"]`` (n = 1, 2, ... in the order of first
+mentions: spacy-experimental's convention), which spaCy serializes itself (``n_process``, ``DocBin``,
+``pickle``, ``Doc.to_json``); the three extensions are getters of those groups, never stored values, so a
+second run (which replaces every group) leaves nothing stale (docs/guides/resolve.md, section 5).
 
 ``config={"scorer": "copy", "model": COREFBERT_CKPT}`` resolves third-person pronouns zero-shot with the copy
-head of any CorefBERT (or converted) checkpoint instead: the scorer comes from spaCy's ``misc`` registry as
-``corefbert.scorer.copy`` (``corefbert.tasks.coref.resolver.spacy_copy_scorer``, the coreference family's
-entry point), so this family never imports that one. A scorer maps a batch of Docs to each Doc's clusters of
-``(first token, last token)`` mentions, both ends inclusive (the toolkit's one span type,
-:mod:`corefbert.text.spans`); :func:`write_clusters` makes them spaCy spans, whose end is exclusive.
-
-**Saving a pipeline.** ``nlp.to_disk(folder)`` copies the component's model folder into the pipeline folder
-(``folder/corefbert_coref/model``, the component's own ``to_disk``), and ``spacy.load(folder)`` reads it from
-there (``from_disk``), as spacy-experimental's coref component serialises its model: the folder works from any
-working directory or machine, and ``spacy package`` ships the model with it. The ``model`` of the saved config
-(often a relative path) is then only where the model came from; a config folder that does not exist when the
-pipeline is built is read at the first Doc instead, one line if it is missing then.
-
-``resolved_text`` replaces each pronoun that is a mention of a cluster by the cluster's first mention that is
-not a lone pronoun (possessives stay possessive: "his" -> "Tom's", "their" of "the dogs" -> "the dogs'");
-reflexives ("himself") and pronouns of a cluster of pronouns only are kept as written.
+head instead, a scorer from spaCy's ``misc`` registry (``corefbert.scorer.copy``), so this family never
+imports that one. A scorer maps a batch of Docs to each Doc's clusters of token mentions (:data:`Scorer`).
+A saved pipeline carries a copy of its model folder (:meth:`CorefComponent.to_disk`).
 """
 
 from __future__ import annotations
@@ -50,8 +34,7 @@ from spacy.tokens import Doc, Span, Token
 from spacy.util import minibatch, registry
 
 from corefbert.errors import CorefBertError
-from corefbert.pronouns import PLURAL_POSSESSIVE, PRONOUNS, REFLEXIVE
-from corefbert.pronouns import is_possessive as pronoun_is_possessive
+from corefbert.pronouns import PLURAL_POSSESSIVE, PRONOUNS, REFLEXIVE, is_possessive
 from corefbert.tasks.coref_e2e.inference import Resolver, doc_sentences
 from corefbert.text.durable import replace_folder
 from corefbert.text.spans import Cluster
@@ -95,16 +78,14 @@ def token_clusters(clusters: list[list[Span]], length: int) -> list[int | None]:
 
 
 # Doc -> (its number of span groups, token_clusters of its clusters): Token._.coref_cluster is asked per token,
-# and each answer would otherwise walk every mention (12 s for the tokens of a 20,000-token Doc with 200
-# clusters). Held weakly, so it never outlives its Doc, and never serialized; write_clusters drops a Doc's entry,
-# and a change in the number of span groups (one added or deleted by hand) has it computed again.
+# and each answer would otherwise walk every mention. Held weakly (never outlives its Doc, never serialized);
+# write_clusters drops a Doc's entry, and a change in the number of span groups has it computed again.
 _TOKEN_CLUSTERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def token_cluster(token: Token) -> int | None:
     """``Token._.coref_cluster``: the index in ``doc._.coref_clusters`` of the smallest mention holding the
-    token, or None. Computed once per Doc and run of the component (again when span groups are added or
-    deleted; a mention appended to a group by hand is seen after :func:`forget_token_clusters`)."""
+    token, or None (a mention appended to a group by hand is seen after :func:`forget_token_clusters`)."""
     doc = token.doc
     groups = len(doc.spans)
     cached = _TOKEN_CLUSTERS.get(doc)
@@ -145,12 +126,9 @@ class E2EScorer:
 
     def __call__(self, docs: list[Doc]) -> list[list[Cluster]]:
         texts = [doc_sentences(doc) for doc in docs]
-        clusters = self.resolver.clusters(texts)
-        out = []
-        for sentences, found in zip(texts, clusters):
-            token = [w[3] for s in sentences for w in s]  # word index -> token index
-            out.append([[(token[s], token[e]) for s, e in cluster] for cluster in found])
-        return out
+        tokens = [[w[3] for s in sentences for w in s] for sentences in texts]  # word index -> token index
+        return [[[(token[s], token[e]) for s, e in cluster] for cluster in found]
+                for token, found in zip(tokens, self.resolver.clusters(texts))]
 
 
 def build_scorer(scorer: str, model: str, max_segment_words: int | None, overlap_words: int | None) -> Scorer:
@@ -177,8 +155,7 @@ WHOLE_NUMBERS = {
 
 
 def check_whole_number(name: str, value: object) -> int:
-    """``value`` if it is a whole number of at least ``WHOLE_NUMBERS[name]``'s least value, else one line naming
-    the setting, the value and what to give."""
+    """``value`` if it is a whole number of at least ``WHOLE_NUMBERS[name]``'s least value, else one line."""
     least, meaning, example = WHOLE_NUMBERS[name]
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
         raise CorefBertError(f"{NAME} config {name} must be a whole number of at least {least} (got {value!r}): "
@@ -210,11 +187,9 @@ def check_config(model: object, scorer: object, batch_size: object, max_segment_
 
 
 class CorefComponent:
-    """The pipeline component: runs a scorer over batches of Docs and writes the clusters onto them.
-
-    ``model`` is the folder the scorer reads (None: a scorer given as a function). ``scorer`` None defers
-    building it: from the saved copy when spaCy loads the pipeline folder (:meth:`from_disk`), else from
-    ``model`` at the first Doc."""
+    """The pipeline component: runs a scorer over batches of Docs and writes the clusters onto them. ``model``
+    is the folder the scorer reads; ``scorer`` None defers building it: from the saved copy when spaCy loads
+    the pipeline folder (:meth:`from_disk`), else from ``model`` at the first Doc."""
 
     def __init__(self, nlp: Language, name: str, scorer: Scorer | None, batch_size: int = 32,
                  model: str | None = None, kind: str = "e2e", max_segment_words: int | None = None,
@@ -267,10 +242,8 @@ class CorefComponent:
                                         "max_segment_words": None, "overlap_words": None})
 def make_coref_component(nlp: Language, name: str, model: str | None, scorer: str, batch_size: int,
                          max_segment_words: int | None, overlap_words: int | None) -> CorefComponent:
-    """``nlp.add_pipe("corefbert_coref", config={"model": DIR, "scorer": "e2e" | "copy"})``; ``batch_size``:
-    Docs per scorer call when ``nlp.pipe`` gives none; ``max_segment_words``/``overlap_words`` (scorer ``e2e``):
-    the windows of a long text (default: the model's setting, a quarter of it). Every value is checked here,
-    before the model loads."""
+    """``nlp.add_pipe("corefbert_coref", config={"model": DIR, "scorer": "e2e" | "copy"})``, every value
+    checked before the model loads (docs/guides/resolve.md, section 5)."""
     model = check_config(model, scorer, batch_size, max_segment_words, overlap_words)
     # spacy.load(pipeline folder) builds the component from the saved config, whose model path (often relative)
     # may not exist where it runs: the saved copy comes in from_disk right after, so a missing one waits.
@@ -279,9 +252,8 @@ def make_coref_component(nlp: Language, name: str, model: str | None, scorer: st
 
 
 def write_clusters(doc: Doc, clusters: list[Cluster]) -> None:
-    """Write ``doc``'s clusters (``(first token, last token)`` mentions, both inclusive) as the span groups
-    ``coref_clusters_1``, ... in the order of their first mention, replacing every ``coref_clusters_<n>`` group an
-    earlier run left."""
+    """Write ``doc``'s clusters (``(first token, last token)`` mentions) as the span groups
+    ``coref_clusters_1``, ... by first mention, replacing every ``coref_clusters_<n>`` an earlier run left."""
     set_extensions()  # the getters that read the groups back, also where no component was built
     # The one place a mention becomes a spaCy span, whose end is exclusive.
     spans = [[Span(doc, first, last + 1) for first, last in sorted(set(cluster))] for cluster in clusters if cluster]
@@ -291,12 +263,6 @@ def write_clusters(doc: Doc, clusters: list[Cluster]) -> None:
     for number, cluster in enumerate(spans, 1):
         doc.spans[f"{CLUSTER_PREFIX}_{number}"] = cluster
     forget_token_clusters(doc)
-
-
-def is_possessive(token: Token) -> bool:
-    """:func:`corefbert.pronouns.is_possessive` of a spaCy token: its tag when tagged, else the next word."""
-    follower = token.nbor(1).text if token.i + 1 < len(token.doc) else None
-    return pronoun_is_possessive(token.text, follower, token.tag_ or None)
 
 
 def possessive(name: str, pronoun: Token, last: Token) -> str:
@@ -323,7 +289,9 @@ def resolved_text(doc: Doc, clusters: list[list[Span]]) -> str:
             token = span[0]
             if len(span) != 1 or token.lower_ not in PRONOUNS - REFLEXIVE or token.i in replacement:
                 continue
-            word = possessive(text, token, name[-1]) if is_possessive(token) else text
+            follower = token.nbor(1).text if token.i + 1 < len(doc) else None  # decides where untagged
+            owned = is_possessive(token.text, follower, token.tag_ or None)
+            word = possessive(text, token, name[-1]) if owned else text
             if token.is_sent_start or token.text.isupper() and len(token.text) > 1:
                 word = word[0].upper() + word[1:]
             replacement[token.i] = word

@@ -14,17 +14,14 @@ Paper, section 4-5, as implemented here (one document at a time):
 - Loss (eq. 7): ``log Π_i Σ_{ŷ ∈ Y(i) ∩ GOLD(i)} P(ŷ)``, ``GOLD(i) = {ε}`` when span i is not a gold mention
   or none of its candidates is in its cluster; summed over the document's kept spans.
 
-FFNNs have two hidden layers of 150 ReLU units; features are 20-dimensional; dropout 0.2.
 Distances are counted in kept spans and bucketed [1, 2, 3, 4, 5-7, 8-15, 16-31, 32-63, 64+] as in the
 authors' code. ``antecedent_loss_reference`` in ``tests/references.py`` is the literal, span-by-span version of
 the batched scoring and loss.
 
 Memory: the span representations gather [spans, max_width, x_t] and the antecedent scores [k, K, g] (g about
-1,270 floats at the paper's sizes: 1.5 GB for the 1,200 kept spans of a 3,000-word training crop, and as much
-again for each of the product and the gradients). Both are computed 64 MiB at a time
-(:func:`corefbert.training.memory.map_row_chunks`; in training each chunk is recomputed in the backward
-pass), so what a document holds grows with its spans (one g_i each) and its pairs (one score each), not with
-pairs × span size.
+1,270 floats at the paper's sizes: 1.5 GB for the 1,200 kept spans of a 3,000-word crop). Both are computed
+64 MiB at a time (:func:`corefbert.training.memory.map_row_chunks`, recomputed in the backward pass), so a
+document holds one g_i per span and one score per pair, not pairs × span size.
 """
 
 from __future__ import annotations
@@ -43,8 +40,7 @@ NUM_DISTANCE_BUCKETS = 10
 
 @dataclass(frozen=True)
 class SpanRankingConfig(ScratchConfig):
-    """Sizes of the span-ranking model (paper settings as defaults); the ``"ranker"`` of an end-to-end
-    model's config."""
+    """Sizes of the span-ranking model (paper settings as defaults): the ``"ranker"`` of a model's config."""
 
     context_dim: int  # x*_t
     head_dim: int  # x_t
@@ -90,9 +86,9 @@ def bucket_distance(distance: torch.Tensor) -> torch.Tensor:
 
 def prune_spans(scores: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, keep: int,
                 allow_crossing: bool = False) -> torch.Tensor:
-    """Indices of up to ``keep`` spans in decreasing mention score, skipping any span that crosses a kept
-    one (``s1 < s2 <= e1 < e2``; unless ``allow_crossing``), returned in (start, end) order. Spans are at most a sentence long, so
-    each check looks at the span's own words only."""
+    """Indices of up to ``keep`` spans in decreasing mention score, skipping any span that crosses a kept one
+    (``s1 < s2 <= e1 < e2``; unless ``allow_crossing``), in (start, end) order. Spans are at most a sentence
+    long, so each check looks at the span's own words only."""
     order = torch.argsort(scores, descending=True).tolist()
     starts_list, ends_list = starts.tolist(), ends.tolist()
     max_end_from: dict[int, int] = {}  # start -> the largest end of a kept span starting there
@@ -102,9 +98,8 @@ def prune_spans(scores: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, 
         if len(kept) >= keep:
             break
         s, e = starts_list[index], ends_list[index]
-        crosses = any(max_end_from.get(p, -1) > e for p in range(s + 1, e + 1)) or \
-            any(min_start_to.get(p, s) < s for p in range(s, e))
-        if crosses and not allow_crossing:
+        if not allow_crossing and (any(max_end_from.get(p, -1) > e for p in range(s + 1, e + 1)) or
+                                   any(min_start_to.get(p, s) < s for p in range(s, e))):
             continue
         kept.append(index)
         max_end_from[s] = max(max_end_from.get(s, -1), e)
@@ -128,15 +123,13 @@ class SpanRanker(nn.Module):
         self.genre_embeddings = nn.Embedding(max(1, c.num_genres), c.feature_size)
         self.antecedent_scorer = ffnn(3 * self.span_dim + 3 * c.feature_size, c.ffnn_size, c.ffnn_depth, c.dropout)
         self.dropout = nn.Dropout(c.dropout)
-        #: Floats a chunk of span or pair intermediates may hold (:func:`map_row_chunks`); not saved with the
-        #: model, since it changes memory, not results.
+        #: Floats a chunk of span or pair intermediates may hold (memory, not results: not saved).
         self.chunk_elements = CHUNK_ELEMENTS
 
     def span_embeddings(self, context: torch.Tensor, head_inputs: torch.Tensor, starts: torch.Tensor,
                         ends: torch.Tensor) -> torch.Tensor:
         """g_i for spans ``starts``/``ends`` [spans] over ``context`` [words, Dc], ``head_inputs`` [words, Dx]
-        -> [spans, span_dim]; computed :attr:`chunk_elements` at a time (the head attention gathers
-        [spans, max_width, Dx])."""
+        -> [spans, span_dim], :attr:`chunk_elements` at a time (the head attention gathers [spans, L, Dx])."""
         width_limit = self.config.max_span_width
         alpha = self.head_scorer(context).squeeze(-1)  # α_t [words]
 
@@ -197,13 +190,11 @@ class SpanRanker(nn.Module):
                           antecedents: torch.Tensor, valid: torch.Tensor, offsets: torch.Tensor,
                           genre: torch.Tensor) -> torch.Tensor:
         """s(i, j) for the [k, K] slots ``antecedents`` of the kept spans ``top_spans`` [k, D] (mention scores
-        [k], speakers [k]; slot distances ``offsets`` [K]), with ε's 0 prepended and invalid slots at -inf
-        -> [k, K + 1].
+        [k], speakers [k]; slot distances ``offsets`` [K]) -> [k, K + 1], ε's 0 first, invalid slots -inf.
 
         FFNN_a's first layer on ``[g_i, g_j, g_i ∘ g_j, φ]`` is ``W_1 g_i + W_2 g_j + W_3 (g_i ∘ g_j) + W_4 φ``:
         the first two terms are computed once per span rather than once per pair (a third of the work;
-        ``benchmarks/bench_antecedent_scoring.py``); :func:`pair_scores_concat` is the plain version. The pair
-        terms ([k, K, D]) are computed for :attr:`chunk_elements` worth of target spans at a time."""
+        ``benchmarks/bench_antecedent_scoring.py``); :func:`pair_scores_concat` is the plain version."""
         first, rest = self.antecedent_scorer[0], self.antecedent_scorer[1:]
         d, phi_dim = top_spans.shape[-1], 3 * self.config.feature_size
         w_target, w_candidate, w_product, w_phi = first.weight.split([d, d, d, phi_dim], dim=1)

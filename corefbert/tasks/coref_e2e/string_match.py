@@ -1,14 +1,6 @@
-"""A rule baseline beside every end-to-end coreference figure: identical pronouns and identical capitalised names
-linked, nothing learned.
-
-Mentions are every pronoun (:data:`corefbert.pronouns.PRONOUNS`, the toolkit's one lexicon) and every maximal run of capitalised words inside a sentence
-(pronouns end a run: "Mr. Darcy", "Elizabeth", "The Flying U"); mentions whose words are the same once
-lower-cased are one cluster, and clusters of one mention are dropped (the model never predicts singletons
-either). On LitBank this scores close to the small recurrent models the guides train
-(docs/guides/coref_e2e.md, "A rule to beat"): a model that does not clear it has learned little beyond it.
-
-Scored as the end-to-end figures are (:func:`corefbert.metrics.coref_metrics.coref_scores` against gold clusters
-of at least two mentions, ``--drop_singletons``)::
+"""A rule baseline beside every end-to-end coreference figure: identical pronouns and identical capitalised
+names linked, nothing learned (docs/guides/coref_e2e.md, "A rule to beat": a model that does not clear it has
+learned little beyond it). Scored as ``--drop_singletons`` scores the model::
 
     python -c "from corefbert.tasks.coref_e2e.string_match import string_match_scores as s; print(s(['doc.conll']))"
 """
@@ -24,8 +16,9 @@ from corefbert.text.spans import Cluster
 
 
 def rule_mentions(document: ConllDocument) -> list[tuple[int, int]]:
-    """Every pronoun and every maximal run of capitalised words of ``document`` (runs stop at a sentence's end
-    and at a pronoun), as ``(first, last)`` word indices into its flat word list, in text order."""
+    """Every pronoun (:data:`corefbert.pronouns.PRONOUNS`) and every maximal run of capitalised words of
+    ``document`` (runs stop at a sentence's end and at a pronoun: "Mr. Darcy", "The Flying U"), as ``(first,
+    last)`` word indices into its flat word list, in text order."""
     mentions, offset = [], 0
     for sentence in document.sentences:
         run_start = None
@@ -44,8 +37,8 @@ def rule_mentions(document: ConllDocument) -> list[tuple[int, int]]:
 
 
 def string_match_clusters(document: ConllDocument) -> list[Cluster]:
-    """The rule's clusters of ``document``: its :func:`rule_mentions` grouped by their lower-cased words, groups
-    of at least two mentions, in the order of their first mention."""
+    """:func:`rule_mentions` grouped by their lower-cased words, groups of at least two mentions (the model
+    never predicts singletons either), in the order of their first mention."""
     words = document.words
     groups: dict[tuple[str, ...], Cluster] = defaultdict(list)
     for first, last in rule_mentions(document):

@@ -1,22 +1,19 @@
 """End-to-end coreference (Lee et al. 2017) on CoNLL-2012 files, on the shared loop (``finetune/run_coref_e2e.py``).
 
-``--encoder bilstm|lsl|asl`` trains from scratch (Luo & Glass 2018's baseline, LSL, ASL; a vocabulary built
-from the training files, learned embeddings or ``--embeddings_file``); ``--encoder bert`` fine-tunes any
-encoder checkpoint (BERT, RoBERTa, ModernBERT, DeBERTa, ELECTRA, DistilBERT; CorefBERT included) over overlapping windows. One document is one batch; training
-documents are cut to ``--max_training_sentences`` consecutive sentences at a random offset (drawn from the
-torch RNG, which checkpoints carry: a resumed run draws the same offsets) and, where those hold more than
-``--max_training_words`` words, to that many words at a random offset. Sentences longer than
-``--max_sentence_words`` are read as pieces; evaluation and prediction run a document longer than
-``--max_segment_words`` as segments of whole sentences (mentions link within a segment only), so memory is
-bounded by these flags, not by the longest document. Metrics: MUC, B³, CEAF-φ4 and
-their average (``avg_f1``, the CoNLL F1), in percent; predictions are CoNLL files.
+``--encoder bilstm|lsl|asl`` trains from scratch (Luo & Glass 2018's baseline, LSL, ASL) over a vocabulary of
+the training files; ``--encoder bert`` fine-tunes any encoder checkpoint (CorefBERT included) over overlapping
+windows. One document is one batch; training documents are cut at random offsets (drawn from the torch RNG,
+which checkpoints carry: a resumed run draws the same offsets), and memory is bounded by the flags, not by the
+longest document (:mod:`corefbert.tasks.coref_e2e.documents`). Metrics: MUC, B³, CEAF-φ4 and their average
+(``avg_f1``, the CoNLL F1), in percent; predictions are CoNLL files.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from itertools import accumulate
 
 import torch
 from accelerate.utils import gather_object
@@ -150,8 +147,8 @@ class CroppedDocuments(torch.utils.data.Dataset):
     random offset per access, and then to ``max_words`` consecutive words where it holds more."""
 
     def __init__(self, documents: list[ConllDocument], max_sentences: int, max_words: int, featurize):
-        self.documents, self.max_sentences, self.max_words, self.featurize = documents, max_sentences, max_words, \
-            featurize
+        self.documents, self.featurize = documents, featurize
+        self.max_sentences, self.max_words = max_sentences, max_words
 
     def __len__(self) -> int:
         return len(self.documents)
@@ -170,31 +167,27 @@ class CroppedDocuments(torch.utils.data.Dataset):
 
 
 class DocumentSegments(torch.utils.data.Dataset):
-    """Evaluation documents as segments of whole sentences of at most ``max_words`` words (one segment for a
-    document within the bound: the document itself); one without words is left out (its prediction file entry
-    stays empty). Each item carries ``doc_index``, ``segment_index`` and the segment's first word
-    (``word_offset``) in its document."""
+    """Evaluation documents as segments of whole sentences of at most ``max_words`` words (one without words
+    is left out), each with its ``doc_index``, ``segment_index`` and first word (``word_offset``)."""
 
     def __init__(self, documents: list[ConllDocument], max_words: int, featurize):
         self.documents, self.featurize = documents, featurize
-        self.segments: list[tuple[int, int, int, int]] = []  # (document, first sentence, end sentence, first word)
+        self.segments: list[tuple[int, int, int]] = []  # (document, first word, end word)
         for index, document in enumerate(documents):
-            first, offset = 0, 0
-            for segment in segment_sentences(document.sentences, max_words):
-                self.segments.append((index, first, first + len(segment), offset))
-                first += len(segment)
-                offset += sum(len(s) for s in segment)
+            segments = segment_sentences(document.sentences, max_words)
+            bounds = [0, *accumulate(sum(len(s) for s in segment) for segment in segments)]
+            self.segments += [(index, first, end) for first, end in zip(bounds, bounds[1:])]
 
     def __len__(self) -> int:
         return len(self.segments)
 
     def __getitem__(self, position: int) -> dict:
-        index, first, end, offset = self.segments[position]
+        index, first, end = self.segments[position]
         document = self.documents[index]
-        if first > 0 or end < len(document.sentences):
-            document = crop_document(document, first, end)
+        if first > 0 or end < sum(len(s) for s in document.sentences):
+            document = crop_words(document, first, end)
         return {"doc_index": torch.tensor(index), "segment_index": torch.tensor(position),
-                "word_offset": torch.tensor(offset), **self.featurize(document)}
+                "word_offset": torch.tensor(first), **self.featurize(document)}
 
 
 # Both recipes: one document is one batch (checked in CorefE2ETask.__init__), no weight decay, gradients clipped
@@ -205,8 +198,8 @@ ONE_DOCUMENT_PER_STEP = {"per_device_train_batch_size": 1, "per_device_eval_batc
 
 class CorefE2ETask(FinetuningTask):
     """Lee et al. (2017) with the encoder ``--encoder``; ``avg_f1`` (the CoNLL F1) picks the best model. The family
-    of two recipes: :class:`RecurrentCorefE2ETask` and :class:`TransformerCorefE2ETask`, one of which
-    :meth:`variant_for` picks from ``--encoder`` (command line or ``--config``)."""
+    of two recipes, :class:`RecurrentCorefE2ETask` and :class:`TransformerCorefE2ETask` (each defines
+    ``_check_model_path`` and ``_prepare_inputs``); :meth:`variant_for` picks one from ``--encoder``."""
 
     name = TASK
     main_metric = "avg_f1"
@@ -217,11 +210,8 @@ class CorefE2ETask(FinetuningTask):
 
     @classmethod
     def variant_for(cls, argv: list[str]) -> type[CorefE2ETask]:
-        encoder = peek_argument(argv, "encoder") or CorefE2EArguments.encoder
-        for variant in (RecurrentCorefE2ETask, TransformerCorefE2ETask):
-            if encoder in variant.encoders:
-                return variant
-        raise CorefBertError(f"--encoder {encoder!r} is not one of {', '.join(ENCODERS)}")
+        encoder = peek_argument(argv, "encoder") or CorefE2EArguments.encoder  # an unknown one: __post_init__
+        return TransformerCorefE2ETask if encoder in TRANSFORMER_ENCODERS else RecurrentCorefE2ETask
 
     def __init__(self, task_args: CorefE2EArguments, training_args: FinetuningArguments):
         super().__init__(task_args, training_args)
@@ -261,14 +251,6 @@ class CorefE2ETask(FinetuningTask):
             self._prepare_inputs(path)
         self.stride = a.window_stride or (a.max_seq_length - 2) // 2
 
-    def _check_model_path(self, path: str | None) -> None:
-        """One line when ``--model_name_or_path`` cannot start this variant."""
-        raise NotImplementedError
-
-    def _prepare_inputs(self, path: str | None) -> None:
-        """What turns words into the model's inputs, for a model not loaded from a folder of this task."""
-        raise NotImplementedError
-
     def _summarise(self, documents: list[ConllDocument], what: str) -> None:
         """Log what a split holds and what the model cannot reach; a split without words is an error."""
         mentions = [e - s + 1 for doc in documents for cluster in doc.clusters for s, e in cluster]
@@ -293,46 +275,44 @@ class CorefE2ETask(FinetuningTask):
                 "lower --max_segment_words")
 
     def model_config(self) -> CorefE2EConfig:
+        """A new model's config: each field named as an argument from it, the rest from the data."""
         a = self.task_args
+
+        def from_args(cls, **values):
+            given = {f.name: getattr(a, f.name) for f in fields(cls) if hasattr(a, f.name)}
+            return cls(**{**given, **values})
+
         genres = sorted({d.genre for d in self.train_docs or []}) or [""]
-        ranker = SpanRankingConfig(context_dim=0, head_dim=0, max_span_width=a.max_span_width,
-                                   feature_size=a.feature_size, ffnn_size=a.ffnn_size, ffnn_depth=a.ffnn_depth,
-                                   dropout=a.dropout, top_span_ratio=a.top_span_ratio,
-                                   max_antecedents=a.max_antecedents, num_genres=len(genres),
-                                   head_ffnn_depth=a.head_ffnn_depth, allow_crossing_spans=a.allow_crossing_spans)
         embedding_dim = self.pretrained.shape[1] if self.pretrained is not None else a.embedding_dim
-        return CorefE2EConfig(encoder=a.encoder, ranker=ranker, genres=genres, embedding_dim=embedding_dim,
-                              fixed_embeddings=self.pretrained is not None, char_filters=a.char_filters,
-                              lstm_size=a.lstm_size, attention_size=a.attention_size, asl_variant=a.asl_variant,
-                              lexical_dropout=a.lexical_dropout, max_seq_length=a.max_seq_length,
-                              window_stride=self.stride, max_sentence_words=a.max_sentence_words,
-                              max_segment_words=a.max_segment_words)
+        ranker = from_args(SpanRankingConfig, context_dim=0, head_dim=0, num_genres=len(genres))
+        return from_args(CorefE2EConfig, ranker=ranker, genres=genres, embedding_dim=embedding_dim,
+                         fixed_embeddings=self.pretrained is not None, window_stride=self.stride)
 
     def featurize(self, document: ConllDocument) -> dict[str, torch.Tensor]:
         config = self.model.config if self.model is not None else self.model_config()
         return featurize(document, config, self.vocab, self.tokenizer)
 
-    def _split(self, documents: list[ConllDocument], segments: bool = True) -> list[ConllDocument]:
-        """``documents`` with sentences longer than ``--max_sentence_words`` split (the flat word indices, which
-        the clusters and the prediction files use, stay); for evaluation also those longer than a segment, so
-        no segment exceeds ``--max_segment_words``."""
-        a = self.task_args
-        limit = min(a.max_sentence_words, a.max_segment_words) if segments else a.max_sentence_words
-        return [split_long_sentences(d, limit) for d in documents]
-
     def train_dataset(self):
         a = self.task_args
-        docs = self._split([d for d in self.train_docs or [] if d.sentences], segments=False)
+        docs = [split_long_sentences(d, a.max_sentence_words) for d in self.train_docs or [] if d.sentences]
         return CroppedDocuments(docs, a.max_training_sentences, a.max_training_words, self.featurize) if docs \
             else None
 
+    def _segments(self, documents: list[ConllDocument] | None) -> DocumentSegments | None:
+        """``documents`` as segments, sentences longer than ``--max_sentence_words`` or a segment split first
+        (the flat word indices, which the clusters and the prediction files use, stay)."""
+        if not documents:
+            return None
+        a = self.task_args
+        limit = min(a.max_sentence_words, a.max_segment_words)
+        return DocumentSegments([split_long_sentences(d, limit) for d in documents], a.max_segment_words,
+                                self.featurize)
+
     def eval_dataset(self):
-        return DocumentSegments(self._split(self.eval_docs), self.task_args.max_segment_words, self.featurize) \
-            if self.eval_docs else None
+        return self._segments(self.eval_docs)
 
     def predict_dataset(self):
-        return DocumentSegments(self._split(self.test_docs), self.task_args.max_segment_words, self.featurize) \
-            if self.test_docs else None
+        return self._segments(self.test_docs)
 
     def collate(self, features: list) -> dict[str, torch.Tensor]:
         return features[0]  # one document per batch (checked in __init__)
@@ -377,10 +357,8 @@ class CorefE2ETask(FinetuningTask):
 
 class RecurrentCorefE2ETask(CorefE2ETask):
     """``--encoder bilstm|lsl|asl``: trained from scratch over a vocabulary of the training files (Luo & Glass
-    2018, section 4.1: Adam, LR 0.001 decayed every 100 steps, one document per step; Lee et al. clip gradients
-    at 5). The decay factor is 0.999 (0.1%) per 100 steps, the reading of the paper's "decays 0.001% every 100
-    steps" that the configuration published with it and Lee et al. (2017) use; the literal 0.001% is
-    ``--lr_decay_factor 0.99999`` (docs/guides/coref_e2e.md, paper <-> code table)."""
+    2018, section 4.1: Adam, LR 0.001 × 0.999 every 100 steps, the reading of its "decays 0.001%" that
+    docs/guides/coref_e2e.md's paper ↔ code table gives; one document a step; Lee et al.'s clipping at 5)."""
 
     encoders = RECURRENT_ENCODERS
     training_defaults = {**ONE_DOCUMENT_PER_STEP, "learning_rate": 1e-3, "warmup_ratio": 0.0,
@@ -392,9 +370,7 @@ class RecurrentCorefE2ETask(CorefE2ETask):
             raise CorefBertError(f"not a folder written by run_coref_e2e.py (no {TASK}_head.json)", path=path)
 
     def _prepare_inputs(self, path: str | None) -> None:
-        self._build_vocabulary()
-
-    def _build_vocabulary(self) -> None:
+        """The vocabulary (and GloVe vectors) of a new model."""
         a = self.task_args
         if not self.train_docs:
             raise CorefBertError("a recurrent model is trained from scratch: pass --do_train with --train_file, "
@@ -413,9 +389,8 @@ class RecurrentCorefE2ETask(CorefE2ETask):
 
 
 class TransformerCorefE2ETask(CorefE2ETask):
-    """``--encoder bert``: any encoder checkpoint (BERT, RoBERTa, ModernBERT, DeBERTa, ELECTRA, DistilBERT; CorefBERT
-    included) over overlapping windows, with BERT
-    for coreference's recipe (Joshi et al. 2019): a small LR with warm-up and linear decay, 20 epochs."""
+    """``--encoder bert``: any encoder checkpoint (CorefBERT included) over overlapping windows, with BERT for
+    coreference's recipe (Joshi et al. 2019): a small LR with warm-up and linear decay, 20 epochs."""
 
     encoders = TRANSFORMER_ENCODERS
     uses_model_folder = True

@@ -18,7 +18,6 @@ from corefbert.tasks.coref.mlm_scoring import (
     collate_candidates,
     encode_candidates,
     pronoun_margin_loss,
-    score_examples,
 )
 from corefbert.tasks.coref.readers import PronounExample, read_pronoun_file
 
@@ -162,6 +161,14 @@ def test_encode_candidates_masks_as_many_tokens_as_the_candidate(bert_tokenizer)
     assert all(len(ids) <= 8 and bert_tokenizer.mask_token_id in ids for ids in short["input_ids"])
 
 
+@torch.no_grad()
+def _score_examples(model: CandidateScoringModel, tokenizer, examples: list[PronounExample]) -> list[list[float]]:
+    """Zero-shot scores (log P per candidate) of ``examples``, in order, with no training loop."""
+    batch = collate_candidates([encode_candidates(e, tokenizer) for e in examples], tokenizer.pad_token_id)
+    out = model.eval()(**batch)
+    return [row[:len(e.candidates)] for e, row in zip(examples, out.scores.tolist())]
+
+
 def test_mlm_scoring_picks_the_candidate_the_model_is_rigged_to_prefer(bert_tokenizer):
     mlm = _tiny_mlm(bert_tokenizer)
     examples = [
@@ -173,12 +180,12 @@ def test_mlm_scoring_picks_the_candidate_the_model_is_rigged_to_prefer(bert_toke
         mlm.cls.predictions.bias.zero_()
         mlm.cls.predictions.bias[favoured] = 25.0
     model = CandidateScoringModel(mlm)
-    scores = score_examples(model, bert_tokenizer, examples)
+    scores = _score_examples(model, bert_tokenizer, examples)
     assert all(row[1] > row[0] for row in scores)
     with torch.no_grad():
         mlm.cls.predictions.bias.zero_()
         mlm.cls.predictions.bias[bert_tokenizer.convert_tokens_to_ids(bert_tokenizer.tokenize("Marta"))] = 25.0
-    assert all(row[0] > row[1] for row in score_examples(model, bert_tokenizer, examples))
+    assert all(row[0] > row[1] for row in _score_examples(model, bert_tokenizer, examples))
 
 
 def test_scores_equal_full_logits_computation_and_sum_reduction(bert_tokenizer):
