@@ -275,7 +275,7 @@ class CorefE2ETask(FinetuningTask):
                 "lower --max_segment_words")
 
     def model_config(self) -> CorefE2EConfig:
-        """A new model's config: each field named as an argument from it, the rest from the data."""
+        """A new model's config: a field that is also an argument takes its value, the rest come from the data."""
         a = self.task_args
 
         def from_args(cls, **values):
